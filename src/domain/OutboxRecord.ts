@@ -1,0 +1,198 @@
+/**
+ * The outbox record model: what a producer hands to `persist` and what a store keeps.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Random from "effect/Random"
+import * as Schema from "effect/Schema"
+
+/**
+ * Lifecycle of a stored record. `pending` and `claimed` are non-terminal; `completed` and `expired`
+ * are terminal: nothing leaves them.
+ *
+ * @since 0.1.0
+ */
+export const RecordStatus = Schema.Literal("pending", "claimed", "completed", "expired")
+
+/**
+ * @since 0.1.0
+ */
+export type RecordStatus = typeof RecordStatus.Type
+
+/**
+ * True for the states nothing leaves (`completed`, `expired`).
+ *
+ * @since 0.1.0
+ */
+export const isTerminal = (status: RecordStatus): boolean => status === "completed" || status === "expired"
+
+/**
+ * String map of envelope headers.
+ *
+ * @since 0.1.0
+ */
+export const Headers = Schema.Record({ key: Schema.String, value: Schema.String })
+
+/**
+ * @since 0.1.0
+ */
+export type Headers = typeof Headers.Type
+
+/**
+ * The fields of a new record, as a plain struct schema. `persist` decodes every input with it, so
+ * values that arrive as plain objects (or instances built with validation disabled) are checked too.
+ *
+ * `id` may be omitted: the store then generates a time-ordered id (UUIDv7 layout) so that insert
+ * batches land on neighbouring index pages.
+ *
+ * @since 0.1.0
+ */
+export const NewOutboxRecordFields = {
+  id: Schema.optional(Schema.NonEmptyString),
+  partitionKey: Schema.NonEmptyString,
+  envelopeId: Schema.NonEmptyString,
+  bindingId: Schema.NonEmptyString,
+  payload: Schema.Uint8ArrayFromSelf,
+  headers: Schema.optional(Headers),
+  orderingKey: Schema.optional(Schema.String),
+  address: Schema.optional(Schema.String),
+  routeId: Schema.optional(Schema.String),
+  createdAt: Schema.optional(Schema.DateTimeUtcFromSelf),
+  expiresAt: Schema.optional(Schema.DateTimeUtcFromSelf)
+}
+
+/**
+ * A record as a producer writes it. Optional inputs are plain optional properties; an empty
+ * `orderingKey` means "no key". The constructor validates (non-empty partition, envelope and binding
+ * ids, and id when given) and throws on violation.
+ *
+ * @since 0.1.0
+ */
+export class NewOutboxRecord extends Schema.Class<NewOutboxRecord>("effect-outbox/NewOutboxRecord")(
+  NewOutboxRecordFields
+) {}
+
+/**
+ * A stored outbox record. Optional facts are `Option`s. `seq` is assigned by the store per partition
+ * and strictly increases in persist order; `claimVersion` is 0 for a record never claimed;
+ * `replayCount` counts claims.
+ *
+ * @since 0.1.0
+ */
+export class OutboxRecord extends Schema.Class<OutboxRecord>("effect-outbox/OutboxRecord")({
+  id: Schema.NonEmptyString,
+  partitionKey: Schema.NonEmptyString,
+  envelopeId: Schema.NonEmptyString,
+  bindingId: Schema.NonEmptyString,
+  routeId: Schema.String,
+  address: Schema.String,
+  payload: Schema.Uint8ArrayFromSelf,
+  headers: Headers,
+  orderingKey: Schema.OptionFromSelf(Schema.NonEmptyString),
+  createdAt: Schema.DateTimeUtcFromSelf,
+  expiresAt: Schema.OptionFromSelf(Schema.DateTimeUtcFromSelf),
+  seq: Schema.NonNegativeInt,
+  status: RecordStatus,
+  claimedBy: Schema.OptionFromSelf(Schema.NonEmptyString),
+  claimVersion: Schema.NonNegativeInt,
+  claimedAt: Schema.OptionFromSelf(Schema.DateTimeUtcFromSelf),
+  firstAttemptedAt: Schema.OptionFromSelf(Schema.DateTimeUtcFromSelf),
+  replayCount: Schema.NonNegativeInt,
+  completedAt: Schema.OptionFromSelf(Schema.DateTimeUtcFromSelf)
+}) {}
+
+/**
+ * A validated new record with every default filled in: what backends store. Built by the shared store
+ * core (`OutboxStore.prepare`), never by hand.
+ *
+ * @since 0.1.0
+ */
+export interface PreparedRecord {
+  readonly id: string
+  readonly partitionKey: string
+  readonly envelopeId: string
+  readonly bindingId: string
+  readonly routeId: string
+  readonly address: string
+  readonly payload: Uint8Array
+  readonly headers: Headers
+  readonly orderingKey: Option.Option<string>
+  readonly createdAt: DateTime.Utc
+  readonly expiresAt: Option.Option<DateTime.Utc>
+}
+
+/**
+ * The identity of a record for idempotency: `(partitionKey, envelopeId, bindingId)`, as one string
+ * (components are length-prefixed so no two identities collide).
+ *
+ * @since 0.1.0
+ */
+export const identityKey = (record: {
+  readonly partitionKey: string
+  readonly envelopeId: string
+  readonly bindingId: string
+}): string =>
+  `${record.partitionKey.length}:${record.partitionKey}|${record.envelopeId.length}:${record.envelopeId}|${record.bindingId}`
+
+/**
+ * Builds the stored form of a freshly persisted record.
+ *
+ * @since 0.1.0
+ */
+export const fromPrepared = (record: PreparedRecord, seq: number): OutboxRecord =>
+  new OutboxRecord(
+    {
+      ...record,
+      seq,
+      status: "pending",
+      claimedBy: Option.none(),
+      claimVersion: 0,
+      claimedAt: Option.none(),
+      firstAttemptedAt: Option.none(),
+      replayCount: 0,
+      completedAt: Option.none()
+    },
+    { disableValidation: true }
+  )
+
+/**
+ * Copies a stored record with some fields changed (no re-validation: callers change only store-owned
+ * fields).
+ *
+ * @since 0.1.0
+ */
+export const update = (record: OutboxRecord, changes: Partial<Omit<OutboxRecord, "id">>): OutboxRecord =>
+  new OutboxRecord({ ...record, ...changes }, { disableValidation: true })
+
+const hex = (n: number, width: number): string => n.toString(16).padStart(width, "0")
+
+/**
+ * Formats a UUIDv7-layout id from a millisecond timestamp and 74 random bits (given as three numbers:
+ * 12, 30 and 32 bits). Ids made later sort later, so inserts stay at the end of the index.
+ *
+ * @since 0.1.0
+ */
+export const formatTimeOrderedId = (millis: number, randA: number, randB: number, randC: number): string => {
+  const ms = hex(Math.max(0, Math.floor(millis)) % 2 ** 48, 12)
+  const a = hex(0x7000 | (randA & 0x0fff), 4)
+  const b = hex(0x80000000 | (randB & 0x3fffffff), 8)
+  const c = hex(randC >>> 0, 8)
+  return `${ms.slice(0, 8)}-${ms.slice(8, 12)}-${a}-${b.slice(0, 4)}-${b.slice(4, 8)}${c}`
+}
+
+/**
+ * Generates a time-ordered record id from `Clock` and `Random` (so tests control it).
+ *
+ * @since 0.1.0
+ */
+export const generateId: Effect.Effect<string> = Effect.gen(function* () {
+  const millis = yield* Clock.currentTimeMillis
+  const a = yield* Random.nextIntBetween(0, 0x1000)
+  const b = yield* Random.nextIntBetween(0, 0x40000000)
+  const c = yield* Random.nextIntBetween(0, 0x7fffffff)
+  return formatTimeOrderedId(millis, a, b, c * 2 + (millis & 1))
+})

@@ -1,0 +1,415 @@
+/**
+ * The `OutboxStore` port (SPEC §2) and the shared core every backend goes through.
+ *
+ * Backends implement {@link Backend} (storage only). {@link make} wraps a backend with what must not
+ * drift between backends: token validity (R-CLAIM-1, R-DONE-1), input validation and defaults
+ * (R-PERSIST-2/4/5), id generation, limit normalisation and one span per public operation.
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import * as DateTime from "effect/DateTime"
+import type * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import type * as Stream from "effect/Stream"
+import * as LeaseToken from "../domain/LeaseToken.js"
+import {
+  type ClaimTruncated,
+  type CorruptRecord,
+  type DepthUnsupported,
+  DuplicateRecord,
+  type ExpireIncomplete,
+  InvalidRecord,
+  StaleFencingToken,
+  type StoreUnavailable,
+  type TransactionConflict
+} from "../domain/OutboxError.js"
+import * as OutboxRecord from "../domain/OutboxRecord.js"
+
+/**
+ * What a claim returns: the claimed records in age order, and — when the backend stopped early on a
+ * transient failure after claiming some records (R-CLAIM-8) — the report of that short batch. The
+ * records belong to the caller either way.
+ *
+ * @since 0.1.0
+ */
+export interface ClaimBatch {
+  readonly records: ReadonlyArray<OutboxRecord.OutboxRecord>
+  readonly truncated: Option.Option<ClaimTruncated>
+}
+
+/**
+ * Builds a {@link ClaimBatch}.
+ *
+ * @since 0.1.0
+ */
+export const ClaimBatch = (
+  records: ReadonlyArray<OutboxRecord.OutboxRecord>,
+  truncated: Option.Option<ClaimTruncated> = Option.none()
+): ClaimBatch => ({ records, truncated })
+
+/**
+ * What a successful persist reports: the ids stored, and the ids skipped because their identity
+ * already existed (R-PERSIST-1/2/3).
+ *
+ * @since 0.1.0
+ */
+export interface PersistReport {
+  readonly persisted: ReadonlyArray<string>
+  readonly skipped: ReadonlyArray<string>
+}
+
+/**
+ * Errors a claim may fail with (R-CLAIM-10), plus `CorruptRecord` when a stored row cannot be read.
+ *
+ * @since 0.1.0
+ */
+export type ClaimError = StaleFencingToken | TransactionConflict | StoreUnavailable | CorruptRecord
+
+/**
+ * The outbox store port. Every operation is scoped to one partition except `complete` and `release`,
+ * which address records by id. When a mutating operation succeeds, its effect is durable (memory
+ * excepted).
+ *
+ * @since 0.1.0
+ */
+export interface OutboxStoreService {
+  /**
+   * Stores new records as `pending`, idempotently per `(partitionKey, envelopeId, bindingId)`:
+   * existing identities are skipped (never overwritten). Assigns `seq` per partition in batch order and
+   * `createdAt = now` when absent; generates time-ordered ids when absent. Fails with `DuplicateRecord`
+   * when every record of a non-empty batch was skipped, and with `InvalidRecord` (storing nothing) on
+   * bad input. On SQLite it joins an enclosing `sql.withTransaction`.
+   */
+  readonly persist: (
+    records: ReadonlyArray<OutboxRecord.NewOutboxRecord>
+  ) => Effect.Effect<PersistReport, DuplicateRecord | InvalidRecord | StoreUnavailable>
+  /**
+   * Claims the oldest `limit` claimable records of a partition in age order, honouring head-of-line
+   * per ordering key and the partition's fence high-water mark (which every accepted claim raises, also
+   * one that finds nothing or has `limit <= 0`).
+   */
+  readonly claim: (
+    partitionKey: string,
+    token: LeaseToken.LeaseTokenLike,
+    limit: number
+  ) => Effect.Effect<ClaimBatch, ClaimError>
+  /**
+   * Marks claimed records completed. Each must be `claimed` by exactly this token's owner and version,
+   * else `StaleFencingToken` naming the ids. One id per call is the well-defined case; with several
+   * ids the memory store is all-or-nothing, while SQLite and DynamoDB may leave earlier matches applied.
+   */
+  readonly complete: (
+    ids: ReadonlyArray<string>,
+    token: LeaseToken.LeaseTokenLike
+  ) => Effect.Effect<void, StaleFencingToken | StoreUnavailable>
+  /**
+   * Returns claimed records to `pending` (keeping `claimVersion`, `replayCount`, `firstAttemptedAt`).
+   * Same matching rules and multi-id caveat as `complete`.
+   */
+  readonly release: (
+    ids: ReadonlyArray<string>,
+    token: LeaseToken.LeaseTokenLike
+  ) => Effect.Effect<void, StaleFencingToken | StoreUnavailable>
+  /**
+   * Moves `pending` records of the partition whose `expiresAt` is strictly before `before` to `expired`,
+   * fenced like a claim (and raising the high-water mark). Returns the count.
+   */
+  readonly expire: (
+    before: DateTime.Utc,
+    partitionKey: string,
+    token: LeaseToken.LeaseTokenLike
+  ) => Effect.Effect<number, StaleFencingToken | ExpireIncomplete | StoreUnavailable>
+  /**
+   * A preview of at most `limit` pending records, sorted by age within the result. Which records are
+   * chosen when more exist is backend-defined: never use it to choose work.
+   */
+  readonly queryPending: (
+    partitionKey: string,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<OutboxRecord.OutboxRecord>, StoreUnavailable | CorruptRecord>
+  /** Exact count of pending records of the partition. */
+  readonly countPending: (partitionKey: string) => Effect.Effect<number, DepthUnsupported | StoreUnavailable>
+  /** Exact count of claimed records of the partition. */
+  readonly countClaimed: (partitionKey: string) => Effect.Effect<number, DepthUnsupported | StoreUnavailable>
+  /**
+   * The partition keys holding non-terminal records (may include partitions that just emptied; never
+   * omits one with pending work; never reads every record).
+   */
+  readonly listPartitions: Stream.Stream<string, StoreUnavailable>
+}
+
+/**
+ * The `OutboxStore` service tag.
+ *
+ * @since 0.1.0
+ */
+export class OutboxStore extends Context.Tag("effect-outbox/OutboxStore")<OutboxStore, OutboxStoreService>() {}
+
+/**
+ * What a backend implements. Inputs are already validated by the core: tokens are valid, records are
+ * prepared (ids, defaults, `createdAt`), limits are integers.
+ *
+ * @since 0.1.0
+ */
+export interface Backend {
+  /** Backend name for errors and logs: `memory`, `sqlite`, `dynamodb`. */
+  readonly name: string
+  /** Backend-specific validation of one prepared record (e.g. item size); a reason string rejects it. */
+  readonly validate?: (record: OutboxRecord.PreparedRecord) => string | undefined
+  /**
+   * Stores the new records (non-empty batch), skipping existing identities (and repeated identities in
+   * the batch after the first). A record whose id is already used by a different identity must fail the
+   * whole batch with `InvalidRecord`.
+   */
+  readonly persist: (
+    records: ReadonlyArray<OutboxRecord.PreparedRecord>
+  ) => Effect.Effect<PersistReport, InvalidRecord | StoreUnavailable>
+  readonly claim: (
+    partitionKey: string,
+    token: LeaseToken.LeaseTokenLike,
+    limit: number
+  ) => Effect.Effect<ClaimBatch, ClaimError>
+  readonly complete: (
+    ids: ReadonlyArray<string>,
+    token: LeaseToken.LeaseTokenLike
+  ) => Effect.Effect<void, StaleFencingToken | StoreUnavailable>
+  readonly release: (
+    ids: ReadonlyArray<string>,
+    token: LeaseToken.LeaseTokenLike
+  ) => Effect.Effect<void, StaleFencingToken | StoreUnavailable>
+  readonly expire: (
+    before: DateTime.Utc,
+    partitionKey: string,
+    token: LeaseToken.LeaseTokenLike
+  ) => Effect.Effect<number, StaleFencingToken | ExpireIncomplete | StoreUnavailable>
+  readonly queryPending: (
+    partitionKey: string,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<OutboxRecord.OutboxRecord>, StoreUnavailable | CorruptRecord>
+  readonly countPending: (partitionKey: string) => Effect.Effect<number, DepthUnsupported | StoreUnavailable>
+  readonly countClaimed: (partitionKey: string) => Effect.Effect<number, DepthUnsupported | StoreUnavailable>
+  readonly listPartitions: Stream.Stream<string, StoreUnavailable>
+}
+
+/**
+ * Options every backend layer accepts.
+ *
+ * @since 0.1.0
+ */
+export interface StoreOptions {
+  /**
+   * Wall-clock stale reclaim (R-CLAIM-6): a record claimed longer ago than this is claimable again even
+   * at the same token version. Must exceed the worst clock skew between nodes plus the longest batch.
+   */
+  readonly staleClaimAfter?: Duration.DurationInput | undefined
+  /** How long terminal records are kept before removal (default 1 hour). */
+  readonly retention?: Duration.DurationInput | undefined
+}
+
+const decodeNew = Schema.decodeUnknownEither(Schema.Struct(OutboxRecord.NewOutboxRecordFields))
+
+const inputId = (input: unknown): string | undefined => {
+  if (typeof input !== "object" || input === null) return undefined
+  const id: unknown = Reflect.get(input, "id")
+  return typeof id === "string" && id.length > 0 ? id : undefined
+}
+
+const inputPartition = (input: unknown): string | undefined => {
+  if (typeof input !== "object" || input === null) return undefined
+  const pk: unknown = Reflect.get(input, "partitionKey")
+  return typeof pk === "string" && pk.length > 0 ? pk : undefined
+}
+
+/**
+ * Validates a batch of new records and fills every default (R-PERSIST-4/5): ids (time-ordered),
+ * `createdAt = now`, empty headers, `""` route and address, empty ordering key → none. Also rejects a
+ * batch that uses one id for two different identities. Fails with `InvalidRecord` naming the first bad
+ * record.
+ *
+ * @since 0.1.0
+ */
+export const prepare = Effect.fnUntraced(function* (
+  records: ReadonlyArray<unknown>,
+  validate?: (record: OutboxRecord.PreparedRecord) => string | undefined
+) {
+  const now = yield* DateTime.now
+  const prepared: Array<OutboxRecord.PreparedRecord> = []
+  const idOwners = new Map<string, string>()
+  for (let index = 0; index < records.length; index++) {
+    const input = records[index]
+    const decoded = decodeNew(input)
+    if (Either.isLeft(decoded)) {
+      return yield* new InvalidRecord({
+        index,
+        recordId: inputId(input),
+        partitionKey: inputPartition(input),
+        reason: ParseResult.TreeFormatter.formatErrorSync(decoded.left)
+      })
+    }
+    const value = decoded.right
+    const id = value.id ?? (yield* OutboxRecord.generateId)
+    const record: OutboxRecord.PreparedRecord = {
+      id,
+      partitionKey: value.partitionKey,
+      envelopeId: value.envelopeId,
+      bindingId: value.bindingId,
+      routeId: value.routeId ?? "",
+      address: value.address ?? "",
+      payload: value.payload,
+      headers: value.headers ?? {},
+      orderingKey:
+        value.orderingKey === undefined || value.orderingKey.length === 0
+          ? Option.none()
+          : Option.some(value.orderingKey),
+      createdAt: value.createdAt ?? now,
+      expiresAt: Option.fromNullable(value.expiresAt)
+    }
+    const identity = OutboxRecord.identityKey(record)
+    const owner = idOwners.get(id)
+    if (owner !== undefined && owner !== identity) {
+      return yield* new InvalidRecord({
+        index,
+        recordId: id,
+        partitionKey: record.partitionKey,
+        reason: "the same id is used by two different records of the batch"
+      })
+    }
+    idOwners.set(id, identity)
+    const problem = validate?.(record)
+    if (problem !== undefined) {
+      return yield* new InvalidRecord({ index, recordId: id, partitionKey: record.partitionKey, reason: problem })
+    }
+    prepared.push(record)
+  }
+  return prepared
+})
+
+const checkToken = (
+  operation: string,
+  token: unknown,
+  partitionKey: string | undefined,
+  recordIds?: ReadonlyArray<string>
+): Effect.Effect<void, StaleFencingToken> => {
+  const reason = LeaseToken.invalidReason(token)
+  if (reason === undefined) return Effect.void
+  return Effect.fail(
+    new StaleFencingToken({
+      operation,
+      reason: `invalid token: ${reason}`,
+      partitionKey,
+      recordIds,
+      owner: typeof token === "object" && token !== null ? stringOrUndefined(Reflect.get(token, "owner")) : undefined,
+      version:
+        typeof token === "object" && token !== null ? numberOrUndefined(Reflect.get(token, "version")) : undefined
+    })
+  )
+}
+
+const stringOrUndefined = (u: unknown): string | undefined => (typeof u === "string" ? u : undefined)
+const numberOrUndefined = (u: unknown): number | undefined => (typeof u === "number" ? u : undefined)
+
+/**
+ * Normalises a claim/query limit: non-finite or non-positive → 0, else its integer part.
+ *
+ * @since 0.1.0
+ */
+export const normaliseLimit = (limit: number): number => (Number.isFinite(limit) && limit > 0 ? Math.floor(limit) : 0)
+
+/**
+ * Wraps a backend with the shared core.
+ *
+ * @since 0.1.0
+ */
+export const make = (backend: Backend): OutboxStoreService =>
+  OutboxStore.of({
+    persist: (records) =>
+      Effect.gen(function* () {
+        if (records.length === 0) return { persisted: [], skipped: [] }
+        const prepared = yield* prepare(records, backend.validate)
+        const report = yield* backend.persist(prepared)
+        if (report.persisted.length === 0) {
+          return yield* new DuplicateRecord({ ids: report.skipped, partitionKey: prepared[0]?.partitionKey })
+        }
+        return report
+      }).pipe(Effect.withSpan("OutboxStore.persist", { attributes: { "outbox.records": records.length } })),
+    claim: (partitionKey, token, limit) =>
+      checkToken("claim", token, partitionKey).pipe(
+        Effect.zipRight(backend.claim(partitionKey, token, normaliseLimit(limit))),
+        Effect.withSpan("OutboxStore.claim", {
+          attributes: { "outbox.partition": partitionKey, "outbox.limit": limit }
+        })
+      ),
+    complete: (ids, token) =>
+      checkToken("complete", token, undefined, ids).pipe(
+        Effect.zipRight(ids.length === 0 ? Effect.void : backend.complete(ids, token)),
+        Effect.withSpan("OutboxStore.complete", { attributes: { "outbox.records": ids.length } })
+      ),
+    release: (ids, token) =>
+      checkToken("release", token, undefined, ids).pipe(
+        Effect.zipRight(ids.length === 0 ? Effect.void : backend.release(ids, token)),
+        Effect.withSpan("OutboxStore.release", { attributes: { "outbox.records": ids.length } })
+      ),
+    expire: (before, partitionKey, token) =>
+      checkToken("expire", token, partitionKey).pipe(
+        Effect.zipRight(backend.expire(before, partitionKey, token)),
+        Effect.withSpan("OutboxStore.expire", { attributes: { "outbox.partition": partitionKey } })
+      ),
+    queryPending: (partitionKey, limit) => {
+      const n = normaliseLimit(limit)
+      return (n === 0 ? Effect.succeed([]) : backend.queryPending(partitionKey, n)).pipe(
+        Effect.withSpan("OutboxStore.queryPending", { attributes: { "outbox.partition": partitionKey } })
+      )
+    },
+    countPending: (partitionKey) =>
+      backend
+        .countPending(partitionKey)
+        .pipe(Effect.withSpan("OutboxStore.countPending", { attributes: { "outbox.partition": partitionKey } })),
+    countClaimed: (partitionKey) =>
+      backend
+        .countClaimed(partitionKey)
+        .pipe(Effect.withSpan("OutboxStore.countClaimed", { attributes: { "outbox.partition": partitionKey } })),
+    listPartitions: backend.listPartitions
+  })
+
+/**
+ * The stale-fence error a backend raises when a token is below the partition's high-water mark.
+ *
+ * @since 0.1.0
+ */
+export const belowHighWaterMark = (
+  operation: string,
+  partitionKey: string,
+  token: LeaseToken.LeaseTokenLike,
+  highWaterMark: number
+): StaleFencingToken =>
+  new StaleFencingToken({
+    operation,
+    partitionKey,
+    owner: token.owner,
+    version: token.version,
+    highWaterMark,
+    reason: `token version ${token.version} is below the partition's fence high-water mark ${highWaterMark}`
+  })
+
+/**
+ * The stale-fence error a backend raises when records are not claimed by the token (R-DONE-2).
+ *
+ * @since 0.1.0
+ */
+export const notClaimedBy = (
+  operation: string,
+  token: LeaseToken.LeaseTokenLike,
+  recordIds: ReadonlyArray<string>
+): StaleFencingToken =>
+  new StaleFencingToken({
+    operation,
+    owner: token.owner,
+    version: token.version,
+    recordIds,
+    reason: `records are not claimed by ${token.owner} at version ${token.version}`
+  })

@@ -1,0 +1,47 @@
+/**
+ * The `Sink` port: where a relay delivers records (SPEC §6).
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Duration from "effect/Duration"
+import type * as Effect from "effect/Effect"
+import * as Schema from "effect/Schema"
+import type { OutboxRecord } from "../domain/OutboxRecord.js"
+
+/**
+ * A failed send. `retryable` decides what the drainer does: release and retry later (transient) or
+ * dead-letter / drop (permanent). `retryAfter`, when the destination asked for it, is a minimum backoff.
+ *
+ * @since 0.1.0
+ */
+export class SendError extends Schema.TaggedError<SendError>()("SendError", {
+  retryable: Schema.Boolean,
+  code: Schema.String,
+  message: Schema.String,
+  retryAfterMillis: Schema.optional(Schema.Number)
+}) {}
+
+/**
+ * A delivery destination.
+ *
+ * @since 0.1.0
+ */
+export interface SinkService {
+  /** Delivers one record. Must be idempotent on `record.id` where the destination allows. */
+  readonly send: (record: OutboxRecord) => Effect.Effect<void, SendError>
+}
+
+/**
+ * The `Sink` service tag.
+ *
+ * @since 0.1.0
+ */
+export class Sink extends Context.Tag("effect-outbox/Sink")<Sink, SinkService>() {}
+
+/**
+ * Helper type for sink options that take a timeout.
+ *
+ * @since 0.1.0
+ */
+export type Timeout = Duration.DurationInput
