@@ -61,6 +61,25 @@ export const ClaimBatch = (
 export interface PersistReport {
   readonly persisted: ReadonlyArray<string>
   readonly skipped: ReadonlyArray<string>
+  /**
+   * For each id in `skipped` (same order), the id of the stored record that holds its identity (for an
+   * in-batch duplicate, the id of the first record of the batch with that identity).
+   */
+  readonly existingIds: ReadonlyArray<string>
+}
+
+/**
+ * Options of `persist`.
+ *
+ * @since 0.1.0
+ */
+export interface PersistOptions {
+  /**
+   * Replace a *terminal* (completed or expired) record holding the same identity instead of skipping
+   * (the one exception to R-PERSIST-1, used by dead-letter redrive). A non-terminal holder is still
+   * skipped. Default false.
+   */
+  readonly replaceTerminal?: boolean | undefined
 }
 
 /**
@@ -86,7 +105,8 @@ export interface OutboxStoreService {
    * bad input. On SQLite it joins an enclosing `sql.withTransaction`.
    */
   readonly persist: (
-    records: ReadonlyArray<OutboxRecord.NewOutboxRecord>
+    records: ReadonlyArray<OutboxRecord.NewOutboxRecord>,
+    options?: PersistOptions
   ) => Effect.Effect<PersistReport, DuplicateRecord | InvalidRecord | StoreUnavailable>
   /**
    * Claims the oldest `limit` claimable records of a partition in age order, honouring head-of-line
@@ -164,10 +184,12 @@ export interface Backend {
   /**
    * Stores the new records (non-empty batch), skipping existing identities (and repeated identities in
    * the batch after the first). A record whose id is already used by a different identity must fail the
-   * whole batch with `InvalidRecord`.
+   * whole batch with `InvalidRecord`. With `replaceTerminal`, a terminal holder of the identity is
+   * removed and the new record stored in its place.
    */
   readonly persist: (
-    records: ReadonlyArray<OutboxRecord.PreparedRecord>
+    records: ReadonlyArray<OutboxRecord.PreparedRecord>,
+    options: { readonly replaceTerminal: boolean }
   ) => Effect.Effect<PersistReport, InvalidRecord | StoreUnavailable>
   readonly claim: (
     partitionKey: string,
@@ -327,11 +349,11 @@ export const normaliseLimit = (limit: number): number => (Number.isFinite(limit)
  */
 export const make = (backend: Backend): OutboxStoreService =>
   OutboxStore.of({
-    persist: (records) =>
+    persist: (records, options) =>
       Effect.gen(function* () {
-        if (records.length === 0) return { persisted: [], skipped: [] }
+        if (records.length === 0) return { persisted: [], skipped: [], existingIds: [] }
         const prepared = yield* prepare(records, backend.validate)
-        const report = yield* backend.persist(prepared)
+        const report = yield* backend.persist(prepared, { replaceTerminal: options?.replaceTerminal === true })
         if (report.persisted.length === 0) {
           return yield* new DuplicateRecord({ ids: report.skipped, partitionKey: prepared[0]?.partitionKey })
         }
