@@ -77,7 +77,12 @@ export class ClaimTruncated extends Schema.TaggedError<ClaimTruncated>()("ClaimT
 export class DuplicateRecord extends Schema.TaggedError<DuplicateRecord>()("DuplicateRecord", {
   /** Ids of the records (or entries) that were skipped as duplicates. */
   ids: Schema.Array(Schema.String),
-  partitionKey: Schema.optional(Schema.String)
+  partitionKey: Schema.optional(Schema.String),
+  /**
+   * For each id in `ids` (same order), the id of the stored record holding its identity, when the store
+   * knows it (persist always reports it; dead-letter writes do not).
+   */
+  existingIds: Schema.optional(Schema.Array(Schema.String))
 }) {
   override get message(): string {
     return `duplicate record(s): ${this.ids.join(", ")}`

@@ -355,7 +355,11 @@ export const make = (backend: Backend): OutboxStoreService =>
         const prepared = yield* prepare(records, backend.validate)
         const report = yield* backend.persist(prepared, { replaceTerminal: options?.replaceTerminal === true })
         if (report.persisted.length === 0) {
-          return yield* new DuplicateRecord({ ids: report.skipped, partitionKey: prepared[0]?.partitionKey })
+          return yield* new DuplicateRecord({
+            ids: report.skipped,
+            partitionKey: prepared[0]?.partitionKey,
+            existingIds: report.existingIds
+          })
         }
         return report
       }).pipe(Effect.withSpan("OutboxStore.persist", { attributes: { "outbox.records": records.length } })),
