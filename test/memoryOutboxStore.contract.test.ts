@@ -1,0 +1,11 @@
+import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
+import { outboxStoreContract } from "./contract/OutboxStoreContract.js"
+
+outboxStoreContract(
+  "memory",
+  (options) =>
+    options.staleClaimAfter === undefined
+      ? MemoryOutboxStore.layer
+      : MemoryOutboxStore.layerWith({ staleClaimAfter: options.staleClaimAfter }),
+  { staleReclaim: true, firstAttempt: true, multiIdAtomic: true }
+)
