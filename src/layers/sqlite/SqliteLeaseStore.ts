@@ -1,0 +1,303 @@
+/**
+ * The SQLite `LeaseStore` (SPEC §4) over `@effect/sql`.
+ *
+ * One row per partition in `<prefix>outbox_lease (partition_key, owner, version, expires_at,
+ * released)`; `expires_at` is epoch milliseconds. Acquire is a single conditional upsert that only
+ * takes over a row that is released or expired and bumps its version, so concurrent acquirers (in this
+ * process or in others sharing the file) have exactly one winner. Renew and release are conditional
+ * updates on `(owner, version, released = 0)`. The row is kept after release, so the version high-water
+ * mark survives it. The layer creates the table with its own migrations table
+ * (`<prefix>effect_outbox_lease_migrations`). Time comes from `Clock`.
+ *
+ * @since 0.1.0
+ */
+import * as Migrator from "@effect/sql/Migrator"
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Clock from "effect/Clock"
+import * as DateTime from "effect/DateTime"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import type * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as LeaseTokenModule from "../../domain/LeaseToken.js"
+import {
+  InvalidConfiguration,
+  LeaseHeld,
+  LeaseNotFound,
+  StaleFencingToken,
+  StoreUnavailable
+} from "../../domain/OutboxError.js"
+import { type Lease, LeaseStore, type LeaseStoreService } from "../../services/LeaseStore.js"
+
+/**
+ * Options of the SQLite lease store.
+ *
+ * @since 0.1.0
+ */
+export interface SqliteLeaseStoreOptions {
+  /**
+   * Prefix of the table names (`<prefix>outbox_lease`, `<prefix>effect_outbox_lease_migrations`):
+   * letters, digits and underscores. Default `""`.
+   */
+  readonly tablePrefix?: string | undefined
+}
+
+const LeaseRow = Schema.Struct({
+  owner: Schema.String,
+  version: Schema.Int,
+  expires_at: Schema.Int,
+  released: Schema.Int
+})
+type LeaseRow = typeof LeaseRow.Type
+
+const decodeRows = Schema.decodeUnknown(Schema.Array(LeaseRow))
+
+const prefixPattern = /^[A-Za-z0-9_]*$/
+
+const unavailable =
+  (operation: string, partitionKey?: string) =>
+  (cause: unknown): StoreUnavailable =>
+    new StoreUnavailable({ operation, partitionKey, cause })
+
+/** Handlers turning driver and row-decoding failures into `StoreUnavailable` (for `Effect.catchTags`). */
+const storeErrors = (operation: string, partitionKey: string) => {
+  const fail = (cause: SqlError | ParseResult.ParseError) =>
+    Effect.fail(new StoreUnavailable({ operation, partitionKey, cause }))
+  return { SqlError: fail, ParseError: fail }
+}
+
+const toLease = (partitionKey: string, row: LeaseRow): Lease => ({
+  partitionKey,
+  token: new LeaseTokenModule.LeaseToken({ owner: row.owner, version: row.version }, { disableValidation: true }),
+  expiresAt: DateTime.unsafeMake(row.expires_at)
+})
+
+/**
+ * The ttl as whole milliseconds (negative treated as 0). A non-finite ttl is a programming error: a
+ * lease that never expires would strand its partition forever if its owner died.
+ */
+const ttlMillis = (ttl: Duration.DurationInput): Effect.Effect<number> => {
+  const duration = Duration.decode(ttl)
+  if (!Duration.isFinite(duration)) {
+    return Effect.dieMessage(`lease ttl must be finite, got ${Duration.format(duration)}`)
+  }
+  return Effect.succeed(Math.max(0, Math.floor(Duration.toMillis(duration))))
+}
+
+const checkToken = (
+  operation: string,
+  partitionKey: string,
+  token: LeaseTokenModule.LeaseTokenLike
+): Effect.Effect<void, StaleFencingToken> => {
+  const reason = LeaseTokenModule.invalidReason(token)
+  if (reason === undefined) return Effect.void
+  return Effect.fail(
+    new StaleFencingToken({
+      operation,
+      partitionKey,
+      reason: `invalid token: ${reason}`,
+      owner: typeof token.owner === "string" ? token.owner : undefined,
+      version: typeof token.version === "number" ? token.version : undefined
+    })
+  )
+}
+
+const notCurrentHolder = (
+  operation: string,
+  partitionKey: string,
+  token: LeaseTokenModule.LeaseTokenLike,
+  row: LeaseRow
+): StaleFencingToken =>
+  new StaleFencingToken({
+    operation,
+    partitionKey,
+    owner: token.owner,
+    version: token.version,
+    highWaterMark: row.version,
+    reason: `the lease is held by ${row.owner} at version ${row.version}, not by ${token.owner} at version ${token.version}`
+  })
+
+const migrations = (table: string) => ({
+  "1_create_outbox_lease": Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    yield* sql`CREATE TABLE IF NOT EXISTS ${sql(table)} (
+      partition_key TEXT PRIMARY KEY NOT NULL,
+      owner TEXT NOT NULL,
+      version INTEGER NOT NULL,
+      expires_at INTEGER NOT NULL,
+      released INTEGER NOT NULL DEFAULT 0
+    ) WITHOUT ROWID`
+  })
+})
+
+/**
+ * Creates (or upgrades) the lease table. Run by the layer; exposed for applications that run
+ * migrations as a separate step.
+ *
+ * @since 0.1.0
+ */
+export const migrate = (
+  options: SqliteLeaseStoreOptions = {}
+): Effect.Effect<void, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const prefix = yield* validPrefix(options)
+    yield* Migrator.make({})({
+      loader: Migrator.fromRecord(migrations(`${prefix}outbox_lease`)),
+      table: `${prefix}effect_outbox_lease_migrations`
+    }).pipe(Effect.mapError(unavailable("migrate")))
+  })
+
+const validPrefix = (options: SqliteLeaseStoreOptions): Effect.Effect<string, InvalidConfiguration> => {
+  const prefix = options.tablePrefix ?? ""
+  return prefixPattern.test(prefix)
+    ? Effect.succeed(prefix)
+    : Effect.fail(
+        new InvalidConfiguration({
+          component: "SqliteLeaseStore",
+          problems: [`tablePrefix ${JSON.stringify(prefix)} may only hold letters, digits and underscores`]
+        })
+      )
+}
+
+/**
+ * Builds a SQLite lease store over the `SqlClient` in context. Does not run migrations (the layers do;
+ * see {@link migrate}).
+ *
+ * @since 0.1.0
+ */
+export const make = (
+  options: SqliteLeaseStoreOptions = {}
+): Effect.Effect<LeaseStoreService, InvalidConfiguration, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const prefix = yield* validPrefix(options)
+    const table = sql(`${prefix}outbox_lease`)
+
+    const rows = <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>) =>
+      Effect.flatMap(query, (raw) => decodeRows(raw))
+
+    const read = (partitionKey: string) =>
+      rows(sql`SELECT owner, version, expires_at, released FROM ${table} WHERE partition_key = ${partitionKey}`).pipe(
+        Effect.map((found) => found[0])
+      )
+
+    /** Explains why a conditional renew/release matched nothing: no live lease, or another holder. */
+    const rejected = (operation: string, partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
+      Effect.flatMap(read(partitionKey), (row): Effect.Effect<never, LeaseNotFound | StaleFencingToken> =>
+        row === undefined || row.released !== 0
+          ? Effect.fail(new LeaseNotFound({ partitionKey }))
+          : Effect.fail(notCurrentHolder(operation, partitionKey, token, row))
+      )
+
+    const acquire = (partitionKey: string, owner: string, ttl: Duration.DurationInput) =>
+      Effect.gen(function* () {
+        if (owner.length === 0) return yield* Effect.dieMessage("lease owner must be a non-empty string")
+        const millis = yield* ttlMillis(ttl)
+        const now = yield* Clock.currentTimeMillis
+        const expiresAt = now + millis
+        return yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const won = yield* rows(sql`INSERT INTO ${table} (partition_key, owner, version, expires_at, released)
+                VALUES (${partitionKey}, ${owner}, 1, ${expiresAt}, 0)
+                ON CONFLICT (partition_key) DO UPDATE SET
+                  owner = excluded.owner,
+                  version = ${table}.version + 1,
+                  expires_at = excluded.expires_at,
+                  released = 0
+                WHERE ${table}.released <> 0 OR ${table}.expires_at <= ${now}
+                RETURNING owner, version, expires_at, released`)
+              const lease = won[0]
+              if (lease !== undefined) return { _tag: "Won" as const, lease }
+              return { _tag: "Held" as const, row: yield* read(partitionKey) }
+            })
+          )
+          .pipe(
+            Effect.catchTags(storeErrors("acquire", partitionKey)),
+            Effect.flatMap((outcome) => {
+              if (outcome._tag === "Won") return Effect.succeed(toLease(partitionKey, outcome.lease))
+              const row = outcome.row
+              if (row === undefined) {
+                return Effect.dieMessage(`lease row of partition ${partitionKey} vanished during acquire`)
+              }
+              return Effect.fail(
+                new LeaseHeld({
+                  partitionKey,
+                  heldBy: row.owner,
+                  version: row.version,
+                  expiresAt: DateTime.unsafeMake(row.expires_at)
+                })
+              )
+            })
+          )
+      }).pipe(Effect.withSpan("LeaseStore.acquire", { attributes: { "outbox.partition": partitionKey } }))
+
+    const renew = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike, ttl: Duration.DurationInput) =>
+      Effect.gen(function* () {
+        yield* checkToken("renew", partitionKey, token)
+        const millis = yield* ttlMillis(ttl)
+        const now = yield* Clock.currentTimeMillis
+        return yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const updated = yield* rows(sql`UPDATE ${table} SET expires_at = ${now + millis}
+                WHERE partition_key = ${partitionKey} AND owner = ${token.owner} AND version = ${token.version}
+                  AND released = 0
+                RETURNING owner, version, expires_at, released`)
+              const row = updated[0]
+              if (row !== undefined) return toLease(partitionKey, row)
+              return yield* rejected("renew", partitionKey, token)
+            })
+          )
+          .pipe(Effect.catchTags(storeErrors("renew", partitionKey)))
+      }).pipe(Effect.withSpan("LeaseStore.renew", { attributes: { "outbox.partition": partitionKey } }))
+
+    const release = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
+      Effect.gen(function* () {
+        yield* checkToken("release", partitionKey, token)
+        return yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              const updated = yield* rows(sql`UPDATE ${table} SET released = 1
+                WHERE partition_key = ${partitionKey} AND owner = ${token.owner} AND version = ${token.version}
+                  AND released = 0
+                RETURNING owner, version, expires_at, released`)
+              if (updated.length === 0) return yield* rejected("release", partitionKey, token)
+            })
+          )
+          .pipe(Effect.catchTags(storeErrors("release", partitionKey)))
+      }).pipe(Effect.withSpan("LeaseStore.release", { attributes: { "outbox.partition": partitionKey } }))
+
+    const current = (partitionKey: string) =>
+      read(partitionKey).pipe(
+        Effect.catchTags(storeErrors("current", partitionKey)),
+        Effect.flatMap((row) =>
+          row === undefined || row.released !== 0
+            ? Effect.fail(new LeaseNotFound({ partitionKey }))
+            : Effect.succeed(toLease(partitionKey, row))
+        )
+      )
+
+    return LeaseStore.of({ acquire, renew, release, current })
+  })
+
+/**
+ * A SQLite lease store layer with the given options; runs the migrations first.
+ *
+ * @since 0.1.0
+ */
+export const layerWith = (
+  options: SqliteLeaseStoreOptions
+): Layer.Layer<LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
+  Layer.effect(LeaseStore, Effect.zipRight(migrate(options), make(options)))
+
+/**
+ * The SQLite lease store layer with default table names; runs the migrations first.
+ *
+ * @since 0.1.0
+ */
+export const layer: Layer.Layer<LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> = layerWith(
+  {}
+)
