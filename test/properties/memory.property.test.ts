@@ -1,0 +1,11 @@
+import type * as Duration from "effect/Duration"
+import * as MemoryOutboxStore from "../../src/layers/memory/MemoryOutboxStore.js"
+import { runOutboxHistories } from "./OutboxHistory.js"
+
+const makeLayer = (options: { readonly staleClaimAfter?: Duration.DurationInput }) =>
+  options.staleClaimAfter === undefined
+    ? MemoryOutboxStore.layer
+    : MemoryOutboxStore.layerWith({ staleClaimAfter: options.staleClaimAfter })
+
+runOutboxHistories("memory with stale reclaim", makeLayer, { runs: 200, staleClaimAfterMillis: 30_000 })
+runOutboxHistories("memory, version-only reclaim", makeLayer, { runs: 100 })
