@@ -64,8 +64,12 @@ export const tableNames = (prefix: string): Either.Either<TableNames, InvalidCon
   })
 }
 
-/** The non-terminal predicate, written identically everywhere so the partial indexes apply. */
-const live = (alias: string): string => `${alias}.status IN ('pending', 'claimed')`
+/**
+ * The non-terminal predicate, written identically everywhere so the partial indexes apply. It is
+ * "not terminal" rather than "pending or claimed" so that a row with an unknown (corrupt) status stays
+ * visible to the claim walk, which then fails naming it instead of skipping it silently.
+ */
+const live = (alias: string): string => `${alias}.status NOT IN ('completed', 'expired')`
 
 /**
  * The DDL of the first migration.
@@ -102,9 +106,9 @@ export const createStatements = (t: TableNames): ReadonlyArray<string> => [
 )`,
   `CREATE UNIQUE INDEX IF NOT EXISTS ${t.identityIndex} ON ${t.outbox} (partition_key, envelope_id, binding_id)`,
   `CREATE INDEX IF NOT EXISTS ${t.claimIndex} ON ${t.outbox} (partition_key, created_at, seq, status)
-  WHERE status IN ('pending', 'claimed')`,
+  WHERE status NOT IN ('completed', 'expired')`,
   `CREATE INDEX IF NOT EXISTS ${t.keyIndex} ON ${t.outbox} (partition_key, ordering_key, created_at, seq)
-  WHERE ordering_key IS NOT NULL AND status IN ('pending', 'claimed')`,
+  WHERE ordering_key IS NOT NULL AND status NOT IN ('completed', 'expired')`,
   `CREATE INDEX IF NOT EXISTS ${t.expiryIndex} ON ${t.outbox} (partition_key, expires_at)
   WHERE expires_at IS NOT NULL AND status = 'pending'`,
   `CREATE INDEX IF NOT EXISTS ${t.terminalIndex} ON ${t.outbox} (terminal_at) WHERE terminal_at IS NOT NULL`
@@ -209,7 +213,8 @@ export interface Statements {
   /** Params: partitionKey. Returns `max_version`. */
   readonly readFence: string
   /**
-   * The claim selection: candidate rows in age order. Params: partitionKey, version, [staleCutoff],
+   * The claim selection: candidate rows in age order (rows with an unknown status come back too, so
+   * decoding reports them as corrupt). Params: partitionKey, version, [staleCutoff],
    * version, [staleCutoff], limit (the stale cutoff only when stale reclaim is configured).
    */
   readonly selectClaimable: string
@@ -244,8 +249,8 @@ export const statements = (t: TableNames, options: { readonly staleReclaim: bool
   const cols = columns.join(", ")
   const oCols = columns.map((c) => `o.${c}`).join(", ")
   const claimable = options.staleReclaim
-    ? "(o.status = 'pending' OR o.claim_version < ? OR o.claimed_at IS NULL OR o.claimed_at < ?)"
-    : "(o.status = 'pending' OR o.claim_version < ?)"
+    ? "(o.status <> 'claimed' OR o.claim_version < ? OR o.claimed_at IS NULL OR o.claimed_at < ?)"
+    : "(o.status <> 'claimed' OR o.claim_version < ?)"
   const blocking = options.staleReclaim
     ? "b.status = 'claimed' AND b.claim_version >= ? AND b.claimed_at IS NOT NULL AND b.claimed_at >= ?"
     : "b.status = 'claimed' AND b.claim_version >= ?"

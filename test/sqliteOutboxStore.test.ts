@@ -1,0 +1,527 @@
+/**
+ * SQLite-specific behaviour of the outbox store beyond the shared contract: transactional enqueue
+ * (R-PERSIST-6), crash recovery, query plans, corrupt rows, retention, table prefixes and the
+ * database layer.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
+import { describe, expect, it } from "@effect/vitest"
+import * as Chunk from "effect/Chunk"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as TestClock from "effect/TestClock"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll } from "vitest"
+import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
+import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
+import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
+import { OutboxStore } from "../src/services/OutboxStore.js"
+
+const START = 1_700_000_000_000
+
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-sqlite-test-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+let files = 0
+const freshFile = (): string => path.join(directory, `db-${++files}`, "outbox.db")
+
+const record = (
+  pk: string,
+  env: string,
+  options: { readonly key?: string; readonly id?: string; readonly createdAt?: number } = {}
+): NewOutboxRecord =>
+  new NewOutboxRecord({
+    id: options.id ?? `${pk}.${env}`,
+    partitionKey: pk,
+    envelopeId: env,
+    bindingId: "b",
+    payload: new TextEncoder().encode(`payload ${env}`),
+    ...(options.key !== undefined ? { orderingKey: options.key } : {}),
+    ...(options.createdAt !== undefined ? { createdAt: DateTime.unsafeMake(options.createdAt) } : {})
+  })
+
+/** The store and the SqlClient of one database. */
+const storeAndSql = (filename: string, options: SqliteOutboxStore.SqliteOutboxStoreOptions = {}) =>
+  Layer.provideMerge(SqliteOutboxStore.layerWith(options), SqliteDatabase.layer({ filename }))
+
+const memory = storeAndSql(":memory:")
+
+const token = (owner: string, version: number) => ({ owner, version })
+
+const Business = Schema.Struct({ n: Schema.Number })
+
+describe("SqliteOutboxStore", () => {
+  describe("R-PERSIST-6 transactional enqueue", () => {
+    it.effect("R-PERSIST-6 business rows and outbox records commit together", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* OutboxStore
+        yield* sql`CREATE TABLE orders (id TEXT PRIMARY KEY)`
+        yield* sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql`INSERT INTO orders (id) VALUES (${"order-1"})`
+            yield* store.persist([record("tx", "e1"), record("tx", "e2")])
+          })
+        )
+        const orders = yield* sql`SELECT count(*) AS n FROM orders`.pipe(
+          Effect.flatMap(Schema.decodeUnknown(Schema.Array(Business)))
+        )
+        expect(orders[0]?.n).toBe(1)
+        expect(yield* store.countPending("tx")).toBe(2)
+      }).pipe(Effect.provide(memory))
+    )
+
+    it.effect("R-PERSIST-6 a failure after persist rolls back the business row and the records", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* OutboxStore
+        yield* sql`CREATE TABLE orders (id TEXT PRIMARY KEY)`
+        const exit = yield* Effect.exit(
+          sql.withTransaction(
+            Effect.gen(function* () {
+              yield* sql`INSERT INTO orders (id) VALUES (${"order-1"})`
+              const report = yield* store.persist([record("tx", "e1"), record("tx", "e2")])
+              expect(report.persisted).toHaveLength(2)
+              // visible inside the transaction
+              expect(yield* store.countPending("tx")).toBe(2)
+              return yield* Effect.fail("business rule violated" as const)
+            })
+          )
+        )
+        expect(Exit.isFailure(exit)).toBe(true)
+        const orders = yield* sql`SELECT count(*) AS n FROM orders`.pipe(
+          Effect.flatMap(Schema.decodeUnknown(Schema.Array(Business)))
+        )
+        expect(orders[0]?.n).toBe(0)
+        expect(yield* store.countPending("tx")).toBe(0)
+        // the identities were not consumed: the same records persist afterwards
+        const again = yield* store.persist([record("tx", "e1"), record("tx", "e2")])
+        expect(again.persisted).toEqual(["tx.e1", "tx.e2"])
+      }).pipe(Effect.provide(memory))
+    )
+
+    it.effect("R-PERSIST-6 an InvalidRecord inside a caller's transaction leaves the caller's earlier work", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* OutboxStore
+        yield* store.persist([record("tx", "e1", { id: "taken" })])
+        yield* sql`CREATE TABLE orders (id TEXT PRIMARY KEY)`
+        const error = yield* sql
+          .withTransaction(
+            Effect.gen(function* () {
+              yield* sql`INSERT INTO orders (id) VALUES (${"order-1"})`
+              // id "taken" already belongs to another identity: the whole batch is rejected
+              const failed = yield* Effect.flip(
+                store.persist([record("tx", "e2"), record("tx", "e3", { id: "taken" })])
+              )
+              expect(failed._tag).toBe("InvalidRecord")
+              return failed
+            })
+          )
+          .pipe(Effect.orDie)
+        expect(error._tag).toBe("InvalidRecord")
+        if (error._tag === "InvalidRecord") {
+          expect(error.recordId).toBe("taken")
+          expect(error.index).toBe(1)
+        }
+        const orders = yield* sql`SELECT count(*) AS n FROM orders`.pipe(
+          Effect.flatMap(Schema.decodeUnknown(Schema.Array(Business)))
+        )
+        expect(orders[0]?.n).toBe(1)
+        // nothing of the rejected batch was stored
+        expect((yield* store.queryPending("tx", 10)).map((r) => r.id)).toEqual(["taken"])
+      }).pipe(Effect.provide(memory))
+    )
+  })
+
+  describe("persist", () => {
+    it.effect("R-PERSIST-5 an id used by a different identity fails the batch with InvalidRecord; nothing stored", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* store.persist([record("p", "e1", { id: "x" })])
+        const error = yield* Effect.flip(store.persist([record("p", "e2"), record("q", "e9", { id: "x" })]))
+        expect(error._tag).toBe("InvalidRecord")
+        expect(yield* store.countPending("p")).toBe(1)
+        expect(yield* store.countPending("q")).toBe(0)
+      }).pipe(Effect.provide(memory))
+    )
+
+    it.effect("R-PERSIST-4 seq comes from the fence row's counter across partitions of one batch", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* OutboxStore
+        yield* store.persist([record("a", "1"), record("b", "1"), record("a", "2"), record("a", "3")])
+        yield* store.persist([record("b", "2")])
+        const a = yield* store.queryPending("a", 10)
+        const b = yield* store.queryPending("b", 10)
+        expect(a.map((r) => r.seq)).toEqual([1, 2, 3])
+        expect(b.map((r) => r.seq)).toEqual([1, 2])
+        const fence = yield* sql`SELECT partition_key, seq_counter FROM outbox_fence ORDER BY partition_key`
+        expect(fence).toEqual([
+          { partition_key: "a", seq_counter: 3 },
+          { partition_key: "b", seq_counter: 2 }
+        ])
+      }).pipe(Effect.provide(memory))
+    )
+
+    it.effect("replaceTerminal replaces a completed holder of the identity and skips a pending one", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* store.persist([record("r", "done"), record("r", "live")])
+        const t = token("o", 1)
+        const batch = yield* store.claim("r", t, 1)
+        yield* store.complete(
+          batch.records.map((x) => x.id),
+          t
+        )
+        const report = yield* store.persist(
+          [record("r", "done", { id: "redriven" }), record("r", "live", { id: "dup" })],
+          {
+            replaceTerminal: true
+          }
+        )
+        expect(report.persisted).toEqual(["redriven"])
+        expect(report.skipped).toEqual(["dup"])
+        expect(report.existingIds).toEqual(["r.live"])
+        expect((yield* store.queryPending("r", 10)).map((x) => x.id)).toEqual(["r.live", "redriven"])
+      }).pipe(Effect.provide(memory))
+    )
+  })
+
+  describe("crash recovery", () => {
+    it.effect("R-CLAIM-6 a claim survives closing the database and is reclaimable only after staleClaimAfter", () =>
+      Effect.gen(function* () {
+        const filename = freshFile()
+        const layer = storeAndSql(filename, { staleClaimAfter: "30 seconds" })
+        yield* TestClock.setTime(START)
+        // first process: persist and claim, then the connection closes (scope ends)
+        const claimed = yield* Effect.gen(function* () {
+          const store = yield* OutboxStore
+          yield* store.persist([record("crash", "a", { key: "k" }), record("crash", "b", { key: "k" })])
+          return yield* store.claim("crash", token("first", 1), 1)
+        }).pipe(Effect.provide(layer))
+        expect(claimed.records.map((r) => r.id)).toEqual(["crash.a"])
+        yield* TestClock.adjust("10 seconds")
+        // second process: reopen the same file
+        yield* Effect.gen(function* () {
+          const store = yield* OutboxStore
+          const successor = token("second", 1)
+          expect(yield* store.countClaimed("crash")).toBe(1)
+          // fresh claim at the same version: the head stays claimed and blocks its sibling
+          expect((yield* store.claim("crash", successor, 10)).records).toEqual([])
+          yield* TestClock.adjust("21 seconds")
+          const reclaimed = yield* store.claim("crash", successor, 10)
+          expect(reclaimed.records.map((r) => r.id)).toEqual(["crash.a", "crash.b"])
+          expect(reclaimed.records[0]?.replayCount).toBe(2)
+          expect(Option.getOrUndefined(reclaimed.records[0]?.claimedBy ?? Option.none())).toBe("second")
+        }).pipe(Effect.provide(layer))
+      })
+    )
+
+    it.effect("the fence high-water mark survives reopening the file", () =>
+      Effect.gen(function* () {
+        const filename = freshFile()
+        const layer = storeAndSql(filename)
+        yield* Effect.flatMap(OutboxStore, (store) => store.claim("fenced", token("new", 7), 0)).pipe(
+          Effect.provide(layer)
+        )
+        const error = yield* Effect.flatMap(OutboxStore, (store) =>
+          Effect.flip(store.claim("fenced", token("old", 6), 10))
+        ).pipe(Effect.provide(layer))
+        expect(error._tag).toBe("StaleFencingToken")
+        if (error._tag === "StaleFencingToken") expect(error.highWaterMark).toBe(7)
+      })
+    )
+  })
+
+  describe("query plans", () => {
+    const planOf = (text: string, params: ReadonlyArray<unknown>) =>
+      Effect.flatMap(SqlClient.SqlClient, (sql) =>
+        Effect.map(sql.unsafe<{ readonly detail: string }>(`EXPLAIN QUERY PLAN ${text}`, params), (rows) =>
+          rows.map((row) => row.detail)
+        )
+      )
+
+    const assertIndexed = (label: string, plan: ReadonlyArray<string>) => {
+      for (const line of plan) {
+        expect(line, `${label}: ${plan.join(" | ")}`).not.toMatch(/\bSCAN\b/)
+        expect(line, `${label}: ${plan.join(" | ")}`).not.toMatch(/TEMP B-TREE/)
+      }
+    }
+
+    const checkPlans = Effect.gen(function* () {
+      const names = yield* SqliteOutboxSchema.tableNames("")
+      for (const staleReclaim of [false, true]) {
+        const st = SqliteOutboxSchema.statements(names, { staleReclaim })
+        const stale = staleReclaim ? [START] : []
+        const claimPlan = yield* planOf(st.selectClaimable, ["p", 3, ...stale, 3, ...stale, 100])
+        assertIndexed("claim selection", claimPlan)
+        expect(claimPlan.join(" | ")).toContain("USING INDEX outbox_claim (partition_key=?)")
+        expect(claimPlan.join(" | ")).toContain("USING INDEX outbox_key (partition_key=? AND ordering_key=? AND")
+        const ids = ["a", "b", "c"]
+        assertIndexed(
+          "claim update",
+          yield* planOf(st.claimUpdate(3), ["o", 3, START, START, ...ids, "p", 3, ...stale])
+        )
+        assertIndexed("complete", yield* planOf(st.complete(3), [START, START, ...ids, "o", 3]))
+        assertIndexed("release", yield* planOf(st.release(3), [...ids, "o", 3]))
+        assertIndexed("expire", yield* planOf(st.expire, [START, "p", START]))
+        assertIndexed("queryPending", yield* planOf(st.queryPending, ["p", 10]))
+        assertIndexed("countPending", yield* planOf(st.countPending, ["p"]))
+        assertIndexed("countClaimed", yield* planOf(st.countClaimed, ["p"]))
+        assertIndexed("listPartitions", yield* planOf(st.listPartitions, ["", 100]))
+        assertIndexed("sweep", yield* planOf(st.sweep, [START, 500]))
+        assertIndexed("findIdentity", yield* planOf(st.findIdentity, ["p", "e", "b"]))
+      }
+    })
+
+    it.effect("the claim statements use the indexes: no full scan, no temp B-tree (empty database)", () =>
+      checkPlans.pipe(Effect.provide(memory))
+    )
+
+    it.effect("the claim statements use the indexes on a populated, analysed database", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        yield* TestClock.setTime(START)
+        for (let p = 0; p < 4; p++) {
+          const batch = Array.from({ length: 500 }, (_, i) =>
+            record(`p${p}`, `e${i}`, i % 3 === 0 ? {} : { key: `k${i % 7}` })
+          )
+          yield* store.persist(batch)
+          const claimed = yield* store.claim(`p${p}`, token("o", 1), 200)
+          yield* store.complete(
+            claimed.records.slice(0, 150).map((r) => r.id),
+            token("o", 1)
+          )
+        }
+        yield* sql`ANALYZE`
+        yield* checkPlans
+      }).pipe(Effect.provide(memory))
+    )
+  })
+
+  describe("corrupt rows", () => {
+    it.effect("an unknown status fails the claim with CorruptRecord naming the row; claimable once repaired", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        yield* store.persist([record("bad", "a"), record("bad", "b"), record("bad", "c")])
+        yield* sql`UPDATE outbox SET status = 'sent' WHERE id = ${"bad.a"}`
+        const error = yield* Effect.flip(store.claim("bad", token("o", 1), 10))
+        expect(error._tag).toBe("CorruptRecord")
+        if (error._tag === "CorruptRecord") {
+          expect(error.recordId).toBe("bad.a")
+          expect(error.partitionKey).toBe("bad")
+          expect(error.reason).toContain("sent")
+        }
+        // nothing was claimed by the failed attempt
+        expect(yield* store.countClaimed("bad")).toBe(0)
+        yield* sql`UPDATE outbox SET status = 'pending' WHERE id = ${"bad.a"}`
+        const batch = yield* store.claim("bad", token("o", 1), 10)
+        expect(batch.records.map((r) => r.id)).toEqual(["bad.a", "bad.b", "bad.c"])
+      }).pipe(Effect.provide(memory))
+    )
+
+    it.effect("malformed headers fail claim and queryPending with CorruptRecord; others claimable once removed", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        yield* store.persist([record("hdr", "a"), record("hdr", "b", { key: "k" }), record("hdr", "c")])
+        yield* sql`UPDATE outbox SET headers = ${"{not json"} WHERE id = ${"hdr.a"}`
+        const claimError = yield* Effect.flip(store.claim("hdr", token("o", 1), 10))
+        expect(claimError._tag).toBe("CorruptRecord")
+        if (claimError._tag === "CorruptRecord") expect(claimError.recordId).toBe("hdr.a")
+        const queryError = yield* Effect.flip(store.queryPending("hdr", 10))
+        expect(queryError._tag).toBe("CorruptRecord")
+        // headers that are JSON but not a string map are corrupt too
+        yield* sql`UPDATE outbox SET headers = ${'{"n":1}'} WHERE id = ${"hdr.a"}`
+        const typed = yield* Effect.flip(store.claim("hdr", token("o", 1), 10))
+        expect(typed._tag).toBe("CorruptRecord")
+        yield* sql`DELETE FROM outbox WHERE id = ${"hdr.a"}`
+        const batch = yield* store.claim("hdr", token("o", 1), 10)
+        expect(batch.records.map((r) => r.id)).toEqual(["hdr.b", "hdr.c"])
+      }).pipe(Effect.provide(memory))
+    )
+
+    it.effect("a corrupt row behind the batch does not stop a claim that never reaches it", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        yield* store.persist([record("late", "a"), record("late", "b"), record("late", "c")])
+        yield* sql`UPDATE outbox SET headers = ${"["} WHERE id = ${"late.c"}`
+        const batch = yield* store.claim("late", token("o", 1), 2)
+        expect(batch.records.map((r) => r.id)).toEqual(["late.a", "late.b"])
+        const error = yield* Effect.flip(store.claim("late", token("o", 1), 2))
+        expect(error._tag).toBe("CorruptRecord")
+      }).pipe(Effect.provide(memory))
+    )
+  })
+
+  describe("retention", () => {
+    it.effect("terminal records older than the retention are swept at most once per interval", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        const t = token("o", 1)
+        yield* TestClock.setTime(START)
+        // let the first (due) sweep happen on an empty table
+        yield* store.claim("other", t, 0)
+        yield* store.persist(Array.from({ length: 25 }, (_, i) => record("ret", `e${i}`)))
+        const claimed = yield* store.claim("ret", t, 20)
+        yield* store.complete(
+          claimed.records.map((r) => r.id),
+          t
+        )
+        const rows = Effect.map(sql`SELECT count(*) AS n FROM outbox`, (r) => r[0])
+        yield* TestClock.adjust("2 hours")
+        // the retention and the sweep interval have both passed: the 20 completed rows go, in chunks of 3
+        yield* store.claim("other", t, 0)
+        expect(yield* rows).toEqual({ n: 5 })
+        // the freed identities may be persisted again
+        const again = yield* store.persist([record("ret", "e0", { id: "ret.e0.again" })])
+        expect(again.persisted).toEqual(["ret.e0.again"])
+        // remaining pending records are untouched
+        expect(yield* store.countPending("ret")).toBe(6)
+      }).pipe(
+        Effect.provide(storeAndSql(":memory:", { retention: "1 hour", sweepInterval: "1 minute", sweepChunk: 3 }))
+      )
+    )
+
+    it.effect("the sweep does not run again before its interval has passed", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        const t = token("o", 1)
+        yield* TestClock.setTime(START)
+        yield* store.claim("other", t, 0) // sweep at START
+        yield* store.persist([record("ret", "a")])
+        yield* store.complete(
+          (yield* store.claim("ret", t, 1)).records.map((r) => r.id),
+          t
+        )
+        yield* TestClock.adjust("9 minutes")
+        yield* store.claim("other", t, 0) // within the 10 minute interval: no sweep
+        expect(yield* sql`SELECT count(*) AS n FROM outbox`).toEqual([{ n: 1 }])
+        yield* TestClock.adjust("1 minute")
+        yield* store.claim("other", t, 0) // interval passed, record older than 5 minutes
+        expect(yield* sql`SELECT count(*) AS n FROM outbox`).toEqual([{ n: 0 }])
+        // the fence state outlives the records
+        expect(yield* sql`SELECT max_version FROM outbox_fence WHERE partition_key = ${"ret"}`).toEqual([
+          { max_version: 1 }
+        ])
+      }).pipe(Effect.provide(storeAndSql(":memory:", { retention: "5 minutes", sweepInterval: "10 minutes" })))
+    )
+  })
+
+  describe("tables and layers", () => {
+    it.effect("two table prefixes in one database are independent stores with their own migrations", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const a = yield* Effect.provideService(SqliteOutboxStore.make({ tablePrefix: "a_" }), SqlClient.SqlClient, sql)
+        const b = yield* Effect.provideService(SqliteOutboxStore.make({ tablePrefix: "b_" }), SqlClient.SqlClient, sql)
+        yield* a.persist([record("p", "e1")])
+        expect(yield* a.countPending("p")).toBe(1)
+        expect(yield* b.countPending("p")).toBe(0)
+        const tables = yield* sql<{
+          readonly name: string
+        }>`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`
+        expect(tables.map((t) => t.name)).toEqual([
+          "a_outbox",
+          "a_outbox_fence",
+          "a_outbox_migrations",
+          "b_outbox",
+          "b_outbox_fence",
+          "b_outbox_migrations"
+        ])
+        // building again runs no migration twice
+        yield* Effect.provideService(SqliteOutboxStore.make({ tablePrefix: "a_" }), SqlClient.SqlClient, sql)
+        expect(yield* sql`SELECT count(*) AS n FROM a_outbox_migrations`).toEqual([{ n: 1 }])
+      }).pipe(Effect.provide(SqliteDatabase.layer({ filename: ":memory:" })))
+    )
+
+    it.effect("an invalid table prefix fails the layer with InvalidConfiguration", () =>
+      Effect.gen(function* () {
+        const error = yield* Effect.flip(SqliteOutboxStore.make({ tablePrefix: "x; DROP TABLE y" }))
+        expect(error._tag).toBe("InvalidConfiguration")
+      }).pipe(Effect.provide(SqliteDatabase.layer({ filename: ":memory:" })))
+    )
+
+    it.effect("SqliteDatabase creates the parent directory and opens files in WAL with synchronous FULL", () =>
+      Effect.gen(function* () {
+        const filename = path.join(directory, "nested", "deeper", "outbox.db")
+        const pragmas = yield* Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          return {
+            journal: yield* sql`PRAGMA journal_mode`,
+            synchronous: yield* sql`PRAGMA synchronous`,
+            busy: yield* sql`PRAGMA busy_timeout`,
+            foreignKeys: yield* sql`PRAGMA foreign_keys`
+          }
+        }).pipe(Effect.provide(SqliteDatabase.layer({ filename, busyTimeout: "2 seconds" })))
+        expect(fs.existsSync(filename)).toBe(true)
+        expect(pragmas.journal).toEqual([{ journal_mode: "wal" }])
+        expect(pragmas.synchronous).toEqual([{ synchronous: 2 }])
+        expect(pragmas.busy).toEqual([{ timeout: 2000 }])
+        expect(pragmas.foreignKeys).toEqual([{ foreign_keys: 1 }])
+      })
+    )
+
+    it.effect("listPartitions pages through many partitions and omits ones without non-terminal records", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const keys = Array.from({ length: 230 }, (_, i) => `part-${String(i).padStart(3, "0")}`)
+        yield* store.persist(keys.map((k) => record(k, "e")))
+        const t = token("o", 1)
+        const done = yield* store.claim("part-007", t, 1)
+        yield* store.complete(
+          done.records.map((r) => r.id),
+          t
+        )
+        yield* store.claim("part-008", t, 1) // claimed is still non-terminal
+        const listed = Chunk.toReadonlyArray(yield* Stream.runCollect(store.listPartitions))
+        expect(listed).toEqual(keys.filter((k) => k !== "part-007"))
+      }).pipe(Effect.provide(memory))
+    )
+
+    it.effect("claims larger than one guarded update chunk return every record in age order", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* store.persist(Array.from({ length: 2500 }, (_, i) => record("big", `e${String(i).padStart(4, "0")}`)))
+        const batch = yield* store.claim("big", token("o", 1), 2400)
+        expect(batch.records).toHaveLength(2400)
+        expect(batch.records.map((r) => r.seq)).toEqual(Array.from({ length: 2400 }, (_, i) => i + 1))
+        yield* store.complete(
+          batch.records.map((r) => r.id),
+          token("o", 1)
+        )
+        expect(yield* store.countPending("big")).toBe(100)
+        expect(yield* store.countClaimed("big")).toBe(0)
+      }).pipe(Effect.provide(memory))
+    )
+
+    it("isBusy recognises lock failures only", () => {
+      const busy = new SqlError({ cause: Object.assign(new Error("database is locked"), { code: "SQLITE_BUSY" }) })
+      const snapshot = new SqlError({ cause: Object.assign(new Error("x"), { code: "SQLITE_BUSY_SNAPSHOT" }) })
+      const other = new SqlError({ cause: Object.assign(new Error("x"), { code: "SQLITE_CONSTRAINT" }) })
+      expect(SqliteOutboxStore.isBusy(busy)).toBe(true)
+      expect(SqliteOutboxStore.isBusy(snapshot)).toBe(true)
+      expect(SqliteOutboxStore.isBusy(other)).toBe(false)
+      expect(SqliteOutboxStore.isBusy(new Error("SQLITE_BUSY"))).toBe(false)
+    })
+
+    it("decodeRow turns a row with a wrong column type into CorruptRecord naming the id", () => {
+      const decoded = SqliteOutboxSchema.decodeRow({ id: "r1", partition_key: "p", created_at: "yesterday" })
+      expect(Either.isLeft(decoded)).toBe(true)
+      if (Either.isLeft(decoded)) expect(decoded.left.recordId).toBe("r1")
+    })
+  })
+})
