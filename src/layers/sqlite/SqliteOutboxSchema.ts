@@ -206,6 +206,8 @@ export interface Statements {
   readonly insert: (rows: number) => string
   /** Params: partitionKey, envelopeId, bindingId. Returns `id`. */
   readonly findIdentity: string
+  /** Params: id. Returns the identity columns of the record holding the id. */
+  readonly findById: string
   /** Params: partitionKey, envelopeId, bindingId. Deletes a terminal holder of the identity. */
   readonly deleteTerminalIdentity: string
   /** Params: partitionKey, version. Raises the fence; returns `max_version` only when accepted. */
@@ -263,6 +265,7 @@ RETURNING seq_counter`,
       `INSERT INTO ${t.outbox} (${insertColumns.join(", ")}) VALUES ${Array.from({ length: rows }, () => row).join(", ")}
 ON CONFLICT DO NOTHING RETURNING id`,
     findIdentity: `SELECT id FROM ${t.outbox} WHERE partition_key = ? AND envelope_id = ? AND binding_id = ?`,
+    findById: `SELECT partition_key, envelope_id, binding_id FROM ${t.outbox} WHERE id = ?`,
     deleteTerminalIdentity: `DELETE FROM ${t.outbox}
 WHERE partition_key = ? AND envelope_id = ? AND binding_id = ? AND status IN ('completed', 'expired')`,
     raiseFence: `INSERT INTO ${t.fence} (partition_key, max_version, seq_counter) VALUES (?, ?, 0)
@@ -347,6 +350,17 @@ export type Row = typeof Row.Type
  * @since 0.1.0
  */
 export const CountRow = Schema.Struct({ n: Schema.Number })
+
+/**
+ * The identity columns of a row.
+ *
+ * @since 0.1.0
+ */
+export const IdentityRow = Schema.Struct({
+  partition_key: Schema.String,
+  envelope_id: Schema.String,
+  binding_id: Schema.String
+})
 
 /**
  * A row holding only an `id`.

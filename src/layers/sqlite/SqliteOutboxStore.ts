@@ -251,6 +251,32 @@ export const make = (
             for (const row of rows) inserted.add(row.id)
           }
           // not inserted: an existing identity (skip) or an id held by a different identity (reject)
+          const notInserted = [
+            ...unique.filter(({ record }) => !inserted.has(record.id)),
+            ...duplicateOf.flatMap(({ index }) => {
+              const record = batch[index]
+              return record === undefined ? [] : [{ record, index }]
+            })
+          ].sort((a, b) => a.index - b.index)
+          for (const { record, index } of notInserted) {
+            const holders = yield* query("persist", SqliteOutboxSchema.IdentityRow, st.findById, [record.id])
+            const holder = holders[0]
+            if (
+              holder !== undefined &&
+              OutboxRecord.identityKey({
+                partitionKey: holder.partition_key,
+                envelopeId: holder.envelope_id,
+                bindingId: holder.binding_id
+              }) !== OutboxRecord.identityKey(record)
+            ) {
+              return yield* new InvalidRecord({
+                index,
+                recordId: record.id,
+                partitionKey: record.partitionKey,
+                reason: `id ${record.id} is already used by a record with another identity`
+              })
+            }
+          }
           const holderOf = new Map<number, string>()
           for (const { record, index } of unique) {
             if (inserted.has(record.id)) {

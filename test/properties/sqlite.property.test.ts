@@ -1,0 +1,14 @@
+import type * as Duration from "effect/Duration"
+import * as Layer from "effect/Layer"
+import * as SqliteDatabase from "../../src/layers/sqlite/SqliteDatabase.js"
+import * as SqliteOutboxStore from "../../src/layers/sqlite/SqliteOutboxStore.js"
+import { runOutboxHistories } from "./OutboxHistory.js"
+
+/** A fresh `:memory:` database per history. */
+const makeLayer = (options: { readonly staleClaimAfter?: Duration.DurationInput }) =>
+  SqliteOutboxStore.layerWith(
+    options.staleClaimAfter === undefined ? {} : { staleClaimAfter: options.staleClaimAfter }
+  ).pipe(Layer.provide(SqliteDatabase.layer({ filename: ":memory:" })))
+
+runOutboxHistories("sqlite :memory: with stale reclaim", makeLayer, { runs: 200, staleClaimAfterMillis: 30_000 })
+runOutboxHistories("sqlite :memory:, version-only reclaim", makeLayer, { runs: 100 })
