@@ -7,7 +7,7 @@
  * process or in others sharing the file) have exactly one winner. Renew and release are conditional
  * updates on `(owner, version, released = 0)`. The row is kept after release, so the version high-water
  * mark survives it. The layer creates the table with its own migrations table
- * (`<prefix>effect_outbox_lease_migrations`). Time comes from `Clock`.
+ * (`<prefix>outbox_lease_migrations`). Time comes from `Clock`.
  *
  * @since 0.1.0
  */
@@ -19,7 +19,9 @@ import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
+import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as LeaseTokenModule from "../../domain/LeaseToken.js"
 import {
@@ -30,6 +32,7 @@ import {
   StoreUnavailable
 } from "../../domain/OutboxError.js"
 import { type Lease, LeaseStore, type LeaseStoreService } from "../../services/LeaseStore.js"
+import { isBusy } from "./SqliteOutboxStore.js"
 
 /**
  * Options of the SQLite lease store.
@@ -38,8 +41,8 @@ import { type Lease, LeaseStore, type LeaseStoreService } from "../../services/L
  */
 export interface SqliteLeaseStoreOptions {
   /**
-   * Prefix of the table names (`<prefix>outbox_lease`, `<prefix>effect_outbox_lease_migrations`):
-   * letters, digits and underscores. Default `""`.
+   * Prefix of the table names (`<prefix>outbox_lease`, `<prefix>outbox_lease_migrations`): letters,
+   * digits and `_`, not starting with a digit. Default `""`.
    */
   readonly tablePrefix?: string | undefined
 }
@@ -54,7 +57,20 @@ type LeaseRow = typeof LeaseRow.Type
 
 const decodeRows = Schema.decodeUnknown(Schema.Array(LeaseRow))
 
-const prefixPattern = /^[A-Za-z0-9_]*$/
+/** Short, bounded retry of busy failures (they never happen on `:memory:`). */
+const busyRetry = Schedule.exponential(Duration.millis(5), 2).pipe(
+  Schedule.jittered,
+  Schedule.either(Schedule.spaced(Duration.millis(200))),
+  Schedule.intersect(Schedule.recurs(12))
+)
+
+/** Retries busy failures when not inside a caller's transaction (where only the caller may retry). */
+const retryBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+    Option.isSome(outer) ? effect : Effect.retry(effect, { schedule: busyRetry, while: isBusy })
+  )
+
+const prefixPattern = /^[A-Za-z_][A-Za-z0-9_]*$/
 
 const unavailable =
   (operation: string, partitionKey?: string) =>
@@ -145,18 +161,18 @@ export const migrate = (
     const prefix = yield* validPrefix(options)
     yield* Migrator.make({})({
       loader: Migrator.fromRecord(migrations(`${prefix}outbox_lease`)),
-      table: `${prefix}effect_outbox_lease_migrations`
-    }).pipe(Effect.mapError(unavailable("migrate")))
+      table: `${prefix}outbox_lease_migrations`
+    }).pipe(retryBusy, Effect.mapError(unavailable("migrate")))
   })
 
 const validPrefix = (options: SqliteLeaseStoreOptions): Effect.Effect<string, InvalidConfiguration> => {
   const prefix = options.tablePrefix ?? ""
-  return prefixPattern.test(prefix)
+  return prefix.length === 0 || prefixPattern.test(prefix)
     ? Effect.succeed(prefix)
     : Effect.fail(
         new InvalidConfiguration({
           component: "SqliteLeaseStore",
-          problems: [`tablePrefix ${JSON.stringify(prefix)} may only hold letters, digits and underscores`]
+          problems: [`tablePrefix ${JSON.stringify(prefix)} must match ${prefixPattern.source}`]
         })
       )
 }
@@ -215,6 +231,7 @@ export const make = (
             })
           )
           .pipe(
+            retryBusy,
             Effect.catchTags(storeErrors("acquire", partitionKey)),
             Effect.flatMap((outcome) => {
               if (outcome._tag === "Won") return Effect.succeed(toLease(partitionKey, outcome.lease))
@@ -251,7 +268,7 @@ export const make = (
               return yield* rejected("renew", partitionKey, token)
             })
           )
-          .pipe(Effect.catchTags(storeErrors("renew", partitionKey)))
+          .pipe(retryBusy, Effect.catchTags(storeErrors("renew", partitionKey)))
       }).pipe(Effect.withSpan("LeaseStore.renew", { attributes: { "outbox.partition": partitionKey } }))
 
     const release = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
@@ -267,11 +284,12 @@ export const make = (
               if (updated.length === 0) return yield* rejected("release", partitionKey, token)
             })
           )
-          .pipe(Effect.catchTags(storeErrors("release", partitionKey)))
+          .pipe(retryBusy, Effect.catchTags(storeErrors("release", partitionKey)))
       }).pipe(Effect.withSpan("LeaseStore.release", { attributes: { "outbox.partition": partitionKey } }))
 
     const current = (partitionKey: string) =>
       read(partitionKey).pipe(
+        retryBusy,
         Effect.catchTags(storeErrors("current", partitionKey)),
         Effect.flatMap((row) =>
           row === undefined || row.released !== 0
