@@ -1,0 +1,299 @@
+/**
+ * Fault paths of the DynamoDB store that DynamoDB Local never takes by itself (SPEC §3.3): conflicts,
+ * throttling, a fence lost mid-batch, a lagging ClaimIndex, deep scans, interruption and the bounded fold.
+ */
+import type { WriteRequest } from "@aws-sdk/client-dynamodb"
+import { describe, expect, it } from "@effect/vitest"
+import * as Array from "effect/Array"
+import * as DateTime from "effect/DateTime"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as LogLevel from "effect/LogLevel"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import { afterAll, beforeAll } from "vitest"
+import * as ClaimOrder from "../src/domain/ClaimOrder.js"
+import * as OutboxRecord from "../src/domain/OutboxRecord.js"
+import * as DynamoDbOutboxStore from "../src/layers/dynamodb/DynamoDbOutboxStore.js"
+import * as OutboxTable from "../src/layers/dynamodb/OutboxTable.js"
+import * as RecordItem from "../src/layers/dynamodb/RecordItem.js"
+import * as DynamoDb from "../src/services/DynamoDb.js"
+import * as OutboxMetrics from "../src/services/OutboxMetrics.js"
+import { OutboxStore } from "../src/services/OutboxStore.js"
+import { makeTestClientConfig, randomTableName } from "./support/DynamoLocal.js"
+import * as Faulty from "./support/FaultyDynamoDb.js"
+
+const tableName = randomTableName("outbox-faults")
+const dynamoLayer = DynamoDb.layer(makeTestClientConfig())
+
+beforeAll(() => Effect.runPromise(OutboxTable.ensureTable(tableName).pipe(Effect.provide(dynamoLayer))))
+afterAll(() =>
+  Effect.runPromise(
+    Effect.flatMap(DynamoDb.DynamoDb, (d) => d.deleteTable({ TableName: tableName })).pipe(Effect.provide(dynamoLayer))
+  )
+)
+
+const storeLayer = (faults: Faulty.Faults, options: DynamoDbOutboxStore.DynamoDbOutboxStoreOptions = {}) =>
+  DynamoDbOutboxStore.layerWith({ tableName, ensureTable: false, indexLagRetries: 0, ...options }).pipe(
+    Layer.provideMerge(Faulty.layer(faults).pipe(Layer.provide(dynamoLayer)))
+  )
+
+let counter = 0
+const partition = (name: string): string => `${name}-${++counter}-${Math.random().toString(36).slice(2, 8)}`
+
+const record = (partitionKey: string, envelopeId: string, orderingKey?: string): OutboxRecord.NewOutboxRecord =>
+  new OutboxRecord.NewOutboxRecord({
+    partitionKey,
+    envelopeId,
+    bindingId: "b",
+    payload: new Uint8Array([1]),
+    ...(orderingKey !== undefined ? { orderingKey } : {})
+  })
+
+const envelope = (n: number): string => `e${String(n).padStart(4, "0")}`
+
+/** Persists `n` records one batch at a time so that createdAt/seq order is e0000, e0001, … */
+const seed = (partitionKey: string, n: number, orderingKey?: (i: number) => string | undefined) =>
+  Effect.flatMap(OutboxStore, (store) =>
+    Effect.forEach(
+      Array.chunksOf(Array.range(0, n - 1), 25),
+      (chunk) => store.persist(chunk.map((i) => record(partitionKey, envelope(i), orderingKey?.(i)))),
+      { discard: true }
+    )
+  )
+
+const counterValue = (metric: Metric.Metric.Counter<number>, partitionKey: string) =>
+  Effect.map(Metric.value(OutboxMetrics.tagged(metric, partitionKey)), (state) => state.count)
+
+const captureLogs = () => {
+  const lines: Array<{ readonly level: LogLevel.LogLevel; readonly message: string }> = []
+  const logger = Logger.make(({ logLevel, message }) => {
+    lines.push({ level: logLevel, message: Array.isArray(message) ? message.join(" ") : String(message) })
+  })
+  return { lines, layer: Logger.replace(Logger.defaultLogger, logger) }
+}
+
+const token = (version: number, owner = "owner") => ({ owner, version })
+
+describe("DynamoDB store under injected faults", () => {
+  it.effect("R-CLAIM-10 a TransactionConflict is counted in OutboxClaimConflicts and the record skipped", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("conflict")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 5)
+      faults.conflictFor = (key) =>
+        key["SK"]?.S === RecordItem.recordSortKey({ envelopeId: envelope(1), bindingId: "b" })
+      const batch = yield* store.claim(pk, token(1), 5)
+      expect(batch.records.map((r) => r.envelopeId)).toEqual([envelope(0), envelope(2), envelope(3), envelope(4)])
+      expect(Option.isNone(batch.truncated)).toBe(true)
+      expect(yield* counterValue(OutboxMetrics.OutboxClaimConflicts, pk)).toBe(1)
+      // nothing else left but the conflicting record: the claim fails with TransactionConflict
+      const error = yield* Effect.flip(store.claim(pk, token(1), 5))
+      expect(error._tag).toBe("TransactionConflict")
+      expect(yield* counterValue(OutboxMetrics.OutboxClaimConflicts, pk)).toBe(2)
+      faults.clear()
+      const retried = yield* store.claim(pk, token(1), 5)
+      expect(retried.records.map((r) => r.envelopeId)).toEqual([envelope(1)])
+    }).pipe(Effect.provide(storeLayer(faults)))
+  })
+
+  it.effect("R-CLAIM-8 a conflict on a keyed record skips the rest of its key for the batch", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("conflict-key")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 4, (i) => (i < 3 ? "K" : undefined))
+      faults.conflictFor = (key) =>
+        key["SK"]?.S === RecordItem.recordSortKey({ envelopeId: envelope(0), bindingId: "b" })
+      const batch = yield* store.claim(pk, token(1), 4)
+      expect(batch.records.map((r) => r.envelopeId)).toEqual([envelope(3)])
+    }).pipe(Effect.provide(storeLayer(faults)))
+  })
+
+  it.effect(
+    "R-CLAIM-8 throttling at the 60th of 100 transactions returns the 59 claimed, truncated, counted once",
+    () => {
+      const faults = new Faulty.Faults()
+      const pk = partition("throttle")
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* seed(pk, 100)
+        faults.reset()
+        faults.throttleTransactionAt = 60
+        const batch = yield* store.claim(pk, token(1), 100)
+        expect(batch.records).toHaveLength(59)
+        expect(batch.records.map((r) => r.envelopeId)).toEqual(Array.range(0, 58).map(envelope))
+        expect(Option.map(batch.truncated, (t) => [t.claimed, t.requested])).toEqual(Option.some([59, 100]))
+        expect(yield* counterValue(OutboxMetrics.DynamoDBOutboxClaimTruncated, pk)).toBe(1)
+        expect(yield* store.countClaimed(pk)).toBe(59)
+        // the first transaction throttled: nothing claimed → StoreUnavailable, not a short batch
+        faults.reset()
+        faults.throttleTransactionAt = 1
+        const error = yield* Effect.flip(store.claim(pk, token(1), 10))
+        expect(error._tag).toBe("StoreUnavailable")
+        expect(yield* counterValue(OutboxMetrics.DynamoDBOutboxClaimTruncated, pk)).toBe(1)
+      }).pipe(Effect.provide(storeLayer(faults)))
+    }
+  )
+
+  it.effect("R-CLAIM-8 a fence lost mid-batch fails with StaleFencingToken and returns nothing", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("fence")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 10)
+      faults.reset()
+      faults.raiseFenceAfter = { transactions: 3, partitionKey: pk, version: 5 }
+      const error = yield* Effect.flip(store.claim(pk, token(1), 10))
+      expect(error._tag).toBe("StaleFencingToken")
+      if (error._tag === "StaleFencingToken") expect(error.highWaterMark).toBe(5)
+      expect(faults.transactions).toBe(4)
+    }).pipe(Effect.provide(storeLayer(faults)))
+  })
+
+  it.effect("R-CLAIM-5 a ClaimIndex lagging behind a keyed head still yields the true oldest, in order", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("lag")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 4, (i) => (i < 2 ? "K" : undefined))
+      const headKey = RecordItem.recordSortKey({ envelopeId: envelope(0), bindingId: "b" })
+      faults.hideFromClaimIndex = (item) => item["SK"]?.S === headKey
+      faults.reset()
+      const batch = yield* store.claim(pk, token(1), 2)
+      expect(batch.records.map((r) => r.envelopeId)).toEqual([envelope(0), envelope(1)])
+      expect(faults.baseTableQueries).toBeGreaterThan(0)
+      // the keyless records behind are still served in age order
+      const rest = yield* store.claim(pk, token(1), 5)
+      expect(rest.records.map((r) => r.envelopeId)).toEqual([envelope(2), envelope(3)])
+    }).pipe(Effect.provide(storeLayer(faults)))
+  })
+
+  it.effect("a keyless partition is claimed from ClaimIndex with O(limit) reads", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("fast")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 50)
+      faults.reset()
+      const batch = yield* store.claim(pk, token(1), 10)
+      expect(batch.records.map((r) => r.envelopeId)).toEqual(Array.range(0, 9).map(envelope))
+      expect(faults.baseTableQueries).toBe(0)
+      // 10 index items + the fence
+      expect(faults.itemsRead).toBeLessThanOrEqual(11)
+    }).pipe(Effect.provide(storeLayer(faults)))
+  })
+
+  it.effect("a scan of 12 pages logs one WARN naming the partition and adds 12 to the scan-pages metric", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("deep")
+    const logs = captureLogs()
+    const reports: Array<DynamoDbOutboxStore.ScanFoldReport> = []
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 11, () => "K")
+      const batch = yield* store.claim(pk, token(1), 1)
+      expect(batch.records.map((r) => r.envelopeId)).toEqual([envelope(0)])
+      expect(reports.map((r) => r.pages)).toEqual([12])
+      const warnings = logs.lines.filter((line) => line.level === LogLevel.Warning)
+      expect(warnings).toHaveLength(1)
+      expect(warnings[0]?.message).toContain(pk)
+      expect(yield* counterValue(OutboxMetrics.DynamoDBOutboxClaimScanPages, pk)).toBe(12)
+    }).pipe(
+      Effect.provide(Layer.merge(storeLayer(faults, { pageSize: 1, onScanFold: (r) => reports.push(r) }), logs.layer))
+    )
+  })
+
+  it.effect("a scan of 3 pages logs no WARN and leaves the scan-pages metric alone", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("shallow")
+    const logs = captureLogs()
+    const reports: Array<DynamoDbOutboxStore.ScanFoldReport> = []
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 4, () => "K")
+      yield* store.claim(pk, token(1), 2)
+      expect(reports.map((r) => r.pages)).toEqual([3])
+      expect(logs.lines.filter((line) => line.level === LogLevel.Warning)).toHaveLength(0)
+      expect(yield* counterValue(OutboxMetrics.DynamoDBOutboxClaimScanPages, pk)).toBe(0)
+    }).pipe(
+      Effect.provide(Layer.merge(storeLayer(faults, { pageSize: 2, onScanFold: (r) => reports.push(r) }), logs.layer))
+    )
+  })
+
+  it.live("a claim interrupted between scan pages ends with nothing claimed", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("interrupt")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 6, () => "K")
+      const secondPage = yield* Deferred.make<void>()
+      let basePages = 0
+      faults.beforeQuery = (input) =>
+        input.IndexName === undefined && ++basePages === 2
+          ? Effect.zipRight(Deferred.succeed(secondPage, undefined), Effect.never)
+          : Effect.void
+      faults.reset()
+      const fiber = yield* Effect.fork(store.claim(pk, token(1), 3))
+      yield* Deferred.await(secondPage)
+      const exit = yield* Fiber.interrupt(fiber)
+      expect(exit._tag).toBe("Failure")
+      expect(faults.transactions).toBe(0)
+      faults.clear()
+      expect(yield* store.countClaimed(pk)).toBe(0)
+      expect(yield* store.countPending(pk)).toBe(6)
+    }).pipe(Effect.provide(storeLayer(faults, { pageSize: 2 })))
+  })
+
+  it.live(
+    "the fold over 5,000 keyed records never holds more than 60 candidates for limit 10 and returns the true oldest 10",
+    () => {
+      const faults = new Faulty.Faults()
+      const pk = partition("fold")
+      const reports: Array<DynamoDbOutboxStore.ScanFoldReport> = []
+      return Effect.gen(function* () {
+        const dynamo = yield* DynamoDb.DynamoDb
+        const store = yield* OutboxStore
+        // createdAt is a shuffled permutation (envelope ids sort unrelated to age); 50 keys
+        const n = 5000
+        const order = Array.range(0, n - 1).map((i) => (i * 7919) % n)
+        const prepared = order.map((age, i) => ({
+          id: `fold-${i}`,
+          partitionKey: pk,
+          envelopeId: envelope(i),
+          bindingId: "b",
+          routeId: "",
+          address: "",
+          payload: new Uint8Array([1]),
+          headers: {},
+          orderingKey: Option.some(`K${i % 50}`),
+          createdAt: DateTime.unsafeMake(1_000_000 + age),
+          expiresAt: Option.none()
+        }))
+        const requests: Array<WriteRequest> = prepared.map((p, i) => ({
+          PutRequest: { Item: RecordItem.encodeNew(p, i + 1) }
+        }))
+        yield* Effect.forEach(
+          Array.chunksOf(requests, 25),
+          (chunk) => dynamo.batchWriteItem({ RequestItems: { [tableName]: [...chunk] } }),
+          { concurrency: 4, discard: true }
+        )
+        const expected = ClaimOrder.selectFrom(
+          prepared.map((p, i) => OutboxRecord.fromPrepared(p, i + 1)),
+          10,
+          { version: 1, nowMillis: 2_000_000, staleClaimAfterMillis: 30_000 }
+        ).map((r) => r.id)
+        const batch = yield* store.claim(pk, token(1), 10)
+        expect(batch.records.map((r) => r.id)).toEqual(expected)
+        expect(reports).toHaveLength(1)
+        expect(reports[0]?.maxCandidates).toBeLessThanOrEqual(60)
+        expect(reports[0]?.scanned).toBe(n)
+      }).pipe(Effect.provide(storeLayer(faults, { pageSize: 1000, onScanFold: (r) => reports.push(r) })))
+    },
+    120_000
+  )
+})
