@@ -1,0 +1,77 @@
+/**
+ * effect-outbox: a durable transactional outbox for Effect applications.
+ *
+ * @since 0.1.0
+ */
+
+/** New and stored outbox records, record status, identities and time-ordered ids. @since 0.1.0 */
+export * as OutboxRecord from "./domain/OutboxRecord.js"
+
+/** Lease tokens `{ owner, version }` and their validity rule. @since 0.1.0 */
+export * as LeaseToken from "./domain/LeaseToken.js"
+
+/** Every typed error of the library (`Schema.TaggedError`, `_tag` = class name). @since 0.1.0 */
+export * as OutboxError from "./domain/OutboxError.js"
+
+/** Age order, claimability and head-of-line selection: the reference claim rules. @since 0.1.0 */
+export * as ClaimOrder from "./domain/ClaimOrder.js"
+
+/** Dead-letter entries, categories and filters. @since 0.1.0 */
+export * as DeadLetterEntry from "./domain/DeadLetterEntry.js"
+
+/** The OutboxStore port, ClaimBatch, PersistReport and the shared backend core. @since 0.1.0 */
+export * as OutboxStore from "./services/OutboxStore.js"
+
+/** The LeaseStore port and `Lease`. @since 0.1.0 */
+export * as LeaseStore from "./services/LeaseStore.js"
+
+/** The DeadLetterStore port. @since 0.1.0 */
+export * as DeadLetterStore from "./services/DeadLetterStore.js"
+
+/** The Sink port and `SendError`. @since 0.1.0 */
+export * as Sink from "./services/Sink.js"
+
+/** Every metric the library emits. @since 0.1.0 */
+export * as OutboxMetrics from "./services/OutboxMetrics.js"
+
+/** The DynamoDB client service and its layer. @since 0.1.0 */
+export * as DynamoDb from "./services/DynamoDb.js"
+
+/** In-memory OutboxStore backend. @since 0.1.0 */
+export * as MemoryOutboxStore from "./layers/memory/MemoryOutboxStore.js"
+
+/** In-memory LeaseStore backend. @since 0.1.0 */
+export * as MemoryLeaseStore from "./layers/memory/MemoryLeaseStore.js"
+
+/** In-memory DeadLetterStore backend. @since 0.1.0 */
+export * as MemoryDeadLetterStore from "./layers/memory/MemoryDeadLetterStore.js"
+
+/** SQLite database layer (WAL, synchronous=FULL, busy timeout) providing `SqlClient`. @since 0.1.0 */
+export * as SqliteDatabase from "./layers/sqlite/SqliteDatabase.js"
+
+/** SQLite OutboxStore backend: the embedded default. @since 0.1.0 */
+export * as SqliteOutboxStore from "./layers/sqlite/SqliteOutboxStore.js"
+
+/** SQLite LeaseStore backend. @since 0.1.0 */
+export * as SqliteLeaseStore from "./layers/sqlite/SqliteLeaseStore.js"
+
+/** SQLite DeadLetterStore backend. @since 0.1.0 */
+export * as SqliteDeadLetterStore from "./layers/sqlite/SqliteDeadLetterStore.js"
+
+/** DynamoDB OutboxStore backend, table definition helpers and transactional enqueue items. @since 0.1.0 */
+export * as DynamoDbOutboxStore from "./layers/dynamodb/DynamoDbOutboxStore.js"
+
+/** In-memory recording sink (tests and demos). @since 0.1.0 */
+export * as MemorySink from "./layers/sinks/MemorySink.js"
+
+/** HTTP webhook sink. @since 0.1.0 */
+export * as WebhookSink from "./layers/sinks/WebhookSink.js"
+
+/** JSON-lines stdout sink. @since 0.1.0 */
+export * as StdoutSink from "./layers/sinks/StdoutSink.js"
+
+/** Drains one leased partition: claim, group by key, send, complete. @since 0.1.0 */
+export * as Drainer from "./programs/Drainer.js"
+
+/** Producer side: persist with backpressure. @since 0.1.0 */
+export * as Enqueue from "./programs/Enqueue.js"
