@@ -136,6 +136,14 @@ export const ReservedItemBytes = 2048
 export const MaxItemBytes = 400 * 1024
 
 /**
+ * The largest payload the DynamoDB store accepts: what fits in one 400 KB item next to the record's
+ * other attributes (the item as a whole is checked too).
+ *
+ * @since 0.1.0
+ */
+export const MaxPayloadBytes = 400_000
+
+/**
  * A conservative estimate of an item's stored size: attribute names and values in UTF-8, numbers at
  * their maximum of 21 bytes, 3 bytes per map plus 1 per map entry.
  *
@@ -170,6 +178,9 @@ export const estimateItemBytes = (item: Item): number => {
  * @since 0.1.0
  */
 export const itemSizeProblem = (record: OutboxRecord.PreparedRecord): string | undefined => {
+  if (record.payload.length > MaxPayloadBytes) {
+    return `payload of ${record.payload.length} bytes is over the DynamoDB store's limit of ${MaxPayloadBytes} bytes`
+  }
   const size = estimateItemBytes(encodeNew(record, Number.MAX_SAFE_INTEGER)) + ReservedItemBytes
   return size > MaxItemBytes
     ? `the record needs about ${size} bytes as a DynamoDB item (payload ${record.payload.length} bytes); the limit is ${MaxItemBytes} bytes`
