@@ -1,19 +1,308 @@
+/**
+ * The lease and dead-letter contracts on SQLite (`:memory:` and a shared file), plus SQLite-specific
+ * behaviour: several connections racing for one lease, state surviving a reopen, table prefixes,
+ * query plans, stored representation, and redrive's single transaction.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { describe, expect, it } from "@effect/vitest"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll } from "vitest"
+import { DeadLetterEntry } from "../src/domain/DeadLetterEntry.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteDeadLetterStore from "../src/layers/sqlite/SqliteDeadLetterStore.js"
 import * as SqliteLeaseStore from "../src/layers/sqlite/SqliteLeaseStore.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
+import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
+import { LeaseStore } from "../src/services/LeaseStore.js"
+import { OutboxStore } from "../src/services/OutboxStore.js"
 import { deadLetterStoreContract } from "./contract/DeadLetterStoreContract.js"
 import { leaseStoreContract } from "./contract/LeaseStoreContract.js"
 
-const database = () => SqliteDatabase.layer({ filename: ":memory:" })
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-sqlite-lease-dlq-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+let files = 0
+const freshFile = (): string => path.join(directory, `db-${++files}`, "outbox.db")
+
+const database = (filename = ":memory:") => SqliteDatabase.layer({ filename })
+
+/** Dead-letter store, outbox store and the SqlClient of one database. */
+const dlqOn = (filename: string, options: SqliteDeadLetterStore.SqliteDeadLetterStoreOptions = {}) =>
+  SqliteDeadLetterStore.layerWith(options).pipe(
+    Layer.provideMerge(SqliteOutboxStore.layer),
+    Layer.provideMerge(database(filename))
+  )
 
 leaseStoreContract("sqlite", () => SqliteLeaseStore.layer.pipe(Layer.provide(database())))
 
 // A small delete chunk so that deleteWhere/purge page through several statements.
-deadLetterStoreContract("sqlite", () =>
-  SqliteDeadLetterStore.layerWith({ deleteChunk: 64 }).pipe(
-    Layer.provideMerge(SqliteOutboxStore.layer),
-    Layer.provide(database())
+deadLetterStoreContract("sqlite", () => dlqOn(":memory:", { deleteChunk: 64 }))
+
+// One file shared by every test of the suite: the contract keeps to its own keys, routes and windows.
+const sharedFile = freshFile()
+leaseStoreContract("sqlite-file", () => SqliteLeaseStore.layer.pipe(Layer.provide(database(sharedFile))))
+deadLetterStoreContract("sqlite-file", () => dlqOn(sharedFile))
+
+const entry = (id: string, failedAt: number, fields: Partial<DeadLetterEntry> = {}): DeadLetterEntry =>
+  new DeadLetterEntry({
+    id,
+    recordId: `rec-${id}`,
+    partitionKey: `pk-${id}`,
+    envelopeId: `env-${id}`,
+    bindingId: "b",
+    payload: new Uint8Array([1, 2, 3]),
+    headers: { h: "v" },
+    category: "permanent",
+    reason: "rejected",
+    errorCode: "E400",
+    lastError: "400",
+    attempts: 2,
+    failedAt: DateTime.unsafeMake(failedAt),
+    ...fields
+  })
+
+describe("SqliteLeaseStore", () => {
+  it.live("§4 acquirers on two connections to one file (two processes): exactly one winner", () =>
+    Effect.gen(function* () {
+      const filename = freshFile()
+      const connection = () =>
+        SqliteLeaseStore.layer.pipe(Layer.provide(SqliteDatabase.layer({ filename, busyTimeout: "20 millis" })))
+      // build the schema once, then open two independent connections
+      yield* Effect.provide(Effect.void, connection())
+      const [one, two] = yield* Effect.all([Layer.build(connection()), Layer.build(connection())])
+      const attempt = (context: typeof one, owner: string) =>
+        Effect.either(Effect.flatMap(LeaseStore, (leases) => leases.acquire("p", owner, "1 minute"))).pipe(
+          Effect.provide(context)
+        )
+      const outcomes = yield* Effect.all(
+        Array.from({ length: 10 }, (_, i) => attempt(i % 2 === 0 ? one : two, `node-${i}`)),
+        { concurrency: "unbounded" }
+      )
+      const winners = outcomes.filter((outcome) => outcome._tag === "Right")
+      expect(winners).toHaveLength(1)
+      for (const outcome of outcomes) {
+        if (outcome._tag === "Left") expect(outcome.left._tag).toBe("LeaseHeld")
+      }
+      const winner = winners[0]
+      if (winner?._tag !== "Right") return
+      for (const context of [one, two]) {
+        const current = yield* Effect.provide(
+          Effect.flatMap(LeaseStore, (leases) => leases.current("p")),
+          context
+        )
+        expect(current.token.owner).toBe(winner.right.token.owner)
+        expect(current.token.version).toBe(winner.right.token.version)
+      }
+    }).pipe(Effect.scoped)
   )
-)
+
+  it.effect("§4 leases and the version high-water mark survive reopening the file", () =>
+    Effect.gen(function* () {
+      const filename = freshFile()
+      const layer = SqliteLeaseStore.layer.pipe(Layer.provide(database(filename)))
+      const first = yield* Effect.provide(
+        Effect.flatMap(LeaseStore, (leases) => leases.acquire("p", "node-a", "1 minute")),
+        layer
+      )
+      const afterReopen = yield* Effect.provide(
+        Effect.gen(function* () {
+          const leases = yield* LeaseStore
+          const current = yield* leases.current("p")
+          expect(current.token.version).toBe(first.token.version)
+          expect((yield* Effect.flip(leases.acquire("p", "node-b", "1 minute")))._tag).toBe("LeaseHeld")
+          yield* leases.release("p", first.token)
+        }),
+        layer
+      ).pipe(
+        Effect.zipRight(
+          Effect.provide(
+            Effect.flatMap(LeaseStore, (l) => l.acquire("p", "node-b", "1 minute")),
+            layer
+          )
+        )
+      )
+      expect(afterReopen.token.version).toBeGreaterThan(first.token.version)
+    })
+  )
+
+  it.effect("tablePrefix keeps separate lease tables, and building a layer twice runs its migrations once", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const a = yield* Layer.build(SqliteLeaseStore.layerWith({ tablePrefix: "a_" }))
+      const b = yield* Layer.build(SqliteLeaseStore.layerWith({ tablePrefix: "b_" }))
+      yield* Layer.build(SqliteLeaseStore.layerWith({ tablePrefix: "a_" }))
+      const leaseA = yield* Effect.provide(
+        Effect.flatMap(LeaseStore, (l) => l.acquire("p", "node-a", "1 minute")),
+        a
+      )
+      const leaseB = yield* Effect.provide(
+        Effect.flatMap(LeaseStore, (l) => l.acquire("p", "node-b", "1 minute")),
+        b
+      )
+      expect(leaseA.token.owner).toBe("node-a")
+      expect(leaseB.token.owner).toBe("node-b")
+      const tables = yield* sql<{
+        readonly name: string
+      }>`SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name`
+      const names = tables.map((t) => t.name)
+      expect(names).toEqual(
+        expect.arrayContaining([
+          "a_outbox_lease",
+          "a_outbox_lease_migrations",
+          "b_outbox_lease",
+          "b_outbox_lease_migrations"
+        ])
+      )
+      const migrations = yield* sql<{ readonly n: number }>`SELECT count(*) AS n FROM a_outbox_lease_migrations`
+      expect(migrations[0]?.n).toBe(1)
+    }).pipe(Effect.scoped, Effect.provide(database()))
+  )
+
+  it.effect("an invalid tablePrefix fails the layer with InvalidConfiguration", () =>
+    Effect.gen(function* () {
+      const exit = yield* Effect.exit(
+        Effect.provide(LeaseStore, SqliteLeaseStore.layerWith({ tablePrefix: "x; DROP TABLE y" }))
+      )
+      expect(Exit.isFailure(exit)).toBe(true)
+      if (Exit.isFailure(exit)) expect(JSON.stringify(exit.cause)).toContain("InvalidConfiguration")
+    }).pipe(Effect.provide(database()))
+  )
+})
+
+describe("SqliteDeadLetterStore", () => {
+  it.effect("list, deleteWhere and purge use the indexes: no full scan, no temp B-tree for the order", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const plan = (text: string, params: ReadonlyArray<unknown>) =>
+        Effect.map(sql.unsafe<{ readonly detail: string }>(`EXPLAIN QUERY PLAN ${text}`, params), (rows) =>
+          rows.map((row) => row.detail)
+        )
+      const select = "SELECT * FROM outbox_dead_letter WHERE"
+      const order = "ORDER BY failed_at, id LIMIT ?"
+      const cases: ReadonlyArray<readonly [string, string, ReadonlyArray<unknown>]> = [
+        ["by route", `${select} (route_id = ?) ${order}`, ["r", 10]],
+        ["by category", `${select} (category = ?) ${order}`, ["poison", 10]],
+        ["by time", `${select} (failed_at >= ? AND failed_at < ?) ${order}`, [1, 2, 10]],
+        [
+          "by route and time",
+          `${select} (route_id = ? AND failed_at >= ? AND failed_at < ?) ${order}`,
+          ["r", 1, 2, 10]
+        ],
+        [
+          "purge chunk",
+          `DELETE FROM outbox_dead_letter WHERE id IN (SELECT id FROM outbox_dead_letter WHERE (failed_at < ?) ${order})`,
+          [1, 10]
+        ]
+      ]
+      for (const [label, text, params] of cases) {
+        const lines = yield* plan(text, params)
+        for (const line of lines) {
+          expect(line, `${label}: ${lines.join(" | ")}`).not.toMatch(/\bSCAN\b/)
+          expect(line, `${label}: ${lines.join(" | ")}`).not.toMatch(/TEMP B-TREE/)
+        }
+      }
+    }).pipe(Effect.provide(dlqOn(":memory:")))
+  )
+
+  it.effect("§5 stored form: payload as BLOB, headers as JSON text, failed_at as integer ms, absent fields NULL", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const dlq = yield* DeadLetterStore
+      yield* dlq.write(entry("e1", 1_700_000_000_123, { headers: { a: "1", "b c": "2" } }))
+      const rows = yield* sql`SELECT typeof(payload) AS p, headers, typeof(failed_at) AS f, failed_at,
+        ordering_key, route_id, address FROM outbox_dead_letter WHERE id = ${"e1"}`
+      expect(rows).toEqual([
+        {
+          p: "blob",
+          headers: JSON.stringify({ a: "1", "b c": "2" }),
+          f: "integer",
+          failed_at: 1_700_000_000_123,
+          ordering_key: null,
+          route_id: null,
+          address: null
+        }
+      ])
+    }).pipe(Effect.provide(dlqOn(":memory:")))
+  )
+
+  it.effect("§5 a corrupt stored row fails reads with StoreUnavailable, not a defect", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const dlq = yield* DeadLetterStore
+      yield* dlq.write(entry("bad", 1_000, { routeId: "r" }))
+      yield* sql`UPDATE outbox_dead_letter SET headers = ${"{not json"} WHERE id = ${"bad"}`
+      expect((yield* Effect.flip(dlq.get("bad")))._tag).toBe("StoreUnavailable")
+      expect((yield* Effect.flip(dlq.list({ routeId: "r" })))._tag).toBe("StoreUnavailable")
+      yield* sql`UPDATE outbox_dead_letter SET headers = '{}', category = ${"unknown"} WHERE id = ${"bad"}`
+      expect((yield* Effect.flip(dlq.get("bad")))._tag).toBe("StoreUnavailable")
+      expect(yield* dlq.delete(["bad"])).toBe(1)
+    }).pipe(Effect.provide(dlqOn(":memory:")))
+  )
+
+  it.effect("§5 redrive is one transaction: a persist failure on a later entry redrives and deletes nothing", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const dlq = yield* DeadLetterStore
+      const outbox = yield* OutboxStore
+      yield* dlq.write(entry("good", 1_000, { partitionKey: "p" }))
+      yield* dlq.write(entry("bad", 2_000, { partitionKey: "p" }))
+      // Only a row written behind the store's back can hold what persist rejects (an empty envelope id).
+      yield* sql`UPDATE outbox_dead_letter SET envelope_id = '' WHERE id = ${"bad"}`
+      const error = yield* Effect.flip(dlq.redrive(["good", "bad"]))
+      expect(error._tag).toBe("InvalidRecord")
+      expect(yield* outbox.countPending("p")).toBe(0)
+      expect((yield* dlq.get("good")).id).toBe("good")
+      expect((yield* dlq.get("bad")).id).toBe("bad")
+    }).pipe(Effect.provide(dlqOn(":memory:")))
+  )
+
+  it.effect("§5 redrive joins the caller's transaction: a rollback keeps the entries and persists nothing", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const dlq = yield* DeadLetterStore
+      const outbox = yield* OutboxStore
+      yield* dlq.write(entry("e1", 1_000, { partitionKey: "p" }))
+      const exit = yield* Effect.exit(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const ids = yield* dlq.redrive(["e1"])
+            expect(ids).toHaveLength(1)
+            expect(yield* outbox.countPending("p")).toBe(1)
+            return yield* Effect.fail("abort")
+          })
+        )
+      )
+      expect(Exit.isFailure(exit)).toBe(true)
+      expect(yield* outbox.countPending("p")).toBe(0)
+      expect((yield* dlq.get("e1")).id).toBe("e1")
+      const ids = yield* dlq.redrive(["e1"])
+      expect(ids).toHaveLength(1)
+      expect(yield* outbox.countPending("p")).toBe(1)
+    }).pipe(Effect.provide(dlqOn(":memory:")))
+  )
+
+  it.effect("§5 entries survive reopening the file", () =>
+    Effect.gen(function* () {
+      const filename = freshFile()
+      const written = entry("kept", 5_000, { orderingKey: "k", routeId: "r", address: "a" })
+      yield* Effect.provide(
+        Effect.flatMap(DeadLetterStore, (dlq) => dlq.write(written)),
+        dlqOn(filename)
+      )
+      const read = yield* Effect.provide(
+        Effect.flatMap(DeadLetterStore, (dlq) => dlq.get("kept")),
+        dlqOn(filename)
+      )
+      expect(read.orderingKey).toBe("k")
+      expect(Array.from(read.payload)).toEqual([1, 2, 3])
+      expect(Schema.is(DeadLetterEntry)(read)).toBe(true)
+      expect(DateTime.toEpochMillis(read.failedAt)).toBe(5_000)
+    })
+  )
+})
