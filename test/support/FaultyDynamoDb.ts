@@ -27,6 +27,8 @@ export class Faults {
     { readonly transactions: number; readonly partitionKey: string; readonly version: number } | undefined = undefined
   /** Items hidden from ClaimIndex queries (the index has not caught up with them yet). */
   hideFromClaimIndex: ((item: Item) => boolean) | undefined = undefined
+  /** The next this-many RecordIdIndex queries find nothing (the index has not caught up yet). */
+  recordIdIndexMisses = 0
   /** Runs before every Query (e.g. to slow pages down or to signal a test). */
   beforeQuery: ((input: QueryCommandInput) => Effect.Effect<void>) | undefined = undefined
   /** Ask DynamoDB for consumed capacity on reads and sum it in `readCapacity`. */
@@ -62,6 +64,7 @@ export class Faults {
     this.raiseFenceAfter = undefined
     this.hideFromClaimIndex = undefined
     this.beforeQuery = undefined
+    this.recordIdIndexMisses = 0
   }
 }
 
@@ -123,6 +126,10 @@ export const decorate = (inner: DynamoDbService, faults: Faults): DynamoDbServic
           )
           faults.itemsRead += output.ScannedCount ?? 0
           faults.readCapacity += sumCapacity(output.ConsumedCapacity)
+          if (input.IndexName === OutboxTable.RecordIdIndex && faults.recordIdIndexMisses > 0) {
+            faults.recordIdIndexMisses--
+            return { ...output, Items: [], Count: 0 }
+          }
           const hide = faults.hideFromClaimIndex
           if (input.IndexName !== OutboxTable.ClaimIndex || hide === undefined || output.Items === undefined) {
             return output
