@@ -116,9 +116,9 @@ export class OutboxModel {
     return this.byIdentity.get(identityKey(input))
   }
 
-  /** Every record, in insertion order. */
+  /** Every record, in insertion order (a `Map` keeps the first insertion position when a key is set again). */
   all(): ReadonlyArray<ModelRecord> {
-    return Array.from(this.records.values()).sort((a, b) => a.ordinal - b.ordinal)
+    return Array.from(this.records.values())
   }
 
   /** The records of one partition (any status), in insertion order. */
@@ -135,7 +135,11 @@ export class OutboxModel {
 
   /** Records of a partition in a given status. */
   count(partitionKey: string, status: RecordStatus): number {
-    return this.partitionRecords(partitionKey).filter((r) => r.status === status).length
+    let n = 0
+    for (const record of this.records.values()) {
+      if (record.partitionKey === partitionKey && record.status === status) n++
+    }
+    return n
   }
 
   /** Partitions holding pending records. */
