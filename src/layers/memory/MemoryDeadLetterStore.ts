@@ -2,7 +2,9 @@
  * The in-memory `DeadLetterStore` (SPEC §5). All entries live in one `Ref`; every operation is one
  * atomic update. Stored and returned entries are copies (payload bytes and headers included), so
  * callers can never change what is stored by mutating a value. Redrive persists through the
- * `OutboxStore` service the layer was built with.
+ * `OutboxStore` service the layer was built with, entry by entry, deleting each entry only after its
+ * record is persisted: when a persist fails, the entries before it stay redriven (and deleted) and the
+ * failing entry and those after it stay in the queue.
  *
  * @since 0.1.0
  */
