@@ -1,0 +1,951 @@
+/**
+ * The drainer (SPEC §6): drains one partition while its owner holds the partition's lease.
+ *
+ * One cycle ({@link Drainer.drainOnce}):
+ * 1. Reads the live lease (`LeaseStore.current`); without a valid, unexpired lease of `owner` it skips
+ *    (counts `DrainSkippedNoLease`).
+ * 2. When expired records are dropped (`onExpired: "drop"`), sweeps them with `expire` at most once per
+ *    `expireInterval`. With the DLQ policy they are handled on the claim path so their envelope reaches
+ *    the dead-letter queue.
+ * 3. Claims up to the current batch size and sets the gauges `OutboxClaimBatchSize`, `OutboxDepth`,
+ *    `OutboxClaimedDepth` (a failing count is counted in `OutboxDepthFailures`; draining goes on).
+ * 4. Groups the batch by ordering key in age order (keyless records are groups of one) and runs at most
+ *    `maxConcurrency` groups at once, each strictly in order.
+ * 5. Per record: expired → dead-letter (`expired`) or drop, then complete. Poison (`replayCount >
+ *    maxReplayAttempts` and `now - firstAttemptedAt >= replayBudget`; an empty `firstAttemptedAt`
+ *    never poisons) → dead-letter (`poison`) or drop, then complete, without sending, with a WARN log.
+ *    Otherwise: the live lease must still carry the claim's version (else the cycle stops with
+ *    `StaleFencingToken` and nothing is sent), send with `sendTimeout`, check the lease again (lost →
+ *    no complete, `OutboxDuplicateRisk`), complete.
+ * 6. Permanent send failure → dead-letter (`permanent`) or drop, then complete. Transient failure →
+ *    release the record and the untried rest of its group and stop that group. A failing complete or
+ *    dead-letter write leaves the record claimed and releases the untried rest. Nothing ever overtakes
+ *    a head of its key. Records left claimed this way are retried by the next cycles of this drainer
+ *    (complete again when the record was delivered, else release) while the lease version is unchanged.
+ * 7. A watchdog abandons a batch that outlives `batchTimeout + watchdogGrace`: counts
+ *    `OutboxDrainStalled` and fails with {@link DrainStalled}. Interrupting a cycle stops taking new
+ *    records, lets in-flight ones finish within `finalDrainBudget` and releases everything still held.
+ *
+ * The loop ({@link Drainer.run}) adapts the batch size (a full batch doubles it up to `maxBatchSize`, an
+ * empty one halves it down to `minBatchSize`) and backs off while idle on an exponential schedule with
+ * jitter (`idleBackoffMin` → `idleBackoffMax`), reset after work. A `Retry-After` from the sink is
+ * honoured as a minimum pause. Store errors of a cycle are logged and backed off; a lost lease
+ * (`StaleFencingToken`) or a stall ends the loop with that error so a supervisor (the relay) can act.
+ *
+ * Depth gauges cost two counts; they are refreshed at most once per `gaugeInterval` (default 1 s).
+ * Idle cycles open no span of their own; a cycle that claimed records runs in a `Drainer.batch` span.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as DateTime from "effect/DateTime"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as Schema from "effect/Schema"
+import { type DeadLetterCategory, DeadLetterEntry } from "../domain/DeadLetterEntry.js"
+import * as LeaseTokenModule from "../domain/LeaseToken.js"
+import {
+  type CorruptRecord,
+  InvalidConfiguration,
+  type InvalidRecord,
+  StaleFencingToken,
+  type StoreUnavailable,
+  type TransactionConflict
+} from "../domain/OutboxError.js"
+import type { OutboxRecord } from "../domain/OutboxRecord.js"
+import { DeadLetterStore, type DeadLetterStoreService } from "../services/DeadLetterStore.js"
+import { LeaseStore } from "../services/LeaseStore.js"
+import * as OutboxMetrics from "../services/OutboxMetrics.js"
+import { OutboxStore } from "../services/OutboxStore.js"
+import { type SendError, Sink } from "../services/Sink.js"
+import { SendError as SendErrorClass } from "../services/Sink.js"
+
+/**
+ * The watchdog abandoned a batch that ran longer than `batchTimeout + watchdogGrace`. The drainer
+ * fails with it so its supervisor restarts it (under a new lease epoch, which makes the abandoned
+ * records claimable again).
+ *
+ * @since 0.1.0
+ */
+export class DrainStalled extends Schema.TaggedError<DrainStalled>()("DrainStalled", {
+  partitionKey: Schema.String,
+  /** Records of the batch still unfinished when it was abandoned. */
+  held: Schema.Number,
+  elapsedMillis: Schema.Number
+}) {
+  override get message(): string {
+    return `drain of partition ${this.partitionKey} stalled after ${this.elapsedMillis} ms with ${this.held} records held`
+  }
+}
+
+/**
+ * What to do with a record that will not be delivered: write it to the dead-letter queue, or drop it
+ * (counted in `MessagesDropped`). Either way the record is then completed.
+ *
+ * @since 0.1.0
+ */
+export type Disposal = "dlq" | "drop"
+
+/**
+ * Options of a drainer. Only `partitionKey` and `owner` are required; the rest default to SPEC §6.
+ *
+ * @since 0.1.0
+ */
+export interface DrainerOptions {
+  /** The partition to drain. */
+  readonly partitionKey: string
+  /** The lease owner this drainer works for: only a live lease of this owner lets it drain. */
+  readonly owner: string
+  /** Route tag for metrics, when the partition serves one route. */
+  readonly routeId?: string | undefined
+  /** Initial claim size (default 100). */
+  readonly batchSize?: number | undefined
+  /** Lower bound of the adaptive claim size (default 10, at most `batchSize`). */
+  readonly minBatchSize?: number | undefined
+  /** Upper bound of the adaptive claim size (default 500). */
+  readonly maxBatchSize?: number | undefined
+  /** Groups in flight at once (default 10). */
+  readonly maxConcurrency?: number | undefined
+  /** Timeout of one send; a timeout is a transient failure (default 30 s). */
+  readonly sendTimeout?: Duration.DurationInput | undefined
+  /** Claims a record may take before the poison gate can close (default 5). */
+  readonly maxReplayAttempts?: number | undefined
+  /** Time since the first attempt before the poison gate can close (default 15 min). */
+  readonly replayBudget?: Duration.DurationInput | undefined
+  /** Expired records: dead-letter (default) or drop. */
+  readonly onExpired?: Disposal | undefined
+  /** Permanent send failures: dead-letter (default) or drop. */
+  readonly onPermanentFailure?: Disposal | undefined
+  /** Poison records: dead-letter (default) or drop. */
+  readonly onPoison?: Disposal | undefined
+  /** Minimum time between expiry sweeps when expired records are dropped (default 1 min). */
+  readonly expireInterval?: Duration.DurationInput | undefined
+  /** First idle pause (default 100 ms). */
+  readonly idleBackoffMin?: Duration.DurationInput | undefined
+  /** Longest idle pause (default 30 s). */
+  readonly idleBackoffMax?: Duration.DurationInput | undefined
+  /** Expected upper bound of one batch (default 5 min). */
+  readonly batchTimeout?: Duration.DurationInput | undefined
+  /** Added to `batchTimeout` before the watchdog fires (default 30 s). */
+  readonly watchdogGrace?: Duration.DurationInput | undefined
+  /** How long an interrupted cycle may take to finish in-flight sends and release the rest (default 10 s). */
+  readonly finalDrainBudget?: Duration.DurationInput | undefined
+  /** Minimum time between depth-gauge refreshes (default 1 s; 0 refreshes every cycle). */
+  readonly gaugeInterval?: Duration.DurationInput | undefined
+}
+
+/**
+ * The resolved settings of a drainer (every default filled in).
+ *
+ * @since 0.1.0
+ */
+export interface DrainerSettings {
+  readonly partitionKey: string
+  readonly owner: string
+  readonly routeId: string | undefined
+  readonly batchSize: number
+  readonly minBatchSize: number
+  readonly maxBatchSize: number
+  readonly maxConcurrency: number
+  readonly sendTimeout: Duration.Duration
+  readonly maxReplayAttempts: number
+  readonly replayBudget: Duration.Duration
+  readonly onExpired: Disposal
+  readonly onPermanentFailure: Disposal
+  readonly onPoison: Disposal
+  readonly expireInterval: Duration.Duration
+  readonly idleBackoffMin: Duration.Duration
+  readonly idleBackoffMax: Duration.Duration
+  readonly batchTimeout: Duration.Duration
+  readonly watchdogGrace: Duration.Duration
+  readonly finalDrainBudget: Duration.Duration
+  readonly gaugeInterval: Duration.Duration
+}
+
+const positiveInt = (value: number | undefined, fallback: number): number =>
+  value !== undefined && Number.isFinite(value) && value >= 1 ? Math.floor(value) : fallback
+
+/**
+ * Fills in the SPEC §6 defaults.
+ *
+ * @since 0.1.0
+ */
+export const settings = (options: DrainerOptions): DrainerSettings => {
+  const batchSize = positiveInt(options.batchSize, 100)
+  const maxBatchSize = Math.max(batchSize, positiveInt(options.maxBatchSize, 500))
+  return {
+    partitionKey: options.partitionKey,
+    owner: options.owner,
+    routeId: options.routeId,
+    batchSize,
+    minBatchSize: Math.min(batchSize, positiveInt(options.minBatchSize, 10)),
+    maxBatchSize,
+    maxConcurrency: positiveInt(options.maxConcurrency, 10),
+    sendTimeout: Duration.decode(options.sendTimeout ?? "30 seconds"),
+    maxReplayAttempts: Math.max(0, Math.floor(options.maxReplayAttempts ?? 5)),
+    replayBudget: Duration.decode(options.replayBudget ?? "15 minutes"),
+    onExpired: options.onExpired ?? "dlq",
+    onPermanentFailure: options.onPermanentFailure ?? "dlq",
+    onPoison: options.onPoison ?? "dlq",
+    expireInterval: Duration.decode(options.expireInterval ?? "1 minute"),
+    idleBackoffMin: Duration.decode(options.idleBackoffMin ?? "100 millis"),
+    idleBackoffMax: Duration.decode(options.idleBackoffMax ?? "30 seconds"),
+    batchTimeout: Duration.decode(options.batchTimeout ?? "5 minutes"),
+    watchdogGrace: Duration.decode(options.watchdogGrace ?? "30 seconds"),
+    finalDrainBudget: Duration.decode(options.finalDrainBudget ?? "10 seconds"),
+    gaugeInterval: Duration.decode(options.gaugeInterval ?? "1 second")
+  }
+}
+
+/**
+ * The adaptive claim size: a full batch doubles it (up to `maxBatchSize`), an empty one halves it
+ * (down to `minBatchSize`), anything else keeps it.
+ *
+ * @since 0.1.0
+ */
+export const nextBatchSize = (
+  current: number,
+  claimed: number,
+  bounds: Pick<DrainerSettings, "minBatchSize" | "maxBatchSize">
+): number => {
+  if (claimed >= current) return Math.min(bounds.maxBatchSize, current * 2)
+  if (claimed === 0) return Math.max(bounds.minBatchSize, Math.floor(current / 2))
+  return current
+}
+
+/**
+ * The poison gate: `replayCount > maxReplayAttempts` **and** `now - firstAttemptedAt >= replayBudget`.
+ * A record with no `firstAttemptedAt` is never poison.
+ *
+ * @since 0.1.0
+ */
+export const isPoison = (
+  record: Pick<OutboxRecord, "replayCount" | "firstAttemptedAt">,
+  nowMillis: number,
+  gate: Pick<DrainerSettings, "maxReplayAttempts" | "replayBudget">
+): boolean =>
+  record.replayCount > gate.maxReplayAttempts &&
+  Option.isSome(record.firstAttemptedAt) &&
+  nowMillis - DateTime.toEpochMillis(record.firstAttemptedAt.value) >= Duration.toMillis(gate.replayBudget)
+
+/**
+ * True when the record's `expiresAt` is strictly before now.
+ *
+ * @since 0.1.0
+ */
+export const isExpired = (record: Pick<OutboxRecord, "expiresAt">, nowMillis: number): boolean =>
+  Option.isSome(record.expiresAt) && DateTime.toEpochMillis(record.expiresAt.value) < nowMillis
+
+/**
+ * Splits a claimed batch (in age order) into groups: one per ordering key in age order of its first
+ * record, each keyless record a group of its own.
+ *
+ * @since 0.1.0
+ */
+export const groupByKey = (records: ReadonlyArray<OutboxRecord>): Array<Array<OutboxRecord>> => {
+  const groups: Array<Array<OutboxRecord>> = []
+  const byKey = new Map<string, Array<OutboxRecord>>()
+  for (const record of records) {
+    if (Option.isNone(record.orderingKey)) {
+      groups.push([record])
+      continue
+    }
+    const existing = byKey.get(record.orderingKey.value)
+    if (existing !== undefined) existing.push(record)
+    else {
+      const group = [record]
+      byKey.set(record.orderingKey.value, group)
+      groups.push(group)
+    }
+  }
+  return groups
+}
+
+/**
+ * What one cycle did.
+ *
+ * @since 0.1.0
+ */
+export interface CycleResult {
+  /** False when the cycle was skipped for want of a valid lease. */
+  readonly leased: boolean
+  /** The claim limit used. */
+  readonly limit: number
+  /** Records claimed. */
+  readonly claimed: number
+  /** Records sent and completed. */
+  readonly delivered: number
+  /** Records written to the dead-letter queue and completed. */
+  readonly deadLettered: number
+  /** Records dropped by policy and completed. */
+  readonly dropped: number
+  /** Records released back to pending (transient failure, untried tail, interruption). */
+  readonly deferred: number
+  /** Records left claimed (failed complete or dead-letter write, lost lease after send). */
+  readonly leftClaimed: number
+  /** Records expired by the sweep. */
+  readonly swept: number
+  /** The largest `Retry-After` a sink asked for, in milliseconds. */
+  readonly retryAfterMillis: number | undefined
+}
+
+/**
+ * Errors that end a cycle.
+ *
+ * @since 0.1.0
+ */
+export type CycleError = StaleFencingToken | TransactionConflict | StoreUnavailable | CorruptRecord | DrainStalled
+
+/**
+ * Errors that end the loop: the lease was lost, or the watchdog fired.
+ *
+ * @since 0.1.0
+ */
+export type DrainError = StaleFencingToken | DrainStalled
+
+/**
+ * A drainer of one partition.
+ *
+ * @since 0.1.0
+ */
+export interface Drainer {
+  readonly settings: DrainerSettings
+  /** One cycle with the given claim limit (default: the current adaptive batch size). */
+  readonly drainOnce: (limit?: number) => Effect.Effect<CycleResult, CycleError>
+  /** The loop: cycles forever, adapting the batch size and backing off while idle. */
+  readonly run: Effect.Effect<never, DrainError>
+  /** The current adaptive batch size. */
+  readonly batchSize: Effect.Effect<number>
+}
+
+type Outcome =
+  | { readonly _tag: "Delivered" }
+  | { readonly _tag: "Disposed"; readonly how: Disposal }
+  | { readonly _tag: "Deferred"; readonly retryAfterMillis: number | undefined }
+  | { readonly _tag: "LeftClaimed"; readonly delivered: boolean }
+  | { readonly _tag: "Fenced"; readonly error: StaleFencingToken }
+  | { readonly _tag: "Lost"; readonly error: StaleFencingToken }
+
+interface Counters {
+  delivered: number
+  deadLettered: number
+  dropped: number
+  deferred: number
+  leftClaimed: number
+  retryAfterMillis: number | undefined
+}
+
+/** Mutable state of one batch, shared by its groups. */
+class BatchState {
+  readonly held: Map<string, OutboxRecord>
+  readonly inFlight = new Set<string>()
+  stopRequested = false
+  fenced: StaleFencingToken | undefined = undefined
+  readonly counters: Counters = {
+    delivered: 0,
+    deadLettered: 0,
+    dropped: 0,
+    deferred: 0,
+    leftClaimed: 0,
+    retryAfterMillis: undefined
+  }
+  constructor(records: ReadonlyArray<OutboxRecord>) {
+    this.held = new Map(records.map((r) => [r.id, r]))
+  }
+}
+
+/**
+ * Builds a drainer. Fails with `InvalidConfiguration` when a policy dead-letters but no
+ * `DeadLetterStore` is provided (the dead-letter store is optional when every policy drops).
+ *
+ * @since 0.1.0
+ */
+export const make = (
+  options: DrainerOptions
+): Effect.Effect<Drainer, InvalidConfiguration, OutboxStore | LeaseStore | Sink> =>
+  Effect.gen(function* () {
+    const config = settings(options)
+    const store = yield* OutboxStore
+    const leases = yield* LeaseStore
+    const sink = yield* Sink
+    const dlq = yield* Effect.serviceOption(DeadLetterStore)
+    const problems: Array<string> = []
+    if (config.partitionKey.length === 0) problems.push("partitionKey is empty")
+    if (config.owner.length === 0) problems.push("owner is empty")
+    if (Option.isNone(dlq)) {
+      for (const [name, policy] of [
+        ["onExpired", config.onExpired],
+        ["onPermanentFailure", config.onPermanentFailure],
+        ["onPoison", config.onPoison]
+      ] as const) {
+        if (policy === "dlq") problems.push(`${name} is "dlq" but no DeadLetterStore is provided`)
+      }
+    }
+    if (problems.length > 0) return yield* new InvalidConfiguration({ component: "Drainer", problems })
+    return makeWith(config, store, leases, sink, Option.getOrUndefined(dlq))
+  })
+
+const makeWith = (
+  config: DrainerSettings,
+  store: OutboxStore["Type"],
+  leases: LeaseStore["Type"],
+  sink: Sink["Type"],
+  dlq: DeadLetterStoreService | undefined
+): Drainer => {
+  const partitionKey = config.partitionKey
+  const tag = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>) =>
+    OutboxMetrics.tagged(metric, partitionKey, config.routeId)
+  const metrics = {
+    depth: tag(OutboxMetrics.OutboxDepth),
+    claimedDepth: tag(OutboxMetrics.OutboxClaimedDepth),
+    batchSize: tag(OutboxMetrics.OutboxClaimBatchSize),
+    depthFailures: tag(OutboxMetrics.OutboxDepthFailures),
+    completions: tag(OutboxMetrics.OutboxCompletions),
+    replayCount: tag(OutboxMetrics.OutboxReplayCount),
+    failures: tag(OutboxMetrics.OutboxRecordFailures),
+    duplicateRisk: tag(OutboxMetrics.OutboxDuplicateRisk),
+    deferred: tag(OutboxMetrics.OutboxDeferred),
+    stalled: tag(OutboxMetrics.OutboxDrainStalled),
+    noLease: tag(OutboxMetrics.DrainSkippedNoLease),
+    expired: tag(OutboxMetrics.MessagesExpired),
+    latency: tag(OutboxMetrics.OutboxDrainLatency),
+    dlq: {
+      poison: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "poison"),
+      permanent: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "permanent"),
+      expired: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "expired")
+    },
+    dropped: {
+      poison: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "poison"),
+      permanent: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "permanent"),
+      expired: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "expired")
+    }
+  }
+  const sendTimeoutMillis = Duration.toMillis(config.sendTimeout)
+  const gaugeIntervalMillis = Duration.toMillis(config.gaugeInterval)
+  const expireIntervalMillis = Duration.toMillis(config.expireInterval)
+  const watchdog = Duration.sum(config.batchTimeout, config.watchdogGrace)
+
+  // instance state (one drainer runs one cycle at a time)
+  let currentBatchSize = config.batchSize
+  let lastGaugeAt = Number.NEGATIVE_INFINITY
+  let lastSweepAt = Number.NEGATIVE_INFINITY
+  // records left claimed by an earlier cycle, to complete (delivered) or release (not delivered)
+  // while the lease version is unchanged
+  const strandedVersion = { value: 0 }
+  const toComplete = new Map<string, OutboxRecord>()
+  const toRelease = new Map<string, OutboxRecord>()
+
+  /** The live lease's token when it is this owner's, valid and unexpired. */
+  const liveToken: Effect.Effect<Option.Option<LeaseTokenModule.LeaseToken>> = Effect.gen(function* () {
+    const lease = yield* Effect.either(leases.current(partitionKey))
+    if (Either.isLeft(lease)) return Option.none()
+    const now = yield* Clock.currentTimeMillis
+    const { expiresAt, token } = lease.right
+    if (token.owner !== config.owner || !LeaseTokenModule.isValid(token)) return Option.none()
+    if (DateTime.toEpochMillis(expiresAt) <= now) return Option.none()
+    return Option.some(token)
+  })
+
+  const leaseMoved = (operation: string, token: LeaseTokenModule.LeaseTokenLike, recordId: string) =>
+    new StaleFencingToken({
+      operation,
+      partitionKey,
+      owner: token.owner,
+      version: token.version,
+      recordIds: [recordId],
+      reason: `the live lease of ${config.owner} no longer carries version ${token.version}`
+    })
+
+  const checkLease = (token: LeaseTokenModule.LeaseTokenLike): Effect.Effect<boolean> =>
+    Effect.map(liveToken, (live) => Option.isSome(live) && live.value.version === token.version)
+
+  const refreshGauges = (claimed: number): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      yield* Metric.set(metrics.batchSize, claimed)
+      const now = yield* Clock.currentTimeMillis
+      if (now - lastGaugeAt < gaugeIntervalMillis) return
+      lastGaugeAt = now
+      const pending = yield* Effect.either(store.countPending(partitionKey))
+      if (Either.isRight(pending)) yield* Metric.set(metrics.depth, pending.right)
+      else yield* Metric.increment(metrics.depthFailures)
+      const claimedDepth = yield* Effect.either(store.countClaimed(partitionKey))
+      if (Either.isRight(claimedDepth)) yield* Metric.set(metrics.claimedDepth, claimedDepth.right)
+      else yield* Metric.increment(metrics.depthFailures)
+    })
+
+  const sweep = (token: LeaseTokenModule.LeaseToken): Effect.Effect<number, StaleFencingToken> =>
+    Effect.gen(function* () {
+      if (config.onExpired !== "drop") return 0
+      const now = yield* Clock.currentTimeMillis
+      if (now - lastSweepAt < expireIntervalMillis) return 0
+      lastSweepAt = now
+      const result = yield* Effect.either(store.expire(DateTime.unsafeMake(now), partitionKey, token))
+      let count = 0
+      if (Either.isRight(result)) count = result.right
+      else {
+        const error = result.left
+        if (error._tag === "StaleFencingToken") return yield* error
+        if (error._tag === "ExpireIncomplete") count = error.expired
+        yield* Effect.logWarning("expiry sweep failed; will retry next interval").pipe(
+          Effect.annotateLogs({ error: error.message })
+        )
+      }
+      if (count > 0) {
+        yield* Metric.incrementBy(metrics.expired, count)
+        yield* Metric.incrementBy(metrics.dropped.expired, count)
+      }
+      return count
+    })
+
+  /** Writes the record to the dead-letter queue or drops it; fails when the write fails. */
+  const dispose = (
+    record: OutboxRecord,
+    category: DeadLetterCategory,
+    policy: Disposal,
+    reason: string,
+    errorCode: string,
+    lastError: string
+  ): Effect.Effect<Disposal, InvalidRecord | StoreUnavailable> =>
+    Effect.gen(function* () {
+      if (policy === "drop" || dlq === undefined) {
+        yield* Metric.increment(metrics.dropped[category])
+        yield* Effect.logInfo("record dropped by policy").pipe(
+          Effect.annotateLogs({ recordId: record.id, category, reason })
+        )
+        return "drop" as const
+      }
+      const failedAt = yield* DateTime.now
+      const entry = new DeadLetterEntry({
+        id: record.id,
+        recordId: record.id,
+        partitionKey: record.partitionKey,
+        envelopeId: record.envelopeId,
+        bindingId: record.bindingId,
+        payload: record.payload,
+        headers: record.headers,
+        ...(Option.isSome(record.orderingKey) ? { orderingKey: record.orderingKey.value } : {}),
+        routeId: record.routeId,
+        address: record.address,
+        category,
+        reason,
+        errorCode,
+        lastError,
+        attempts: record.replayCount,
+        failedAt
+      })
+      // the entry id is the record id: a retry after a failed complete finds it already written
+      yield* dlq.write(entry).pipe(Effect.catchTag("DuplicateRecord", () => Effect.void))
+      yield* Metric.increment(metrics.dlq[category])
+      return "dlq" as const
+    })
+
+  /** Dispose then complete; a failure of either leaves the record claimed. */
+  const disposeAndComplete = (
+    record: OutboxRecord,
+    token: LeaseTokenModule.LeaseToken,
+    category: DeadLetterCategory,
+    policy: Disposal,
+    reason: string,
+    errorCode: string,
+    lastError: string
+  ): Effect.Effect<Outcome> =>
+    dispose(record, category, policy, reason, errorCode, lastError).pipe(
+      Effect.matchEffect({
+        onFailure: (error) =>
+          Effect.logError("dead-letter write failed; record stays claimed").pipe(
+            Effect.annotateLogs({ recordId: record.id, category, error: error.message }),
+            Effect.as<Outcome>({ _tag: "LeftClaimed", delivered: false })
+          ),
+        onSuccess: (how) =>
+          store.complete([record.id], token).pipe(
+            Effect.matchEffect({
+              onFailure: (error) =>
+                Effect.logError("complete after disposal failed; record stays claimed").pipe(
+                  Effect.annotateLogs({ recordId: record.id, category, error: error.message }),
+                  Effect.zipRight(
+                    Effect.sync(() => {
+                      toComplete.set(record.id, record)
+                    })
+                  ),
+                  Effect.as<Outcome>({ _tag: "LeftClaimed", delivered: true })
+                ),
+              onSuccess: () => Metric.increment(metrics.completions).pipe(Effect.as<Outcome>({ _tag: "Disposed", how }))
+            })
+          )
+      })
+    )
+
+  const timeoutError = new SendErrorClass({
+    retryable: true,
+    code: "timeout",
+    message: `send did not finish within ${sendTimeoutMillis} ms`
+  })
+
+  const processRecord = (
+    record: OutboxRecord,
+    token: LeaseTokenModule.LeaseToken,
+    state: BatchState
+  ): Effect.Effect<Outcome> =>
+    Effect.gen(function* () {
+      const now = yield* Clock.currentTimeMillis
+      if (isExpired(record, now)) {
+        yield* Metric.increment(metrics.expired)
+        return yield* disposeAndComplete(
+          record,
+          token,
+          "expired",
+          config.onExpired,
+          "expiresAt passed before delivery",
+          "expired",
+          `expired at ${Option.match(record.expiresAt, { onNone: () => "", onSome: DateTime.formatIso })}`
+        )
+      }
+      if (isPoison(record, now, config)) {
+        const firstAttemptedAt = Option.match(record.firstAttemptedAt, {
+          onNone: () => "",
+          onSome: DateTime.formatIso
+        })
+        const budget = Duration.format(config.replayBudget)
+        yield* Effect.logWarning("poison record: replay cap and budget spent; not sending").pipe(
+          Effect.annotateLogs({
+            recordId: record.id,
+            replayCount: record.replayCount,
+            maxReplayAttempts: config.maxReplayAttempts,
+            firstAttemptedAt,
+            replayBudget: budget
+          })
+        )
+        return yield* disposeAndComplete(
+          record,
+          token,
+          "poison",
+          config.onPoison,
+          `claimed ${record.replayCount} times (max ${config.maxReplayAttempts}) since ${firstAttemptedAt}; budget ${budget} spent`,
+          "poison",
+          ""
+        )
+      }
+      if (!(yield* checkLease(token))) {
+        return { _tag: "Fenced", error: leaseMoved("send", token, record.id) } satisfies Outcome
+      }
+      state.inFlight.add(record.id)
+      const sent = yield* sink
+        .send(record)
+        .pipe(Effect.timeoutFail({ duration: config.sendTimeout, onTimeout: () => timeoutError }), Effect.either)
+      state.inFlight.delete(record.id)
+      if (Either.isLeft(sent)) {
+        const error: SendError = sent.left
+        yield* Metric.increment(metrics.failures)
+        if (error.retryable) {
+          yield* Effect.logDebug("transient send failure; deferring the rest of the group").pipe(
+            Effect.annotateLogs({ recordId: record.id, code: error.code })
+          )
+          return { _tag: "Deferred", retryAfterMillis: error.retryAfterMillis } satisfies Outcome
+        }
+        return yield* disposeAndComplete(
+          record,
+          token,
+          "permanent",
+          config.onPermanentFailure,
+          "the sink rejected the record permanently",
+          error.code,
+          error.message
+        )
+      }
+      if (!(yield* checkLease(token))) {
+        yield* Metric.increment(metrics.duplicateRisk)
+        yield* Effect.logWarning("lease lost during send; not completing (may be delivered again)").pipe(
+          Effect.annotateLogs({ recordId: record.id, version: token.version })
+        )
+        return { _tag: "Lost", error: leaseMoved("complete", token, record.id) } satisfies Outcome
+      }
+      const completed = yield* Effect.either(store.complete([record.id], token))
+      if (Either.isLeft(completed)) {
+        yield* Metric.increment(metrics.duplicateRisk)
+        yield* Effect.logError("complete after send failed; record stays claimed").pipe(
+          Effect.annotateLogs({ recordId: record.id, error: completed.left.message })
+        )
+        toComplete.set(record.id, record)
+        return { _tag: "LeftClaimed", delivered: true } satisfies Outcome
+      }
+      const doneAt = yield* Clock.currentTimeMillis
+      yield* Metric.increment(metrics.completions)
+      yield* Metric.update(metrics.latency, Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)))
+      return { _tag: "Delivered" } satisfies Outcome
+    })
+
+  /** Releases records (one call); on failure they are remembered and retried next cycle. */
+  const release = (
+    records: ReadonlyArray<OutboxRecord>,
+    token: LeaseTokenModule.LeaseToken,
+    state: BatchState
+  ): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      if (records.length === 0) return
+      for (const record of records) state.held.delete(record.id)
+      const ids = records.map((r) => r.id)
+      const result = yield* Effect.either(store.release(ids, token))
+      if (Either.isRight(result)) {
+        state.counters.deferred += records.length
+        yield* Metric.incrementBy(metrics.deferred, records.length)
+        return
+      }
+      state.counters.leftClaimed += records.length
+      for (const record of records) toRelease.set(record.id, record)
+      yield* Effect.logWarning("release failed; records stay claimed until retried").pipe(
+        Effect.annotateLogs({ recordIds: ids.join(","), error: result.left.message })
+      )
+    })
+
+  const processGroup = (
+    group: ReadonlyArray<OutboxRecord>,
+    token: LeaseTokenModule.LeaseToken,
+    state: BatchState
+  ): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      for (let i = 0; i < group.length; i++) {
+        const record = group[i]
+        if (record === undefined) continue
+        if (state.stopRequested || state.fenced !== undefined) {
+          return yield* release(group.slice(i), token, state)
+        }
+        const outcome = yield* processRecord(record, token, state)
+        const counters = state.counters
+        switch (outcome._tag) {
+          case "Delivered":
+            state.held.delete(record.id)
+            counters.delivered += 1
+            continue
+          case "Disposed":
+            state.held.delete(record.id)
+            if (outcome.how === "dlq") counters.deadLettered += 1
+            else counters.dropped += 1
+            continue
+          case "Deferred":
+            if (outcome.retryAfterMillis !== undefined) {
+              counters.retryAfterMillis = Math.max(counters.retryAfterMillis ?? 0, outcome.retryAfterMillis)
+            }
+            return yield* release(group.slice(i), token, state)
+          case "LeftClaimed":
+            state.held.delete(record.id)
+            counters.leftClaimed += 1
+            if (!outcome.delivered) toRelease.set(record.id, record)
+            return yield* release(group.slice(i + 1), token, state)
+          case "Fenced":
+            state.fenced = outcome.error
+            return yield* release(group.slice(i), token, state)
+          case "Lost":
+            state.held.delete(record.id)
+            counters.leftClaimed += 1
+            state.fenced = outcome.error
+            return yield* release(group.slice(i + 1), token, state)
+        }
+      }
+    })
+
+  /** Releases whatever the batch still holds (bounded by the final-drain budget). */
+  const releaseHeld = (state: BatchState, token: LeaseTokenModule.LeaseToken): Effect.Effect<void> =>
+    release(Array.from(state.held.values()), token, state).pipe(
+      // interruptible, so that the timeout can cut it short inside the uninterruptible final drain
+      Effect.interruptible,
+      Effect.timeoutOption(config.finalDrainBudget),
+      Effect.asVoid
+    )
+
+  /** Stops taking records, lets in-flight ones finish within the budget, then releases the rest. */
+  const finalDrain = (
+    state: BatchState,
+    fiber: Fiber.RuntimeFiber<void>,
+    token: LeaseTokenModule.LeaseToken
+  ): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      state.stopRequested = true
+      const finished = yield* Fiber.await(fiber).pipe(
+        Effect.interruptible,
+        Effect.timeoutOption(config.finalDrainBudget)
+      )
+      if (Option.isNone(finished)) yield* Fiber.interruptFork(fiber)
+      yield* releaseHeld(state, token)
+      yield* Effect.logInfo("drain interrupted; final drain done").pipe(
+        Effect.annotateLogs({ released: state.counters.deferred })
+      )
+    })
+
+  const runBatch = (
+    records: ReadonlyArray<OutboxRecord>,
+    token: LeaseTokenModule.LeaseToken
+  ): Effect.Effect<Counters, StaleFencingToken | DrainStalled> =>
+    Effect.uninterruptibleMask((restore) =>
+      Effect.gen(function* () {
+        const state = new BatchState(records)
+        const groups = groupByKey(records)
+        const startedAt = yield* Clock.currentTimeMillis
+        const work = Effect.forEach(groups, (group) => processGroup(group, token, state), {
+          concurrency: config.maxConcurrency,
+          discard: true
+        })
+        // a daemon: interrupting the cycle must not interrupt the batch before the final drain ran
+        const fiber = yield* Effect.forkDaemon(restore(work))
+        const finished = yield* restore(Fiber.await(fiber).pipe(Effect.timeoutOption(watchdog))).pipe(
+          Effect.onInterrupt(() => finalDrain(state, fiber, token))
+        )
+        if (Option.isNone(finished)) {
+          state.stopRequested = true
+          yield* Fiber.interruptFork(fiber)
+          yield* Metric.increment(metrics.stalled)
+          const now = yield* Clock.currentTimeMillis
+          const held = state.held.size
+          // in-flight records may still be sent by the wedged fiber; release only the untried ones
+          for (const id of state.inFlight) state.held.delete(id)
+          yield* releaseHeld(state, token)
+          yield* Effect.logError("drain watchdog fired; batch abandoned").pipe(
+            Effect.annotateLogs({ held, elapsedMillis: now - startedAt })
+          )
+          return yield* new DrainStalled({ partitionKey, held, elapsedMillis: now - startedAt })
+        }
+        const exit = finished.value
+        if (Exit.isFailure(exit)) return yield* Effect.failCause(exit.cause)
+        if (state.fenced !== undefined) return yield* state.fenced
+        return state.counters
+      })
+    )
+
+  /** Completes or releases records an earlier cycle left claimed, while the version is unchanged. */
+  const retryStranded = (token: LeaseTokenModule.LeaseToken): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      if (strandedVersion.value !== token.version) {
+        // a new epoch makes them claimable by version: nothing to do
+        toComplete.clear()
+        toRelease.clear()
+        strandedVersion.value = token.version
+        return
+      }
+      for (const [id, record] of toComplete) {
+        const result = yield* Effect.either(store.complete([id], token))
+        if (Either.isRight(result)) {
+          toComplete.delete(id)
+          yield* Metric.increment(metrics.completions)
+        } else if (result.left._tag === "StaleFencingToken") {
+          toComplete.delete(id)
+        } else {
+          yield* Effect.logDebug("stranded record still not completed").pipe(
+            Effect.annotateLogs({ recordId: record.id })
+          )
+          break
+        }
+      }
+      for (const [id] of toRelease) {
+        const result = yield* Effect.either(store.release([id], token))
+        if (Either.isRight(result) || result.left._tag === "StaleFencingToken") toRelease.delete(id)
+        else break
+      }
+    })
+
+  const drainOnce = (limit?: number): Effect.Effect<CycleResult, CycleError> =>
+    Effect.gen(function* () {
+      const claimLimit = limit ?? currentBatchSize
+      const live = yield* liveToken
+      const empty: CycleResult = {
+        leased: false,
+        limit: claimLimit,
+        claimed: 0,
+        delivered: 0,
+        deadLettered: 0,
+        dropped: 0,
+        deferred: 0,
+        leftClaimed: 0,
+        swept: 0,
+        retryAfterMillis: undefined
+      }
+      if (Option.isNone(live)) {
+        yield* Metric.increment(metrics.noLease)
+        return empty
+      }
+      const token = live.value
+      yield* retryStranded(token)
+      const swept = yield* sweep(token)
+      const batch = yield* store.claim(partitionKey, token, claimLimit)
+      if (Option.isSome(batch.truncated)) {
+        yield* Effect.logWarning("short claim batch").pipe(
+          Effect.annotateLogs({ error: batch.truncated.value.message })
+        )
+      }
+      const records = batch.records
+      yield* refreshGauges(records.length)
+      if (records.length === 0) return { ...empty, leased: true, swept }
+      for (const record of records) yield* Metric.update(metrics.replayCount, record.replayCount)
+      const counters = yield* runBatch(records, token).pipe(
+        Effect.withSpan("Drainer.batch", {
+          attributes: { "outbox.partition": partitionKey, "outbox.records": records.length }
+        })
+      )
+      return {
+        leased: true,
+        limit: claimLimit,
+        claimed: records.length,
+        swept,
+        ...counters
+      }
+    }).pipe(Effect.annotateLogs({ partition: partitionKey, owner: config.owner }))
+
+  const idleSchedule = Schedule.exponential(config.idleBackoffMin, 2).pipe(
+    Schedule.modifyDelay((delay) => Duration.min(delay, config.idleBackoffMax)),
+    Schedule.jitteredWith({ min: 0.8, max: 1 })
+  )
+
+  const run: Effect.Effect<never, DrainError> = Effect.gen(function* () {
+    const idle = yield* Schedule.driver(idleSchedule)
+    const pause = idle.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(config.idleBackoffMax)))
+    for (;;) {
+      const result = yield* drainOnce().pipe(
+        Effect.catchTags({
+          TransactionConflict: () => Effect.succeed(undefined),
+          StoreUnavailable: (error) =>
+            Effect.logWarning("drain cycle failed; backing off").pipe(
+              Effect.annotateLogs({ partition: partitionKey, error: error.message }),
+              Effect.as(undefined)
+            ),
+          CorruptRecord: (error) =>
+            Effect.logError("corrupt record; backing off").pipe(
+              Effect.annotateLogs({ partition: partitionKey, error: error.message }),
+              Effect.as(undefined)
+            )
+        })
+      )
+      if (result === undefined || !result.leased) {
+        yield* pause
+        continue
+      }
+      currentBatchSize = nextBatchSize(result.limit, result.claimed, config)
+      const progressed = result.delivered + result.deadLettered + result.dropped > 0
+      if (result.retryAfterMillis !== undefined && result.retryAfterMillis > 0) {
+        yield* Effect.sleep(Duration.millis(result.retryAfterMillis))
+      }
+      if (progressed) yield* idle.reset
+      else if (result.claimed === 0 || result.deferred + result.leftClaimed > 0) yield* pause
+    }
+  })
+
+  return {
+    settings: config,
+    drainOnce,
+    run,
+    batchSize: Effect.sync(() => currentBatchSize)
+  }
+}
+
+/**
+ * Builds a drainer and runs its loop.
+ *
+ * @since 0.1.0
+ */
+export const run = (
+  options: DrainerOptions
+): Effect.Effect<never, DrainError | InvalidConfiguration, OutboxStore | LeaseStore | Sink> =>
+  Effect.flatMap(make(options), (drainer) => drainer.run)

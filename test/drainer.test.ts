@@ -1,0 +1,622 @@
+import { describe, expect, it } from "@effect/vitest"
+import * as Context from "effect/Context"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as HashMap from "effect/HashMap"
+import * as Layer from "effect/Layer"
+import * as Logger from "effect/Logger"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import * as TestClock from "effect/TestClock"
+import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
+import { StoreUnavailable } from "../src/domain/OutboxError.js"
+import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as MemoryDeadLetterStore from "../src/layers/memory/MemoryDeadLetterStore.js"
+import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
+import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
+import * as MemorySink from "../src/layers/sinks/MemorySink.js"
+import * as Drainer from "../src/programs/Drainer.js"
+import { LeaseStore } from "../src/services/LeaseStore.js"
+import * as OutboxMetrics from "../src/services/OutboxMetrics.js"
+import { OutboxStore } from "../src/services/OutboxStore.js"
+import { Sink } from "../src/services/Sink.js"
+import * as Faulty from "./support/FaultyOutboxStore.js"
+
+const OWNER = "relay-a"
+
+/** Test-local control of dead-letter writes (fail the next N). */
+class DlqFaults extends Context.Tag("test/DlqFaults")<
+  DlqFaults,
+  { failWrites: (n: number) => Effect.Effect<void> }
+>() {}
+
+const faultyDlq: Layer.Layer<DeadLetterStore | DlqFaults, never, DeadLetterStore> = Layer.effectContext(
+  Effect.gen(function* () {
+    const inner = yield* DeadLetterStore
+    let failing = 0
+    const store = DeadLetterStore.of({
+      ...inner,
+      write: (entry) =>
+        Effect.suspend(() => {
+          if (failing > 0) {
+            failing -= 1
+            return Effect.fail(new StoreUnavailable({ operation: "dlq.write", cause: new Error("injected") }))
+          }
+          return inner.write(entry)
+        })
+    })
+    return Context.make(DeadLetterStore, store).pipe(
+      Context.add(DlqFaults, {
+        failWrites: (n) =>
+          Effect.sync(() => {
+            failing = n
+          })
+      })
+    )
+  })
+)
+
+const storeLayer = Faulty.layer.pipe(Layer.provide(MemoryOutboxStore.layer))
+
+/** Store (faulty decorator), DLQ (faulty decorator), leases; no sink. */
+const baseLayer = Layer.mergeAll(
+  Layer.provideMerge(faultyDlq.pipe(Layer.provide(MemoryDeadLetterStore.layer)), storeLayer),
+  MemoryLeaseStore.layer
+)
+
+const withSink = Layer.merge(baseLayer, MemorySink.layer)
+
+const rec = (
+  partitionKey: string,
+  envelopeId: string,
+  extra: { orderingKey?: string; expiresAt?: DateTime.Utc } = {}
+) =>
+  new NewOutboxRecord({
+    id: envelopeId,
+    partitionKey,
+    envelopeId,
+    bindingId: "b",
+    payload: new Uint8Array([1]),
+    ...extra
+  })
+
+const setup = (partitionKey: string, records: ReadonlyArray<NewOutboxRecord>) =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    const leases = yield* LeaseStore
+    const lease = yield* leases.acquire(partitionKey, OWNER, "1 hour")
+    if (records.length > 0) yield* store.persist(records)
+    return { store, leases, lease }
+  })
+
+const pendingIds = (partitionKey: string) =>
+  Effect.flatMap(OutboxStore, (store) => store.queryPending(partitionKey, 1000)).pipe(
+    Effect.map((records) => records.map((r) => r.id))
+  )
+
+const claimedCount = (partitionKey: string) => Effect.flatMap(OutboxStore, (store) => store.countClaimed(partitionKey))
+
+const counter = (metric: Metric.Metric.Counter<number>, partitionKey: string, tag?: readonly [string, string]) => {
+  const base = OutboxMetrics.tagged(metric, partitionKey)
+  return Metric.value(tag === undefined ? base : Metric.tagged(base, tag[0], tag[1])).pipe(Effect.map((s) => s.count))
+}
+
+const gauge = (metric: Metric.Metric.Gauge<number>, partitionKey: string) =>
+  Metric.value(OutboxMetrics.tagged(metric, partitionKey)).pipe(Effect.map((s) => s.value))
+
+const drainer = (partitionKey: string, options: Partial<Drainer.DrainerOptions> = {}) =>
+  Drainer.make({ partitionKey, owner: OWNER, gaugeInterval: 0, ...options })
+
+const recorder = MemorySink.MemorySink
+
+describe("Drainer", () => {
+  it.effect("delivers a batch: keyless in parallel groups, each key strictly in age order, all completed", () =>
+    Effect.gen(function* () {
+      const p = "d-basic"
+      yield* setup(p, [
+        rec(p, "a1", { orderingKey: "A" }),
+        rec(p, "x1"),
+        rec(p, "a2", { orderingKey: "A" }),
+        rec(p, "b1", { orderingKey: "B" }),
+        rec(p, "a3", { orderingKey: "A" })
+      ])
+      const d = yield* drainer(p)
+      const result = yield* d.drainOnce()
+      expect(result).toMatchObject({ leased: true, claimed: 5, delivered: 5, deferred: 0, leftClaimed: 0 })
+      const ids = yield* (yield* recorder).deliveredIds
+      expect(ids.filter((id) => id.startsWith("a"))).toEqual(["a1", "a2", "a3"])
+      expect(new Set(ids)).toEqual(new Set(["a1", "a2", "a3", "x1", "b1"]))
+      expect(yield* pendingIds(p)).toEqual([])
+      expect(yield* claimedCount(p)).toBe(0)
+      expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(5)
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("no valid lease: the cycle is skipped and counted, nothing is claimed", () =>
+    Effect.gen(function* () {
+      const p = "d-nolease"
+      const store = yield* OutboxStore
+      yield* store.persist([rec(p, "r1")])
+      const d = yield* drainer(p)
+      const result = yield* d.drainOnce()
+      expect(result.leased).toBe(false)
+      expect(yield* counter(OutboxMetrics.DrainSkippedNoLease, p)).toBe(1)
+      // another owner's lease is no lease for this drainer; an expired own lease neither
+      const leases = yield* LeaseStore
+      yield* leases.acquire(p, "relay-b", "1 minute")
+      expect((yield* d.drainOnce()).leased).toBe(false)
+      yield* TestClock.adjust("2 minutes")
+      const mine = yield* Drainer.make({ partitionKey: p, owner: "relay-b", gaugeInterval: 0 })
+      expect((yield* mine.drainOnce()).leased).toBe(false)
+      expect(yield* pendingIds(p)).toEqual(["r1"])
+      expect(yield* (yield* recorder).attempts).toEqual([])
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("cancel mid-group releases the untried tail (the in-flight record after the final-drain budget)", () =>
+    Effect.gen(function* () {
+      const p = "d-cancel"
+      yield* setup(p, [
+        rec(p, "k1", { orderingKey: "K" }),
+        rec(p, "k2", { orderingKey: "K" }),
+        rec(p, "k3", { orderingKey: "K" }),
+        rec(p, "k4", { orderingKey: "K" })
+      ])
+      const sink = yield* recorder
+      yield* sink.failRecord("k2", { failure: "hang" })
+      const d = yield* drainer(p, { finalDrainBudget: "5 seconds" })
+      const fiber = yield* Effect.fork(d.drainOnce())
+      yield* sink.awaitAttempts(2)
+      const interrupting = yield* Effect.fork(Fiber.interrupt(fiber))
+      // step the clock so the final-drain timer (registered once the interrupt lands) fires
+      for (let i = 0; i < 6; i++) yield* TestClock.adjust("1 second")
+      const exit = yield* Fiber.join(interrupting)
+      expect(Exit.isInterrupted(exit)).toBe(true)
+      expect(yield* sink.deliveredIds).toEqual(["k1"])
+      expect(yield* sink.attempts).toEqual(["k1", "k2"])
+      expect(yield* pendingIds(p)).toEqual(["k2", "k3", "k4"])
+      expect(yield* claimedCount(p)).toBe(0)
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("cancel mid-group: an in-flight send that finishes within the budget is completed, the tail released", () =>
+    Effect.gen(function* () {
+      const p = "d-cancel-finish"
+      yield* setup(p, [rec(p, "k1", { orderingKey: "K" }), rec(p, "k2", { orderingKey: "K" })])
+      // the first send takes one second
+      const sink = yield* MemorySink.make({
+        onSend: (record) => (record.id === "k1" ? Effect.sleep("1 second") : Effect.void)
+      })
+      const d = yield* drainer(p).pipe(Effect.provideService(Sink, sink.sink))
+      const fiber = yield* Effect.fork(d.drainOnce())
+      yield* sink.awaitAttempts(1)
+      yield* Effect.fork(Fiber.interrupt(fiber))
+      yield* TestClock.adjust("1 second")
+      yield* Fiber.await(fiber)
+      expect(yield* sink.attempts).toEqual(["k1"])
+      expect(yield* sink.deliveredIds).toEqual(["k1"])
+      expect(yield* pendingIds(p)).toEqual(["k2"])
+      expect(yield* claimedCount(p)).toBe(0)
+    }).pipe(Effect.provide(baseLayer))
+  )
+
+  it.effect("a transient failure never lets a younger same-key record overtake", () =>
+    Effect.gen(function* () {
+      const p = "d-transient"
+      yield* setup(p, [
+        rec(p, "k1", { orderingKey: "K" }),
+        rec(p, "k2", { orderingKey: "K" }),
+        rec(p, "k3", { orderingKey: "K" }),
+        rec(p, "x1")
+      ])
+      const sink = yield* recorder
+      yield* sink.failRecord("k1", { failure: "transient" })
+      const d = yield* drainer(p)
+      const first = yield* d.drainOnce()
+      expect(first).toMatchObject({ claimed: 4, delivered: 1, deferred: 3 })
+      expect(yield* sink.attempts).toContain("k1")
+      expect(yield* sink.attempts).not.toContain("k2")
+      expect(yield* pendingIds(p)).toEqual(["k1", "k2", "k3"])
+      expect(yield* counter(OutboxMetrics.OutboxDeferred, p)).toBe(3)
+      expect(yield* counter(OutboxMetrics.OutboxRecordFailures, p)).toBe(1)
+      yield* d.drainOnce()
+      expect((yield* sink.deliveredIds).filter((id) => id.startsWith("k"))).toEqual(["k1", "k2", "k3"])
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("a release failure stops the group without sending the next record; the next cycle releases it", () =>
+    Effect.gen(function* () {
+      const p = "d-release-fail"
+      yield* setup(p, [rec(p, "k1", { orderingKey: "K" }), rec(p, "k2", { orderingKey: "K" })])
+      const sink = yield* recorder
+      const faults = yield* Faulty.FaultyOutboxStore
+      yield* sink.failRecord("k1", { failure: "transient" })
+      yield* faults.inject({ operation: "release", ids: ["k1"] })
+      const d = yield* drainer(p)
+      const result = yield* d.drainOnce()
+      expect(result).toMatchObject({ delivered: 0, deferred: 0, leftClaimed: 2 })
+      expect(yield* sink.attempts).toEqual(["k1"])
+      expect(yield* claimedCount(p)).toBe(2)
+      // the stranded records are released by the next cycle (same lease version), then delivered in order
+      yield* d.drainOnce()
+      expect(yield* sink.deliveredIds).toEqual(["k1", "k2"])
+      expect(yield* claimedCount(p)).toBe(0)
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("a complete failure leaves the head claimed and releases only the tail", () =>
+    Effect.gen(function* () {
+      const p = "d-complete-fail"
+      yield* setup(p, [
+        rec(p, "k1", { orderingKey: "K" }),
+        rec(p, "k2", { orderingKey: "K" }),
+        rec(p, "k3", { orderingKey: "K" })
+      ])
+      const sink = yield* recorder
+      const faults = yield* Faulty.FaultyOutboxStore
+      yield* faults.inject({ operation: "complete", ids: ["k1"] })
+      const d = yield* drainer(p)
+      const result = yield* d.drainOnce()
+      expect(result).toMatchObject({ delivered: 0, leftClaimed: 1, deferred: 2 })
+      expect(yield* sink.attempts).toEqual(["k1"])
+      expect(yield* claimedCount(p)).toBe(1)
+      expect(yield* pendingIds(p)).toEqual(["k2", "k3"])
+      expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(1)
+      // the next cycle completes the delivered head (no second send), then the tail follows in order
+      yield* d.drainOnce()
+      expect(yield* sink.deliveredIds).toEqual(["k1", "k2", "k3"])
+      expect(yield* claimedCount(p)).toBe(0)
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("a dead-letter write failure leaves the head claimed and releases only the tail", () =>
+    Effect.gen(function* () {
+      const p = "d-dlq-fail"
+      yield* setup(p, [
+        rec(p, "k1", { orderingKey: "K" }),
+        rec(p, "k2", { orderingKey: "K" }),
+        rec(p, "k3", { orderingKey: "K" })
+      ])
+      const sink = yield* recorder
+      const dlqFaults = yield* DlqFaults
+      yield* sink.failRecord("k1", { failure: "permanent", times: 2 })
+      yield* dlqFaults.failWrites(1)
+      const d = yield* drainer(p)
+      const result = yield* d.drainOnce()
+      expect(result).toMatchObject({ deadLettered: 0, leftClaimed: 1, deferred: 2 })
+      expect(yield* sink.attempts).toEqual(["k1"])
+      expect(yield* claimedCount(p)).toBe(1)
+      expect(yield* pendingIds(p)).toEqual(["k2", "k3"])
+      expect(yield* (yield* DeadLetterStore).list({})).toEqual([])
+      // next cycle: the head is released, reclaimed, dead-lettered; then its siblings are delivered
+      const second = yield* d.drainOnce()
+      expect(second).toMatchObject({ deadLettered: 1, delivered: 2 })
+      const entries = yield* (yield* DeadLetterStore).list({})
+      expect(entries.map((e) => [e.recordId, e.category])).toEqual([["k1", "permanent"]])
+      expect(yield* sink.deliveredIds).toEqual(["k2", "k3"])
+    }).pipe(Effect.provide(withSink))
+  )
+
+  const failTransiently = (d: Drainer.Drainer, times: number) =>
+    Effect.gen(function* () {
+      for (let i = 0; i < times; i++) {
+        const result = yield* d.drainOnce()
+        expect(result.deferred).toBe(1)
+      }
+    })
+
+  it.effect("a transient outage within the replay budget never poisons (replayCount 6, first attempt 14 min ago)", () =>
+    Effect.gen(function* () {
+      const p = "d-budget-ok"
+      yield* setup(p, [rec(p, "r1")])
+      const sink = yield* recorder
+      yield* sink.failRecord("r1", { failure: "transient", times: 5 })
+      const d = yield* drainer(p)
+      yield* failTransiently(d, 5)
+      yield* TestClock.adjust("14 minutes")
+      const result = yield* d.drainOnce()
+      expect(result.delivered).toBe(1)
+      const delivered = yield* sink.deliveries
+      expect(delivered.map((x) => x.record.replayCount)).toEqual([6])
+      expect(yield* (yield* DeadLetterStore).list({})).toEqual([])
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect(
+    "budget spent: poison goes to the DLQ without sending, with a WARN carrying first attempt and budget",
+    () => {
+      const logs: Array<{ level: string; message: unknown; annotations: Record<string, unknown> }> = []
+      const capture = Logger.replace(
+        Logger.defaultLogger,
+        Logger.make(({ annotations, logLevel, message }) => {
+          logs.push({ level: logLevel.label, message, annotations: Object.fromEntries(HashMap.toEntries(annotations)) })
+        })
+      )
+      return Effect.gen(function* () {
+        const p = "d-poison"
+        yield* setup(p, [rec(p, "r1")])
+        const sink = yield* recorder
+        yield* sink.failRecord("r1", { failure: "transient", times: 5 })
+        const d = yield* drainer(p)
+        yield* failTransiently(d, 5)
+        yield* TestClock.adjust("15 minutes")
+        const result = yield* d.drainOnce()
+        expect(result).toMatchObject({ claimed: 1, deadLettered: 1, delivered: 0 })
+        expect(yield* sink.attempts).toHaveLength(5)
+        const entries = yield* (yield* DeadLetterStore).list({})
+        expect(entries).toHaveLength(1)
+        expect(entries[0]).toMatchObject({ recordId: "r1", category: "poison", attempts: 6, errorCode: "poison" })
+        expect(yield* claimedCount(p)).toBe(0)
+        expect(yield* pendingIds(p)).toEqual([])
+        expect(yield* counter(OutboxMetrics.DLQEntries, p, ["category", "poison"])).toBe(1)
+        const warn = logs.find((l) => l.level === "WARN" && String(l.message).includes("poison"))
+        expect(warn?.annotations).toMatchObject({
+          recordId: "r1",
+          replayCount: 6,
+          firstAttemptedAt: "1970-01-01T00:00:00.000Z",
+          replayBudget: "15m",
+          partition: p
+        })
+      }).pipe(Effect.provide(withSink), Effect.provide(capture))
+    }
+  )
+
+  it.effect("under the attempt cap but old: delivered", () =>
+    Effect.gen(function* () {
+      const p = "d-old"
+      yield* setup(p, [rec(p, "r1")])
+      const sink = yield* recorder
+      yield* sink.failRecord("r1", { failure: "transient", times: 3 })
+      const d = yield* drainer(p)
+      yield* failTransiently(d, 3)
+      yield* TestClock.adjust("40 minutes")
+      const result = yield* d.drainOnce()
+      expect(result.delivered).toBe(1)
+      expect((yield* sink.deliveries).map((x) => x.record.replayCount)).toEqual([4])
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it("an empty firstAttemptedAt never poisons, whatever the replay count", () => {
+    const gate = Drainer.settings({ partitionKey: "p", owner: "o" })
+    const day = 24 * 3600_000
+    expect(Drainer.isPoison({ replayCount: 50, firstAttemptedAt: Option.none() }, day, gate)).toBe(false)
+    const first = Option.some(DateTime.unsafeMake(0))
+    expect(Drainer.isPoison({ replayCount: 50, firstAttemptedAt: first }, day, gate)).toBe(true)
+    expect(Drainer.isPoison({ replayCount: 6, firstAttemptedAt: first }, 15 * 60_000, gate)).toBe(true)
+    expect(Drainer.isPoison({ replayCount: 6, firstAttemptedAt: first }, 15 * 60_000 - 1, gate)).toBe(false)
+    expect(Drainer.isPoison({ replayCount: 5, firstAttemptedAt: first }, day, gate)).toBe(false)
+  })
+
+  it.effect("a permanent failure goes to the DLQ at once and is completed", () =>
+    Effect.gen(function* () {
+      const p = "d-permanent"
+      yield* setup(p, [rec(p, "k1", { orderingKey: "K" }), rec(p, "k2", { orderingKey: "K" })])
+      const sink = yield* recorder
+      yield* sink.failRecord("k1", { failure: "permanent", code: "http-422" })
+      const d = yield* drainer(p)
+      const result = yield* d.drainOnce()
+      expect(result).toMatchObject({ deadLettered: 1, delivered: 1 })
+      expect(yield* sink.attempts).toEqual(["k1", "k2"])
+      const entries = yield* (yield* DeadLetterStore).list({})
+      expect(entries).toHaveLength(1)
+      expect(entries[0]).toMatchObject({
+        recordId: "k1",
+        category: "permanent",
+        errorCode: "http-422",
+        attempts: 1,
+        orderingKey: "K"
+      })
+      expect(yield* claimedCount(p)).toBe(0)
+      expect(yield* pendingIds(p)).toEqual([])
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("an expired record met on the claim path goes to the DLQ without a send", () =>
+    Effect.gen(function* () {
+      const p = "d-expired"
+      const now = yield* DateTime.now
+      yield* setup(p, [rec(p, "e1", { expiresAt: DateTime.add(now, { seconds: 10 }) }), rec(p, "r2")])
+      yield* TestClock.adjust("11 seconds")
+      const d = yield* drainer(p)
+      const result = yield* d.drainOnce()
+      expect(result).toMatchObject({ claimed: 2, deadLettered: 1, delivered: 1, swept: 0 })
+      expect(yield* (yield* recorder).attempts).toEqual(["r2"])
+      const entries = yield* (yield* DeadLetterStore).list({})
+      expect(entries.map((e) => [e.recordId, e.category])).toEqual([["e1", "expired"]])
+      expect(yield* counter(OutboxMetrics.MessagesExpired, p)).toBe(1)
+      expect(yield* claimedCount(p)).toBe(0)
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("drop policy with no DLQ store: records are dropped (completed) and counted in MessagesDropped", () =>
+    Effect.gen(function* () {
+      const p = "d-drop"
+      const now = yield* DateTime.now
+      yield* setup(p, [rec(p, "bad"), rec(p, "late", { expiresAt: DateTime.add(now, { seconds: 1 }) }), rec(p, "ok")])
+      yield* TestClock.adjust("2 seconds")
+      const sink = yield* recorder
+      yield* sink.failRecord("bad", { failure: "permanent" })
+      const d = yield* drainer(p, { onExpired: "drop", onPermanentFailure: "drop", onPoison: "drop" })
+      const result = yield* d.drainOnce()
+      // the expired record is swept (drop policy) before the claim
+      expect(result).toMatchObject({ swept: 1, claimed: 2, dropped: 1, delivered: 1 })
+      expect(yield* counter(OutboxMetrics.MessagesDropped, p, ["reason", "permanent"])).toBe(1)
+      expect(yield* counter(OutboxMetrics.MessagesDropped, p, ["reason", "expired"])).toBe(1)
+      expect(yield* pendingIds(p)).toEqual([])
+      expect(yield* claimedCount(p)).toBe(0)
+      expect(yield* sink.deliveredIds).toEqual(["ok"])
+    }).pipe(Effect.provide(Layer.mergeAll(storeLayer, MemoryLeaseStore.layer, MemorySink.layer)))
+  )
+
+  it.effect("a dead-letter policy without a DLQ store is a configuration error", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(drainer("d-config"))
+      expect(error._tag).toBe("InvalidConfiguration")
+      expect(error.problems).toHaveLength(3)
+    }).pipe(Effect.provide(Layer.mergeAll(storeLayer, MemoryLeaseStore.layer, MemorySink.layer)))
+  )
+
+  it.effect("the expiry sweep runs at most once per expireInterval (drop policy only)", () =>
+    Effect.gen(function* () {
+      const p = "d-sweep"
+      yield* setup(p, [])
+      const faults = yield* Faulty.FaultyOutboxStore
+      const d = yield* drainer(p, { onExpired: "drop", onPermanentFailure: "drop", onPoison: "drop" })
+      yield* d.drainOnce()
+      yield* d.drainOnce()
+      yield* TestClock.adjust("59 seconds")
+      yield* d.drainOnce()
+      yield* TestClock.adjust("1 second")
+      yield* d.drainOnce()
+      const sweeps = (yield* faults.calls).filter((c) => c.operation === "expire")
+      expect(sweeps).toHaveLength(2)
+      const dlqDrainer = yield* drainer(p)
+      yield* dlqDrainer.drainOnce()
+      expect((yield* faults.calls).filter((c) => c.operation === "expire")).toHaveLength(2)
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("lease lost during send: no complete, duplicate risk counted, the cycle fails stale", () =>
+    Effect.gen(function* () {
+      const p = "d-lost"
+      const { leases, lease } = yield* setup(p, [rec(p, "r1")])
+      const sink = yield* MemorySink.make({
+        onSend: () =>
+          leases.release(p, lease.token).pipe(Effect.zipRight(leases.acquire(p, "relay-b", "1 hour")), Effect.orDie)
+      })
+      const d = yield* drainer(p).pipe(Effect.provideService(Sink, sink.sink))
+      const error = yield* Effect.flip(d.drainOnce())
+      expect(error._tag).toBe("StaleFencingToken")
+      expect(yield* sink.deliveredIds).toEqual(["r1"])
+      expect(yield* claimedCount(p)).toBe(1)
+      expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(1)
+      expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(0)
+    }).pipe(Effect.provide(baseLayer))
+  )
+
+  it.effect("lease re-acquired at a higher version before a send: that record is not sent", () =>
+    Effect.gen(function* () {
+      const p = "d-reacquired"
+      const { leases, lease } = yield* setup(p, [rec(p, "r1"), rec(p, "r2")])
+      // while r1 is being sent, the lease is released and re-acquired by the same owner (version + 1)
+      let moved = false
+      const sink = yield* MemorySink.make({
+        onSend: (record) =>
+          record.id === "r1" && !moved
+            ? Effect.sync(() => {
+                moved = true
+              }).pipe(
+                Effect.zipRight(leases.release(p, lease.token)),
+                Effect.zipRight(leases.acquire(p, OWNER, "1 hour")),
+                Effect.orDie
+              )
+            : Effect.void
+      })
+      const d = yield* drainer(p, { maxConcurrency: 1 }).pipe(Effect.provideService(Sink, sink.sink))
+      const error = yield* Effect.flip(d.drainOnce())
+      expect(error._tag).toBe("StaleFencingToken")
+      expect(yield* sink.attempts).toEqual(["r1"])
+      expect(yield* pendingIds(p)).toEqual(["r2"])
+      // the new epoch reclaims r1 (left claimed at the old version) and delivers both
+      const again = yield* d.drainOnce()
+      expect(again).toMatchObject({ claimed: 2, delivered: 2 })
+    }).pipe(Effect.provide(baseLayer))
+  )
+
+  it.effect("a wedged sink: the watchdog fires, the drainer fails and the stall is counted", () =>
+    Effect.gen(function* () {
+      const p = "d-wedged"
+      yield* setup(p, [rec(p, "k1", { orderingKey: "K" }), rec(p, "k2", { orderingKey: "K" })])
+      const sink = yield* recorder
+      yield* sink.failRecord("k1", { failure: "hang" })
+      const d = yield* drainer(p, { batchTimeout: "1 minute", watchdogGrace: "10 seconds", sendTimeout: "1 hour" })
+      const fiber = yield* Effect.fork(d.run)
+      yield* sink.awaitAttempts(1)
+      yield* TestClock.adjust("70 seconds")
+      const exit = yield* Fiber.await(fiber)
+      expect(Exit.isFailure(exit)).toBe(true)
+      if (Exit.isFailure(exit)) {
+        const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
+        expect(error?._tag).toBe("DrainStalled")
+      }
+      expect(yield* counter(OutboxMetrics.OutboxDrainStalled, p)).toBe(1)
+      // the untried tail was released; the wedged head stays claimed for the next epoch
+      expect(yield* pendingIds(p)).toEqual(["k2"])
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("a send timeout is a transient failure: the record is released", () =>
+    Effect.gen(function* () {
+      const p = "d-timeout"
+      yield* setup(p, [rec(p, "r1")])
+      const sink = yield* recorder
+      yield* sink.failRecord("r1", { failure: "hang" })
+      const d = yield* drainer(p, { sendTimeout: "2 seconds" })
+      const fiber = yield* Effect.fork(d.drainOnce())
+      yield* sink.awaitAttempts(1)
+      yield* TestClock.adjust("2 seconds")
+      const result = yield* Fiber.join(fiber)
+      expect(result).toMatchObject({ deferred: 1, delivered: 0 })
+      expect(yield* pendingIds(p)).toEqual(["r1"])
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it("the adaptive batch size doubles on a full batch and halves on an empty one, within bounds", () => {
+    const bounds = { minBatchSize: 10, maxBatchSize: 500 }
+    expect(Drainer.nextBatchSize(100, 100, bounds)).toBe(200)
+    expect(Drainer.nextBatchSize(400, 400, bounds)).toBe(500)
+    expect(Drainer.nextBatchSize(100, 0, bounds)).toBe(50)
+    expect(Drainer.nextBatchSize(15, 0, bounds)).toBe(10)
+    expect(Drainer.nextBatchSize(100, 42, bounds)).toBe(100)
+  })
+
+  it.effect("the loop claims with the adaptive size: doubles on full batches, halves when idle", () =>
+    Effect.gen(function* () {
+      const p = "d-adaptive"
+      yield* setup(
+        p,
+        Array.from({ length: 300 }, (_, i) => rec(p, `r${i}`))
+      )
+      const faults = yield* Faulty.FaultyOutboxStore
+      const d = yield* drainer(p, { batchSize: 100, maxBatchSize: 400, minBatchSize: 25 })
+      const fiber = yield* Effect.fork(d.run)
+      for (let i = 0; i < 10; i++) yield* TestClock.adjust("1 second")
+      yield* Fiber.interrupt(fiber)
+      const limits = (yield* faults.calls).filter((c) => c.operation === "claim").map((c) => c.limit)
+      expect(limits.slice(0, 6)).toEqual([100, 200, 400, 200, 100, 50])
+      expect(limits.every((l) => l !== undefined && l >= 25)).toBe(true)
+      expect((yield* (yield* recorder).deliveredIds).length).toBe(300)
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("gauges: batch size, depth and claimed depth; a failing count is counted and never stops the drain", () =>
+    Effect.gen(function* () {
+      const p = "d-gauges"
+      yield* setup(
+        p,
+        Array.from({ length: 5 }, (_, i) => rec(p, `r${i}`))
+      )
+      const faults = yield* Faulty.FaultyOutboxStore
+      const d = yield* drainer(p)
+      const first = yield* d.drainOnce(2)
+      expect(first.delivered).toBe(2)
+      expect(yield* gauge(OutboxMetrics.OutboxClaimBatchSize, p)).toBe(2)
+      expect(yield* gauge(OutboxMetrics.OutboxDepth, p)).toBe(3)
+      expect(yield* gauge(OutboxMetrics.OutboxClaimedDepth, p)).toBe(2)
+      yield* faults.inject({ operation: "countPending" })
+      yield* faults.inject({ operation: "countClaimed", unsupported: true })
+      const second = yield* d.drainOnce(2)
+      expect(second.delivered).toBe(2)
+      expect(yield* counter(OutboxMetrics.OutboxDepthFailures, p)).toBe(2)
+      expect(yield* gauge(OutboxMetrics.OutboxClaimBatchSize, p)).toBe(2)
+      // the failed reads left the previous values
+      expect(yield* gauge(OutboxMetrics.OutboxDepth, p)).toBe(3)
+      const third = yield* d.drainOnce(2)
+      expect(third.delivered).toBe(1)
+      expect(yield* gauge(OutboxMetrics.OutboxDepth, p)).toBe(0)
+      expect(yield* gauge(OutboxMetrics.OutboxClaimBatchSize, p)).toBe(1)
+    }).pipe(Effect.provide(withSink))
+  )
+})
