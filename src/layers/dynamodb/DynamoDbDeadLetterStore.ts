@@ -1,0 +1,540 @@
+/**
+ * The DynamoDB `DeadLetterStore` (SPEC §5).
+ *
+ * **Layout** — see `DeadLetterTable.ts`: a table of its own keyed by entry id, and three GSIs with range
+ * key `age = ts(failedAt)#id` (so a time window is a key range and index order is `(failedAt, id)`
+ * order): `AgeIndex` (every entry), `RouteIndex` (entries with a route) and `CategoryIndex` (every
+ * entry), each hash key spread over `DeadLetterTable.Shards` shards. Nothing here ever scans the table
+ * (the client service offers no Scan).
+ *
+ * **Requests**
+ * - `write`: one `PutItem` conditional on `attribute_not_exists(entry_id)` (failure → `DuplicateRecord`).
+ * - `get`: one consistent `GetItem`.
+ * - `list(filter)`: the most selective index is chosen — `RouteIndex` when the filter names a route
+ *   (a category is then a `FilterExpression`), else `CategoryIndex` when it names a category, else
+ *   `AgeIndex`; `since`/`before` become the key condition on `age`. One `Query` per shard (in parallel),
+ *   each paged with `LastEvaluatedKey`: to the end without a limit; with a limit `L`, until the shard
+ *   has given `L` entries and every further entry of the same millisecond as its `L`-th (so ties are
+ *   settled by id exactly as the other backends do, whatever byte order DynamoDB uses for ids). The
+ *   shards' results are merged, sorted by `(failedAt, id)` and cut to `L`. Pages of a limited list ask
+ *   for `L + 1` items, so a small limit reads one short page per shard.
+ * - `delete(ids)`: one `DeleteItem` (`ReturnValues: ALL_OLD`) per distinct id; the count is the number
+ *   of items that existed.
+ * - `deleteWhere(filter)`: without a limit, the same index queries as `list` (projecting only the key),
+ *   paged to the end, and one `DeleteItem` per entry seen; with a limit, `list` selects the oldest `L`
+ *   first. Every delete is conditional on the entry still matching the filter, so an entry deleted by
+ *   someone else meanwhile (indexes are eventually consistent) is not counted and nothing outside the
+ *   filter is removed.
+ * - `purge(before)`: `deleteWhere({ before })`: `AgeIndex` with `age < ts(before)`, all shards.
+ * - `redrive(ids)`: one consistent `GetItem` per id (an unknown id → `NotFound` before anything is
+ *   written); then per entry, in order, persist through the `OutboxStore` (`replaceTerminal`), then one
+ *   `DeleteItem`. Not one transaction: a crash between the two leaves the entry in place, and redriving
+ *   it again finds the record already queued and returns its id.
+ *
+ * The GSIs are eventually consistent: an entry written a moment ago may be missing from `list` and from
+ * `deleteWhere`/`purge` for a short while (`get` and `delete` by id are exact).
+ *
+ * @since 0.1.0
+ */
+import type { AttributeValue, QueryCommandOutput } from "@aws-sdk/client-dynamodb"
+import * as Chunk from "effect/Chunk"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Stream from "effect/Stream"
+import type { DeadLetterEntry, DeadLetterFilter } from "../../domain/DeadLetterEntry.js"
+import {
+  DuplicateRecord,
+  type InvalidConfiguration,
+  InvalidRecord,
+  NotFound,
+  StoreUnavailable
+} from "../../domain/OutboxError.js"
+import { DeadLetterStore, type DeadLetterStoreService } from "../../services/DeadLetterStore.js"
+import { DynamoDb, type DynamoDbError, type DynamoDbService } from "../../services/DynamoDb.js"
+import { OutboxStore, type OutboxStoreService } from "../../services/OutboxStore.js"
+import { redriveRecord, validateEntry } from "../memory/MemoryDeadLetterStore.js"
+import * as DeadLetterTable from "./DeadLetterTable.js"
+
+/**
+ * Options of the DynamoDB dead-letter store.
+ *
+ * @since 0.1.0
+ */
+export interface DynamoDbDeadLetterStoreOptions {
+  /** Table name (default `effect-outbox-dead-letter`). */
+  readonly tableName?: string | undefined
+  /**
+   * Create the table when it does not exist (default `true`). Either way the layer runs the schema
+   * preflight and fails with `InvalidConfiguration` naming every mismatch.
+   */
+  readonly ensureTable?: boolean | undefined
+  /** `Limit` of every index Query page (default: DynamoDB's 1 MB pages, `L + 1` for a limited list). For tests. */
+  readonly pageSize?: number | undefined
+  /** Concurrent `DeleteItem`/`GetItem` requests per operation (default 16). */
+  readonly concurrency?: number | undefined
+}
+
+type Item = DeadLetterTable.Item
+
+const unavailable =
+  (operation: string) =>
+  (cause: unknown): StoreUnavailable =>
+    new StoreUnavailable({ operation, cause })
+
+const isConditionFailure = (error: DynamoDbError): boolean => error.kind === "ConditionalCheckFailed"
+
+/** The filter's limit: absent or `+Infinity` → none; else floored, at least 0 (`NaN` → 0). */
+const limitOf = (filter: DeadLetterFilter): number => {
+  const limit = filter.limit
+  if (limit === undefined || limit === Number.POSITIVE_INFINITY) return Number.POSITIVE_INFINITY
+  return Number.isFinite(limit) && limit > 0 ? Math.floor(limit) : 0
+}
+
+/** Oldest first by `(failedAt, id)`, ids compared as the other backends compare them. */
+const byAge = (a: DeadLetterEntry, b: DeadLetterEntry): number => {
+  const d = DateTime.toEpochMillis(a.failedAt) - DateTime.toEpochMillis(b.failedAt)
+  if (d !== 0) return d
+  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0
+}
+
+/** How a filter is answered: which index, its hash key per shard, the key condition and the rest. */
+interface Plan {
+  readonly index: string
+  readonly hashAttribute: string
+  readonly hashKey: (shard: number) => string
+  /** `undefined` when the time window is empty. */
+  readonly range: { readonly expression: string; readonly values: Record<string, AttributeValue> } | undefined
+  readonly filterExpression: string | undefined
+  readonly filterValues: Record<string, AttributeValue>
+}
+
+const planOf = (filter: DeadLetterFilter): Plan => {
+  const since = filter.since !== undefined ? DateTime.toEpochMillis(filter.since) : undefined
+  const before = filter.before !== undefined ? DateTime.toEpochMillis(filter.before) : undefined
+  const range =
+    since !== undefined && before !== undefined
+      ? since >= before
+        ? undefined
+        : {
+            expression: " AND #age BETWEEN :since AND :before",
+            values: {
+              ":since": { S: DeadLetterTable.timeKey(since) },
+              ":before": { S: DeadLetterTable.timeKey(before) }
+            }
+          }
+      : since !== undefined
+        ? { expression: " AND #age >= :since", values: { ":since": { S: DeadLetterTable.timeKey(since) } } }
+        : before !== undefined
+          ? { expression: " AND #age < :before", values: { ":before": { S: DeadLetterTable.timeKey(before) } } }
+          : { expression: "", values: {} }
+  const routeId = filter.routeId
+  const category = filter.category
+  if (routeId !== undefined) {
+    return {
+      index: DeadLetterTable.RouteIndex,
+      hashAttribute: "route_key",
+      hashKey: (shard) => DeadLetterTable.routeKey(shard, routeId),
+      range,
+      filterExpression: category !== undefined ? "#category = :category" : undefined,
+      filterValues: category !== undefined ? { ":category": { S: category } } : {}
+    }
+  }
+  if (category !== undefined) {
+    return {
+      index: DeadLetterTable.CategoryIndex,
+      hashAttribute: "category_key",
+      hashKey: (shard) => DeadLetterTable.categoryKey(shard, category),
+      range,
+      filterExpression: undefined,
+      filterValues: {}
+    }
+  }
+  return {
+    index: DeadLetterTable.AgeIndex,
+    hashAttribute: "all_key",
+    hashKey: DeadLetterTable.allKey,
+    range,
+    filterExpression: undefined,
+    filterValues: {}
+  }
+}
+
+/**
+ * The condition under which a conditional delete removes an entry: it still exists and matches the
+ * filter (route, category, time window).
+ */
+const matchCondition = (
+  filter: DeadLetterFilter
+): { readonly expression: string; readonly values: Record<string, AttributeValue> } => {
+  const parts = ["attribute_exists(#id)"]
+  const values: Record<string, AttributeValue> = {}
+  if (filter.routeId !== undefined) {
+    parts.push("#route = :route")
+    values[":route"] = { S: filter.routeId }
+  }
+  if (filter.category !== undefined) {
+    parts.push("#category = :category")
+    values[":category"] = { S: filter.category }
+  }
+  if (filter.since !== undefined) {
+    parts.push("#age >= :since")
+    values[":since"] = { S: DeadLetterTable.timeKey(DateTime.toEpochMillis(filter.since)) }
+  }
+  if (filter.before !== undefined) {
+    parts.push("#age < :before")
+    values[":before"] = { S: DeadLetterTable.timeKey(DateTime.toEpochMillis(filter.before)) }
+  }
+  return { expression: parts.join(" AND "), values }
+}
+
+/** Attribute names used in expressions (all through placeholders: some are DynamoDB reserved words). */
+const names = {
+  "#id": "entry_id",
+  "#age": "age",
+  "#route": "route_id",
+  "#category": "category"
+} as const
+
+/** Only the placeholders an expression uses (DynamoDB rejects unused ones). */
+const namesFor = (...expressions: ReadonlyArray<string | undefined>): Record<string, string> => {
+  const text = expressions.join(" ")
+  const used: Record<string, string> = {}
+  for (const [placeholder, name] of Object.entries(names)) if (text.includes(placeholder)) used[placeholder] = name
+  return used
+}
+
+const decodeItems = (
+  operation: string,
+  items: ReadonlyArray<Item>
+): Either.Either<Array<DeadLetterEntry>, StoreUnavailable> => {
+  const entries: Array<DeadLetterEntry> = []
+  for (const item of items) {
+    const decoded = DeadLetterTable.decode(item)
+    if (Either.isLeft(decoded)) return Either.left(new StoreUnavailable({ operation, cause: new Error(decoded.left) }))
+    entries.push(decoded.right)
+  }
+  return Either.right(entries)
+}
+
+interface Cursor {
+  readonly cursor: Item | undefined
+}
+
+const noCursor: Cursor = { cursor: undefined }
+
+interface Resolved {
+  readonly tableName: string
+  readonly pageSize: number | undefined
+  readonly concurrency: number
+}
+
+/**
+ * Builds the store over a table that is known to match the layout (see {@link make} for the checks) and
+ * the `OutboxStore` redrive persists into.
+ *
+ * @since 0.1.0
+ */
+export const fromServices = (
+  dynamo: DynamoDbService,
+  outbox: OutboxStoreService,
+  options: {
+    readonly tableName: string
+    readonly pageSize?: number | undefined
+    readonly concurrency?: number | undefined
+  }
+): DeadLetterStoreService => {
+  const resolved: Resolved = {
+    tableName: options.tableName,
+    pageSize: options.pageSize,
+    concurrency: Math.max(1, Math.floor(options.concurrency ?? 16))
+  }
+  const { tableName } = resolved
+
+  /** The pages of one shard of a plan, as a stream of raw items. */
+  const shardItems = (
+    operation: string,
+    plan: Plan,
+    range: NonNullable<Plan["range"]>,
+    shard: number,
+    extra: { readonly limit?: number | undefined; readonly projection?: string | undefined }
+  ): Stream.Stream<Item, StoreUnavailable> => {
+    const keyCondition = `#hash = :hash${range.expression}`
+    const pageLimit = resolved.pageSize ?? extra.limit
+    return Stream.paginateChunkEffect(noCursor, ({ cursor }) =>
+      dynamo
+        .query({
+          TableName: tableName,
+          IndexName: plan.index,
+          KeyConditionExpression: keyCondition,
+          ...(plan.filterExpression !== undefined ? { FilterExpression: plan.filterExpression } : {}),
+          ...(extra.projection !== undefined ? { ProjectionExpression: extra.projection } : {}),
+          ExpressionAttributeNames: {
+            "#hash": plan.hashAttribute,
+            ...namesFor(keyCondition, plan.filterExpression, extra.projection)
+          },
+          ExpressionAttributeValues: {
+            ":hash": { S: plan.hashKey(shard) },
+            ...range.values,
+            ...plan.filterValues
+          },
+          ScanIndexForward: true,
+          ...(pageLimit !== undefined ? { Limit: pageLimit } : {}),
+          ...(cursor !== undefined ? { ExclusiveStartKey: cursor } : {})
+        })
+        .pipe(
+          Effect.mapError(unavailable(operation)),
+          Effect.map(
+            (output: QueryCommandOutput) =>
+              [
+                Chunk.fromIterable(output.Items ?? []),
+                Option.map(Option.fromNullable(output.LastEvaluatedKey), (next): Cursor => ({ cursor: next }))
+              ] as const
+          )
+        )
+    )
+  }
+
+  const shards = Array.from({ length: DeadLetterTable.Shards }, (_, shard) => shard)
+
+  /** The entries matching a filter, oldest first, at most its limit. */
+  const select = (
+    operation: string,
+    filter: DeadLetterFilter
+  ): Effect.Effect<Array<DeadLetterEntry>, StoreUnavailable> =>
+    Effect.gen(function* () {
+      const limit = limitOf(filter)
+      if (limit === 0) return []
+      const plan = planOf(filter)
+      const range = plan.range
+      if (range === undefined) return []
+      const finite = Number.isFinite(limit)
+      const perShard = yield* Effect.forEach(
+        shards,
+        (shard) => {
+          const entries = Stream.mapChunksEffect(
+            shardItems(operation, plan, range, shard, { limit: finite ? Math.min(limit + 1, 1000) : undefined }),
+            (items) => Effect.map(decodeItems(operation, Chunk.toReadonlyArray(items)), Chunk.unsafeFromArray)
+          )
+          if (!finite) return Stream.runCollect(entries)
+          // The shard's first `limit` entries, then every further one of the same millisecond as the last
+          // of them: the index orders ids within a millisecond by bytes, the result by `byAge`.
+          return Stream.runCollect(
+            Stream.suspend(() => {
+              let taken = 0
+              let boundary = 0
+              return Stream.takeWhile(entries, (entry) => {
+                const millis = DateTime.toEpochMillis(entry.failedAt)
+                if (taken < limit) {
+                  taken++
+                  boundary = millis
+                  return true
+                }
+                return millis === boundary
+              })
+            })
+          )
+        },
+        { concurrency: "unbounded" }
+      )
+      const merged = perShard.flatMap((chunk) => Chunk.toArray(chunk)).sort(byAge)
+      return finite && merged.length > limit ? merged.slice(0, limit) : merged
+    })
+
+  const write = (entry: DeadLetterEntry) =>
+    Effect.gen(function* () {
+      const valid = yield* validateEntry(entry)
+      yield* dynamo
+        .putItem({
+          TableName: tableName,
+          Item: DeadLetterTable.encode(valid),
+          ConditionExpression: "attribute_not_exists(#id)",
+          ExpressionAttributeNames: { "#id": "entry_id" }
+        })
+        .pipe(
+          Effect.mapError((error): DuplicateRecord | InvalidRecord | StoreUnavailable => {
+            if (isConditionFailure(error)) {
+              return new DuplicateRecord({ ids: [valid.id], partitionKey: valid.partitionKey })
+            }
+            if (error.kind === "Validation") {
+              return new InvalidRecord({
+                index: 0,
+                recordId: valid.recordId,
+                partitionKey: valid.partitionKey,
+                reason: `DynamoDB rejected dead-letter entry ${valid.id}: ${error.detail}`
+              })
+            }
+            return unavailable("write")(error)
+          })
+        )
+    }).pipe(Effect.withSpan("DeadLetterStore.write", { attributes: { "outbox.partition": entry.partitionKey } }))
+
+  const readEntry = (operation: string, id: string): Effect.Effect<DeadLetterEntry | undefined, StoreUnavailable> =>
+    dynamo.getItem({ TableName: tableName, Key: { entry_id: { S: id } }, ConsistentRead: true }).pipe(
+      Effect.mapError(unavailable(operation)),
+      Effect.flatMap((output) => {
+        if (output.Item === undefined) return Effect.succeed(undefined)
+        return Either.match(DeadLetterTable.decode(output.Item), {
+          onLeft: (reason) => Effect.fail(new StoreUnavailable({ operation, cause: new Error(reason) })),
+          onRight: (decoded) => Effect.succeed(decoded)
+        })
+      })
+    )
+
+  const get = (id: string) =>
+    readEntry("get", id).pipe(
+      Effect.flatMap((found) =>
+        found === undefined
+          ? Effect.fail(new NotFound({ entity: "DeadLetterEntry", ids: [id] }))
+          : Effect.succeed(found)
+      ),
+      Effect.withSpan("DeadLetterStore.get")
+    )
+
+  const list = (filter: DeadLetterFilter) => select("list", filter).pipe(Effect.withSpan("DeadLetterStore.list"))
+
+  /** Deletes one entry; `true` when it existed. */
+  const deleteOne = (operation: string, id: string): Effect.Effect<boolean, StoreUnavailable> =>
+    dynamo.deleteItem({ TableName: tableName, Key: { entry_id: { S: id } }, ReturnValues: "ALL_OLD" }).pipe(
+      Effect.map((output) => output.Attributes !== undefined),
+      Effect.mapError(unavailable(operation))
+    )
+
+  /** Deletes one entry if it still matches the filter; `true` when it did. */
+  const deleteMatching = (
+    operation: string,
+    id: string,
+    condition: ReturnType<typeof matchCondition>
+  ): Effect.Effect<boolean, StoreUnavailable> =>
+    dynamo
+      .deleteItem({
+        TableName: tableName,
+        Key: { entry_id: { S: id } },
+        ConditionExpression: condition.expression,
+        ExpressionAttributeNames: namesFor(condition.expression),
+        ExpressionAttributeValues: condition.values
+      })
+      .pipe(
+        Effect.as(true),
+        Effect.catchIf(isConditionFailure, () => Effect.succeed(false)),
+        Effect.mapError(unavailable(operation))
+      )
+
+  const countTrue = (results: ReadonlyArray<boolean>): number => results.filter((deleted) => deleted).length
+
+  const deleteIds = (ids: ReadonlyArray<string>) =>
+    Effect.forEach(Array.from(new Set(ids)), (id) => deleteOne("delete", id), {
+      concurrency: resolved.concurrency
+    }).pipe(
+      Effect.map(countTrue),
+      Effect.withSpan("DeadLetterStore.delete", { attributes: { "outbox.ids": ids.length } })
+    )
+
+  const deleteWhereWith = (operation: string, filter: DeadLetterFilter): Effect.Effect<number, StoreUnavailable> =>
+    Effect.gen(function* () {
+      const limit = limitOf(filter)
+      if (limit === 0) return 0
+      const condition = matchCondition(filter)
+      if (Number.isFinite(limit)) {
+        const selected = yield* select(operation, filter)
+        const deleted = yield* Effect.forEach(selected, (entry) => deleteMatching(operation, entry.id, condition), {
+          concurrency: resolved.concurrency
+        })
+        return countTrue(deleted)
+      }
+      const plan = planOf(filter)
+      const range = plan.range
+      if (range === undefined) return 0
+      const perShardConcurrency = Math.max(1, Math.ceil(resolved.concurrency / DeadLetterTable.Shards))
+      const counts = yield* Effect.forEach(
+        shards,
+        (shard) =>
+          shardItems(operation, plan, range, shard, { projection: "#id" }).pipe(
+            Stream.mapEffect(
+              (item) => {
+                const id = item["entry_id"]?.S
+                return id === undefined ? Effect.succeed(false) : deleteMatching(operation, id, condition)
+              },
+              { concurrency: perShardConcurrency }
+            ),
+            Stream.runFold(0, (total, deleted) => (deleted ? total + 1 : total))
+          ),
+        { concurrency: "unbounded" }
+      )
+      return counts.reduce((a, b) => a + b, 0)
+    })
+
+  const deleteWhere = (filter: DeadLetterFilter) =>
+    deleteWhereWith("deleteWhere", filter).pipe(Effect.withSpan("DeadLetterStore.deleteWhere"))
+
+  const purge = (before: DateTime.Utc) =>
+    deleteWhereWith("purge", { before }).pipe(Effect.withSpan("DeadLetterStore.purge"))
+
+  const redrive = (ids: ReadonlyArray<string>) =>
+    Effect.gen(function* () {
+      const unique = Array.from(new Set(ids))
+      const found = yield* Effect.forEach(unique, (id) => readEntry("redrive", id), {
+        concurrency: resolved.concurrency
+      })
+      const missing = unique.filter((_, index) => found[index] === undefined)
+      if (missing.length > 0) return yield* new NotFound({ entity: "DeadLetterEntry", ids: missing })
+      const recordIds: Array<string> = []
+      for (const entry of found) {
+        if (entry === undefined) continue
+        const recordId = yield* outbox.persist([redriveRecord(entry)], { replaceTerminal: true }).pipe(
+          Effect.map((report) => report.persisted[0] ?? report.existingIds[0]),
+          Effect.catchTag("DuplicateRecord", (duplicate) => Effect.succeed(duplicate.existingIds?.[0]))
+        )
+        if (recordId === undefined) {
+          return yield* Effect.dieMessage(
+            `redrive of dead-letter entry ${entry.id}: the outbox store reported no record id`
+          )
+        }
+        yield* deleteOne("redrive", entry.id)
+        recordIds.push(recordId)
+      }
+      return recordIds
+    }).pipe(Effect.withSpan("DeadLetterStore.redrive", { attributes: { "outbox.ids": ids.length } }))
+
+  return DeadLetterStore.of({ write, get, list, delete: deleteIds, deleteWhere, purge, redrive })
+}
+
+/**
+ * Builds the store: ensures the table when asked (default), runs the schema preflight (fails with
+ * `InvalidConfiguration` naming every mismatch), and returns the store over the `OutboxStore` in context
+ * (used by redrive).
+ *
+ * @since 0.1.0
+ */
+export const make = (
+  options: DynamoDbDeadLetterStoreOptions = {}
+): Effect.Effect<DeadLetterStoreService, InvalidConfiguration | StoreUnavailable, DynamoDb | OutboxStore> =>
+  Effect.gen(function* () {
+    const dynamo = yield* DynamoDb
+    const outbox = yield* OutboxStore
+    const tableName = options.tableName ?? DeadLetterTable.DefaultTableName
+    if (options.ensureTable ?? true) yield* DeadLetterTable.ensureTable(tableName)
+    else yield* DeadLetterTable.preflight(tableName)
+    return fromServices(dynamo, outbox, { tableName, pageSize: options.pageSize, concurrency: options.concurrency })
+  })
+
+/**
+ * The DynamoDB dead-letter store as a layer with the given options; redrive goes through the
+ * `OutboxStore`.
+ *
+ * @since 0.1.0
+ */
+export const layerWith = (
+  options: DynamoDbDeadLetterStoreOptions
+): Layer.Layer<DeadLetterStore, InvalidConfiguration | StoreUnavailable, DynamoDb | OutboxStore> =>
+  Layer.effect(DeadLetterStore, make(options))
+
+/**
+ * The DynamoDB dead-letter store with defaults: table `effect-outbox-dead-letter` (created if missing).
+ *
+ * @since 0.1.0
+ */
+export const layer: Layer.Layer<DeadLetterStore, InvalidConfiguration | StoreUnavailable, DynamoDb | OutboxStore> =
+  layerWith({})
