@@ -188,6 +188,31 @@ describe("DynamoDB store under injected faults", () => {
     }).pipe(Effect.provide(storeLayer(faults)))
   })
 
+  it.effect("a partition whose last scan saw ordering keys skips ClaimIndex until a scan sees none", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("hint")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 4, (i) => (i < 2 ? "K" : undefined))
+      const first = yield* store.claim(pk, token(1), 2)
+      expect(first.records.map((r) => r.envelopeId)).toEqual([envelope(0), envelope(1)])
+      yield* store.complete(
+        first.records.map((r) => r.id),
+        token(1)
+      )
+      faults.reset()
+      // the hint sends this claim straight to the scan path, which now sees no key
+      const second = yield* store.claim(pk, token(1), 1)
+      expect(second.records.map((r) => r.envelopeId)).toEqual([envelope(2)])
+      expect([faults.claimIndexQueries, faults.baseTableQueries]).toEqual([0, 1])
+      faults.reset()
+      const third = yield* store.claim(pk, token(1), 1)
+      expect(third.records.map((r) => r.envelopeId)).toEqual([envelope(3)])
+      expect(faults.baseTableQueries).toBe(0)
+      expect(faults.claimIndexQueries).toBeGreaterThan(0)
+    }).pipe(Effect.provide(storeLayer(faults)))
+  })
+
   it.effect("a scan of 12 pages logs one WARN naming the partition and adds 12 to the scan-pages metric", () => {
     const faults = new Faulty.Faults()
     const pk = partition("deep")

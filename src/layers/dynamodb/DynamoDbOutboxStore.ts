@@ -36,6 +36,9 @@
  * - a scan of more than 8 pages logs one WARN naming the partition and adds the page count to
  *   `DynamoDBOutboxClaimScanPages`.
  *
+ * A store instance remembers which partitions its last scan found keyed and sends their next claims
+ * straight to the scan path; a scan that finds no ordering key sends the partition back to the fast path.
+ *
  * The claim transaction also pins the `replay_count` it read, so the returned record is exactly what
  * was stored without a read-back.
  *
@@ -163,6 +166,23 @@ class KeyCache {
   }
 }
 
+/** A bounded set of partitions known (from their last scan) to hold ordering keys. */
+class KeyedHint {
+  private readonly partitions = new Set<string>()
+  has(partitionKey: string): boolean {
+    return this.partitions.has(partitionKey)
+  }
+  set(partitionKey: string, keyed: boolean): void {
+    this.partitions.delete(partitionKey)
+    if (!keyed) return
+    this.partitions.add(partitionKey)
+    if (this.partitions.size > CacheCapacity) {
+      const oldest = this.partitions.values().next()
+      if (oldest.done !== true) this.partitions.delete(oldest.value)
+    }
+  }
+}
+
 /**
  * The scan-path fold: the oldest `retain` claimable candidates (trimmed when reaching `2 × retain`) and
  * the oldest non-claimable non-terminal record of each ordering key.
@@ -174,6 +194,8 @@ class ScanFold {
   pages = 0
   scanned = 0
   maxCandidates = 0
+  /** Whether any non-terminal record of the partition carries an ordering key. */
+  sawKey = false
 
   constructor(
     limit: number,
@@ -201,6 +223,7 @@ class ScanFold {
     const claimable: Array<OutboxRecord.OutboxRecord> = []
     for (const record of records) {
       if (!ClaimOrder.isNonTerminal(record)) continue
+      if (Option.isSome(record.orderingKey)) this.sawKey = true
       if (ClaimOrder.isClaimable(record, this.rule)) {
         claimable.push(record)
       } else if (Option.isSome(record.orderingKey)) {
@@ -409,6 +432,9 @@ export const transactItems = (
 const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: Ref.Ref<boolean>) => {
   const { tableName } = options
   const cache = new KeyCache()
+  // Partitions whose last scan saw ordering keys go straight to the scan path (the fast path would read
+  // a ClaimIndex page only to abandon it); a scan that sees no key sends the partition back to the fast path.
+  const keyedPartitions = new KeyedHint()
   const remember = (
     record: { readonly id: string; readonly partitionKey: string } & Parameters<typeof RecordItem.recordSortKey>[0]
   ): void => cache.set(record.id, record.partitionKey, RecordItem.recordSortKey(record))
@@ -791,6 +817,7 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
           fold.pages
         )
       }
+      keyedPartitions.set(partitionKey, fold.sawKey)
       yield* claimInOrder(partitionKey, token, rule, limit, state, fold.select(limit))
     })
 
@@ -804,7 +831,9 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
         staleClaimAfterMillis: options.staleClaimAfterMillis
       }
       const state: ClaimState = { claimed: [], lost: 0, conflicts: 0, skippedKeys: new Set(), stop: undefined }
-      const path = yield* claimFast(partitionKey, token, rule, limit, state)
+      const path = keyedPartitions.has(partitionKey)
+        ? "scan"
+        : yield* claimFast(partitionKey, token, rule, limit, state)
       if (path === "scan") {
         const first = yield* Ref.getAndSet(bypassLogged, true)
         if (!first) {
