@@ -191,6 +191,24 @@ const stopServer = async (server: RunningServer): Promise<void> => {
   }
 }
 
+/**
+ * Starts one loopback-only DynamoDB Local server outside vitest (benchmarks, scripts): the same
+ * launcher as the test run. Stop it with `stop()` (by PID).
+ */
+export const startDynamoLocal = async (): Promise<{
+  readonly endpoint: string
+  readonly pid: number | undefined
+  readonly stop: () => Promise<void>
+}> => {
+  process.env["AWS_EC2_METADATA_DISABLED"] = "true"
+  process.env["AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED"] = "true"
+  requireTool("java")
+  const dist = findDynamoLocalDist()
+  ensureLauncherCompiled(dist)
+  const server = await startServer(dist)
+  return { endpoint: `http://127.0.0.1:${server.port}`, pid: server.child.pid, stop: () => stopServer(server) }
+}
+
 export default async function setup(project: TestProject): Promise<() => Promise<void>> {
   process.env["AWS_EC2_METADATA_DISABLED"] = "true"
   process.env["AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED"] = "true"
