@@ -44,6 +44,8 @@ import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Equal from "effect/Equal"
+import * as Hash from "effect/Hash"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
@@ -88,13 +90,71 @@ const defaultRetention = Duration.hours(1)
 // Stored entries
 // ---------------------------------------------------------------------------------------------------
 
+/** The fields of a stored record, as `OutboxRecord`'s constructor takes them. */
+type RecordFields = ConstructorParameters<typeof OutboxRecord.OutboxRecord>[0]
+
+const viaConstructor = (fields: RecordFields): OutboxRecord.OutboxRecord =>
+  new OutboxRecord.OutboxRecord(fields, { disableValidation: true })
+
+const viaPrototype = (fields: RecordFields): OutboxRecord.OutboxRecord => {
+  const blank: unknown = Object.create(OutboxRecord.OutboxRecord.prototype)
+  return blank instanceof OutboxRecord.OutboxRecord ? Object.assign(blank, fields) : viaConstructor(fields)
+}
+
+/**
+ * Builds the `OutboxRecord` snapshots a store hands out. The Schema.Class constructor copies the fields three
+ * times (spread, defaults merge, assign) even with validation disabled, which made it the largest single cost of
+ * a claim; a snapshot is therefore assigned onto the class prototype directly — but only if that yields exactly
+ * what the constructor yields (same prototype, own keys, equality and hash), checked once when the module loads.
+ */
+const makeRecord: (fields: RecordFields) => OutboxRecord.OutboxRecord = (() => {
+  const sample: RecordFields = {
+    id: "id",
+    partitionKey: "p",
+    envelopeId: "e",
+    bindingId: "b",
+    routeId: "",
+    address: "",
+    payload: new Uint8Array([1]),
+    headers: { h: "v" },
+    orderingKey: Option.some("k"),
+    createdAt: DateTime.unsafeMake(1),
+    expiresAt: Option.none(),
+    seq: 1,
+    status: "claimed",
+    claimedBy: Option.some("o"),
+    claimVersion: 1,
+    claimedAt: Option.some(DateTime.unsafeMake(2)),
+    firstAttemptedAt: Option.some(DateTime.unsafeMake(2)),
+    replayCount: 1,
+    completedAt: Option.none()
+  }
+  const expected = viaConstructor(sample)
+  const actual = viaPrototype(sample)
+  const keys = (o: object): string => Reflect.ownKeys(o).map(String).join(",")
+  const same =
+    Object.getPrototypeOf(actual) === Object.getPrototypeOf(expected) &&
+    keys(actual) === keys(expected) &&
+    Equal.equals(expected, actual) &&
+    Equal.equals(actual, expected) &&
+    Hash.hash(actual) === Hash.hash(expected)
+  return same ? viaPrototype : viaConstructor
+})()
+
 /** A stored record: mutable, never handed out (callers get `OutboxRecord` snapshots). */
 class Entry implements ClaimOrder.ClaimFacts {
   readonly id: string
+  readonly partitionKey: string
   readonly envelopeId: string
-  readonly createdAt: DateTime.Utc
-  readonly createdMillis: number
+  readonly bindingId: string
+  readonly routeId: string
+  readonly address: string
+  readonly payload: Uint8Array
+  readonly headers: OutboxRecord.Headers
   readonly orderingKey: Option.Option<string>
+  readonly createdAt: DateTime.Utc
+  readonly expiresAt: Option.Option<DateTime.Utc>
+  readonly createdMillis: number
   readonly expiresMillis: number | undefined
   status: OutboxRecord.RecordStatus = "pending"
   claimedBy: Option.Option<string> = Option.none()
@@ -111,47 +171,48 @@ class Entry implements ClaimOrder.ClaimFacts {
   head: HeadNode | undefined = undefined
 
   constructor(
-    readonly prepared: OutboxRecord.PreparedRecord,
+    record: OutboxRecord.PreparedRecord,
     readonly identity: string,
     readonly seq: number,
     readonly partition: Partition
   ) {
-    this.id = prepared.id
-    this.envelopeId = prepared.envelopeId
-    this.createdAt = prepared.createdAt
-    this.createdMillis = DateTime.toEpochMillis(prepared.createdAt)
-    this.orderingKey = prepared.orderingKey
-    this.expiresMillis = Option.isSome(prepared.expiresAt)
-      ? DateTime.toEpochMillis(prepared.expiresAt.value)
-      : undefined
+    this.id = record.id
+    this.partitionKey = record.partitionKey
+    this.envelopeId = record.envelopeId
+    this.bindingId = record.bindingId
+    this.routeId = record.routeId
+    this.address = record.address
+    this.payload = record.payload.slice()
+    this.headers = record.headers
+    this.orderingKey = record.orderingKey
+    this.createdAt = record.createdAt
+    this.expiresAt = record.expiresAt
+    this.createdMillis = DateTime.toEpochMillis(record.createdAt)
+    this.expiresMillis = Option.isSome(record.expiresAt) ? DateTime.toEpochMillis(record.expiresAt.value) : undefined
   }
 
   toRecord(): OutboxRecord.OutboxRecord {
-    const p = this.prepared
-    return new OutboxRecord.OutboxRecord(
-      {
-        id: p.id,
-        partitionKey: p.partitionKey,
-        envelopeId: p.envelopeId,
-        bindingId: p.bindingId,
-        routeId: p.routeId,
-        address: p.address,
-        payload: p.payload.slice(),
-        headers: p.headers,
-        orderingKey: p.orderingKey,
-        createdAt: p.createdAt,
-        expiresAt: p.expiresAt,
-        seq: this.seq,
-        status: this.status,
-        claimedBy: this.claimedBy,
-        claimVersion: this.claimVersion,
-        claimedAt: this.claimedAt,
-        firstAttemptedAt: this.firstAttemptedAt,
-        replayCount: this.replayCount,
-        completedAt: this.completedAt
-      },
-      { disableValidation: true }
-    )
+    return makeRecord({
+      id: this.id,
+      partitionKey: this.partitionKey,
+      envelopeId: this.envelopeId,
+      bindingId: this.bindingId,
+      routeId: this.routeId,
+      address: this.address,
+      payload: this.payload.slice(),
+      headers: this.headers,
+      orderingKey: this.orderingKey,
+      createdAt: this.createdAt,
+      expiresAt: this.expiresAt,
+      seq: this.seq,
+      status: this.status,
+      claimedBy: this.claimedBy,
+      claimVersion: this.claimVersion,
+      claimedAt: this.claimedAt,
+      firstAttemptedAt: this.firstAttemptedAt,
+      replayCount: this.replayCount,
+      completedAt: this.completedAt
+    })
   }
 }
 
@@ -571,7 +632,7 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
                 index,
                 recordId: record.id,
                 partitionKey: record.partitionKey,
-                reason: `id ${record.id} is already used by a different record (envelope ${byThisId.envelopeId}, binding ${byThisId.prepared.bindingId})`
+                reason: `id ${record.id} is already used by a different record (envelope ${byThisId.envelopeId}, binding ${byThisId.bindingId})`
               })
             )
           }
@@ -600,7 +661,7 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
           }
           const partition = partitionOf(record.partitionKey)
           partition.seq++
-          const entry = new Entry({ ...record, payload: record.payload.slice() }, identity, partition.seq, partition)
+          const entry = new Entry(record, identity, partition.seq, partition)
           byId.set(entry.id, entry)
           byIdentity.set(identity, entry)
           partition.add(entry)
