@@ -220,7 +220,11 @@ export interface Statements {
    * version, [staleCutoff], limit (the stale cutoff only when stale reclaim is configured).
    */
   readonly selectClaimable: string
-  /** The guarded claim update for `n` ids; returns the claimed rows. */
+  /**
+   * The guarded claim update for `n` ids. Params: owner, version, now, now, ids…, partitionKey, version,
+   * [staleCutoff]. Returns the ids it claimed (the records are the candidates read in the same
+   * transaction with the claim applied).
+   */
   readonly claimUpdate: (n: number) => string
   /** Complete `n` ids: params now, now, ids…, owner, version. Returns the completed ids. */
   readonly complete: (n: number) => string
@@ -248,7 +252,6 @@ const placeholders = (n: number): string => Array.from({ length: n }, () => "?")
  * @since 0.1.0
  */
 export const statements = (t: TableNames, options: { readonly staleReclaim: boolean }): Statements => {
-  const cols = columns.join(", ")
   const oCols = columns.map((c) => `o.${c}`).join(", ")
   const claimable = options.staleReclaim
     ? "(o.status <> 'claimed' OR o.claim_version < ? OR o.claimed_at IS NULL OR o.claimed_at < ?)"
@@ -283,7 +286,7 @@ LIMIT ?`,
     claimUpdate: (n) => `UPDATE ${t.outbox} AS o SET status = 'claimed', claimed_by = ?, claim_version = ?,
   claimed_at = ?, first_attempted_at = coalesce(first_attempted_at, ?), replay_count = replay_count + 1
 WHERE o.id IN (${placeholders(n)}) AND +o.partition_key = ? AND +o.status IN ('pending', 'claimed') AND ${claimable}
-RETURNING ${cols}`,
+RETURNING id`,
     complete: (n) => `UPDATE ${t.outbox} SET status = 'completed', completed_at = ?, terminal_at = ?
 WHERE id IN (${placeholders(n)}) AND status = 'claimed' AND claimed_by = ? AND claim_version = ?
 RETURNING id`,
@@ -313,30 +316,33 @@ RETURNING id`
 }
 
 /**
- * The stored form of one row, as SQLite returns it (integers come back as numbers).
+ * The stored form of one row, as SQLite returns it (integers come back as numbers). Besides the column
+ * types it checks what the stored record requires (non-empty ids, non-negative integer counters), so a
+ * decoded row needs no second validation pass. `status` and `headers` are decoded separately to name
+ * the problem precisely.
  *
  * @since 0.1.0
  */
 export const Row = Schema.Struct({
-  id: Schema.String,
-  partition_key: Schema.String,
-  envelope_id: Schema.String,
-  binding_id: Schema.String,
+  id: Schema.NonEmptyString,
+  partition_key: Schema.NonEmptyString,
+  envelope_id: Schema.NonEmptyString,
+  binding_id: Schema.NonEmptyString,
   route_id: Schema.String,
   address: Schema.String,
   payload: Schema.Uint8ArrayFromSelf,
   headers: Schema.String,
-  ordering_key: Schema.NullOr(Schema.String),
-  created_at: Schema.Number,
-  expires_at: Schema.NullOr(Schema.Number),
-  seq: Schema.Number,
+  ordering_key: Schema.NullOr(Schema.NonEmptyString),
+  created_at: Schema.Int,
+  expires_at: Schema.NullOr(Schema.Int),
+  seq: Schema.NonNegativeInt,
   status: Schema.String,
-  claimed_by: Schema.NullOr(Schema.String),
-  claim_version: Schema.Number,
-  claimed_at: Schema.NullOr(Schema.Number),
-  first_attempted_at: Schema.NullOr(Schema.Number),
-  replay_count: Schema.Number,
-  completed_at: Schema.NullOr(Schema.Number)
+  claimed_by: Schema.NullOr(Schema.NonEmptyString),
+  claim_version: Schema.NonNegativeInt,
+  claimed_at: Schema.NullOr(Schema.Int),
+  first_attempted_at: Schema.NullOr(Schema.Int),
+  replay_count: Schema.NonNegativeInt,
+  completed_at: Schema.NullOr(Schema.Int)
 })
 
 /**
@@ -372,7 +378,7 @@ export const IdRow = Schema.Struct({ id: Schema.String })
 const decodeRowEither = Schema.decodeUnknownEither(Row)
 const decodeStatus = Schema.decodeUnknownEither(OutboxRecord.RecordStatus)
 const decodeHeaders = Schema.decodeUnknownEither(Schema.parseJson(OutboxRecord.Headers))
-const decodeRecord = Schema.decodeUnknownEither(OutboxRecord.OutboxRecord)
+const emptyHeaders: OutboxRecord.Headers = {}
 
 const instant = (millis: number | null): Option.Option<DateTime.Utc> =>
   millis === null ? Option.none() : Option.some(DateTime.unsafeMake(millis))
@@ -405,33 +411,37 @@ export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxReco
   const r = row.right
   const status = decodeStatus(r.status)
   if (Either.isLeft(status)) return Either.left(corrupt(input, `unknown status ${JSON.stringify(r.status)}`))
-  const headers = decodeHeaders(r.headers)
+  const headers = r.headers === "{}" ? Either.right(emptyHeaders) : decodeHeaders(r.headers)
   if (Either.isLeft(headers)) {
     return Either.left(corrupt(input, `malformed headers: ${ParseResult.TreeFormatter.formatErrorSync(headers.left)}`))
   }
-  const record = decodeRecord({
-    id: r.id,
-    partitionKey: r.partition_key,
-    envelopeId: r.envelope_id,
-    bindingId: r.binding_id,
-    routeId: r.route_id,
-    address: r.address,
-    payload: r.payload,
-    headers: headers.right,
-    orderingKey: Option.fromNullable(r.ordering_key),
-    createdAt: DateTime.unsafeMake(r.created_at),
-    expiresAt: instant(r.expires_at),
-    seq: r.seq,
-    status: status.right,
-    claimedBy: Option.fromNullable(r.claimed_by),
-    claimVersion: r.claim_version,
-    claimedAt: instant(r.claimed_at),
-    firstAttemptedAt: instant(r.first_attempted_at),
-    replayCount: r.replay_count,
-    completedAt: instant(r.completed_at)
-  })
-  if (Either.isLeft(record)) return Either.left(corrupt(input, ParseResult.TreeFormatter.formatErrorSync(record.left)))
-  return Either.right(record.right)
+  // every field was validated above: build the record without a second validation pass
+  return Either.right(
+    new OutboxRecord.OutboxRecord(
+      {
+        id: r.id,
+        partitionKey: r.partition_key,
+        envelopeId: r.envelope_id,
+        bindingId: r.binding_id,
+        routeId: r.route_id,
+        address: r.address,
+        payload: r.payload,
+        headers: headers.right,
+        orderingKey: Option.fromNullable(r.ordering_key),
+        createdAt: DateTime.unsafeMake(r.created_at),
+        expiresAt: instant(r.expires_at),
+        seq: r.seq,
+        status: status.right,
+        claimedBy: Option.fromNullable(r.claimed_by),
+        claimVersion: r.claim_version,
+        claimedAt: instant(r.claimed_at),
+        firstAttemptedAt: instant(r.first_attempted_at),
+        replayCount: r.replay_count,
+        completedAt: instant(r.completed_at)
+      },
+      { disableValidation: true }
+    )
+  )
 }
 
 /**

@@ -340,12 +340,12 @@ export const make = (
             nowMillis: now,
             staleClaimAfterMillis: staleMillis
           })
-          const claimed: Array<OutboxRecord.OutboxRecord> = []
+          const updated = new Set<string>()
           for (const ids of chunksOf(
             chosen.map((r) => r.id),
             idChunk
           )) {
-            const rows = yield* records(st.claimUpdate(ids.length), [
+            const rows = yield* query("claim", SqliteOutboxSchema.IdRow, st.claimUpdate(ids.length), [
               token.owner,
               token.version,
               now,
@@ -355,8 +355,22 @@ export const make = (
               token.version,
               ...stale
             ])
-            claimed.push(...rows)
+            for (const row of rows) updated.add(row.id)
           }
+          // read back: the candidates were read under this transaction's write lock; apply the claim to them
+          const claimedAt = Option.some(DateTime.unsafeMake(now))
+          const claimed = chosen
+            .filter((r) => updated.has(r.id))
+            .map((r) =>
+              OutboxRecord.update(r, {
+                status: "claimed",
+                claimedBy: Option.some(token.owner),
+                claimVersion: token.version,
+                claimedAt,
+                firstAttemptedAt: Option.isSome(r.firstAttemptedAt) ? r.firstAttemptedAt : claimedAt,
+                replayCount: r.replayCount + 1
+              })
+            )
           claimed.sort(ClaimOrder.compareAge)
           return ClaimBatch(claimed)
         })

@@ -1,0 +1,412 @@
+/**
+ * Benchmark of the SQLite OutboxStore (run: `npx tsx bench/sqlite.ts`, `--quick` for a short run).
+ *
+ * Every database is a fresh file in WAL mode with `synchronous = FULL` (each commit is an fsync), as
+ * `SqliteDatabase.layer` opens it. In the same process and run, a raw better-sqlite3 baseline issues the
+ * very same statements (`SqliteOutboxSchema.statements`) in the same transactions, with the same
+ * time-ordered ids, and no Effect, no validation and no row decoding:
+ *
+ * 1. persist in batches of 100 (records/s);
+ * 2. claim(100) + complete cycles over that backlog until it is drained (records/s);
+ * 3. persist 100 → claim 100 → complete 100, end to end (records/s);
+ * 4. claim(100) latency through the store at 1k and 100k pending records (median of many claims; each
+ *    measured claim is followed by completing the batch and persisting 100 new records, so the backlog
+ *    stays put while the front of the claim index moves).
+ *
+ * Each throughput figure is the median of three alternating rounds (raw, store, raw, store, …).
+ * Writes bench/results/sqlite.json.
+ */
+import * as Clock from "effect/Clock"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { LeaseToken } from "../src/domain/LeaseToken.js"
+import { formatTimeOrderedId, NewOutboxRecord, type PreparedRecord } from "../src/domain/OutboxRecord.js"
+import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
+import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
+import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
+import { OutboxStore, type OutboxStoreService } from "../src/services/OutboxStore.js"
+
+const quick = process.argv.includes("--quick")
+const batch = 100
+const records = quick ? 5_000 : 20_000
+const rounds = quick ? 1 : 3
+const latencySamples = quick ? 50 : 200
+const payload = new Uint8Array(64).fill(7)
+const token = new LeaseToken({ owner: "bench", version: 1 })
+const here = path.dirname(fileURLToPath(import.meta.url))
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-sqlite-bench-"))
+let files = 0
+const freshFile = (): string => path.join(directory, `bench-${++files}.db`)
+
+// ---------------------------------------------------------------------------------------------------
+// The raw better-sqlite3 baseline (typed here: the package ships no declarations)
+// ---------------------------------------------------------------------------------------------------
+
+interface RawStatement {
+  run(...params: ReadonlyArray<unknown>): { readonly changes: number }
+  all(...params: ReadonlyArray<unknown>): Array<Record<string, unknown>>
+}
+interface RawDatabase {
+  prepare(sql: string): RawStatement
+  exec(sql: string): void
+  pragma(sql: string): unknown
+  close(): void
+}
+type RawDatabaseConstructor = new (filename: string) => RawDatabase
+
+const requireModule = createRequire(import.meta.url)
+const RawSqlite: RawDatabaseConstructor = requireModule("better-sqlite3")
+
+const names = Either.getOrThrow(SqliteOutboxSchema.tableNames(""))
+const statements = SqliteOutboxSchema.statements(names, { staleReclaim: false })
+
+/** The raw baseline: the store's statements in the store's transactions, prepared once. */
+class RawStore {
+  private readonly db: RawDatabase
+  private readonly cache = new Map<string, RawStatement>()
+  constructor(filename: string) {
+    this.db = new RawSqlite(filename)
+    this.db.pragma("journal_mode = WAL")
+    this.db.pragma("synchronous = FULL")
+    this.db.pragma("busy_timeout = 5000")
+    for (const ddl of SqliteOutboxSchema.createStatements(names)) this.db.exec(ddl)
+  }
+  private statement(sql: string): RawStatement {
+    let prepared = this.cache.get(sql)
+    if (prepared === undefined) {
+      prepared = this.db.prepare(sql)
+      this.cache.set(sql, prepared)
+    }
+    return prepared
+  }
+  private transaction<A>(body: () => A): A {
+    this.statement("BEGIN").run()
+    try {
+      const result = body()
+      this.statement("COMMIT").run()
+      return result
+    } catch (error) {
+      this.statement("ROLLBACK").run()
+      throw error
+    }
+  }
+  persist(batchRecords: ReadonlyArray<PreparedRecord>): Array<unknown> {
+    return this.transaction(() => {
+      const first = batchRecords[0]
+      if (first === undefined) return []
+      const [row] = this.statement(statements.allocateSeq).all(first.partitionKey, batchRecords.length)
+      let seq = Number(row?.["seq_counter"]) - batchRecords.length + 1
+      const values: Array<unknown> = []
+      for (const record of batchRecords) values.push(...SqliteOutboxSchema.insertValues(record, seq++))
+      return this.statement(statements.insert(batchRecords.length)).all(...values)
+    })
+  }
+  claim(partitionKey: string, limit: number): Array<Record<string, unknown>> {
+    return this.transaction(() => {
+      const now = Date.now()
+      if (this.statement(statements.raiseFence).all(partitionKey, token.version).length === 0) {
+        throw new Error("fenced")
+      }
+      const candidates = this.statement(statements.selectClaimable).all(
+        partitionKey,
+        token.version,
+        token.version,
+        limit
+      )
+      if (candidates.length === 0) return []
+      const ids = candidates.map((row) => row["id"])
+      return this.statement(statements.claimUpdate(ids.length)).all(
+        token.owner,
+        token.version,
+        now,
+        now,
+        ...ids,
+        partitionKey,
+        token.version
+      )
+    })
+  }
+  complete(ids: ReadonlyArray<unknown>): void {
+    this.transaction(() => {
+      const now = Date.now()
+      const done = this.statement(statements.complete(ids.length)).all(now, now, ...ids, token.owner, token.version)
+      if (done.length !== ids.length) throw new Error("complete mismatch")
+    })
+  }
+  countPending(partitionKey: string): number {
+    return Number(this.statement(statements.countPending).all(partitionKey)[0]?.["n"])
+  }
+  close(): void {
+    this.db.close()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Inputs shared by both sides: the same time-ordered ids
+// ---------------------------------------------------------------------------------------------------
+
+interface Input {
+  readonly id: string
+  readonly envelopeId: string
+}
+
+const makeInputs = (count: number, from = 0): Array<Input> => {
+  const base = Date.now()
+  return Array.from({ length: count }, (_, i) => ({
+    id: formatTimeOrderedId(
+      base + Math.floor(i / 50),
+      Math.floor(Math.random() * 0x1000),
+      Math.floor(Math.random() * 0x40000000),
+      Math.floor(Math.random() * 0xffffffff)
+    ),
+    envelopeId: `e${from + i}`
+  }))
+}
+
+const toNew = (input: Input): NewOutboxRecord =>
+  new NewOutboxRecord({ id: input.id, partitionKey: "p", envelopeId: input.envelopeId, bindingId: "b", payload }, true)
+
+const toPrepared = (input: Input): PreparedRecord => ({
+  id: input.id,
+  partitionKey: "p",
+  envelopeId: input.envelopeId,
+  bindingId: "b",
+  routeId: "",
+  address: "",
+  payload,
+  headers: {},
+  orderingKey: Option.none(),
+  createdAt: DateTime.unsafeMake(Date.now()),
+  expiresAt: Option.none()
+})
+
+const chunks = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
+}
+
+const seconds = (t0: number): number => (performance.now() - t0) / 1000
+
+interface Throughput {
+  readonly persist: number
+  readonly claimComplete: number
+  readonly endToEnd: number
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Raw side
+// ---------------------------------------------------------------------------------------------------
+
+const rawRound = (): Throughput => {
+  const inputs = makeInputs(records)
+  const raw = new RawStore(freshFile())
+  let t0 = performance.now()
+  for (const part of chunks(inputs, batch)) raw.persist(part.map(toPrepared))
+  const persist = records / seconds(t0)
+  t0 = performance.now()
+  let drained = 0
+  for (;;) {
+    const claimed = raw.claim("p", batch)
+    if (claimed.length === 0) break
+    raw.complete(claimed.map((row) => row["id"]))
+    drained += claimed.length
+  }
+  const claimComplete = drained / seconds(t0)
+  if (drained !== records || raw.countPending("p") !== 0) throw new Error("raw drain lost records")
+  raw.close()
+
+  const e2e = new RawStore(freshFile())
+  const e2eInputs = makeInputs(records, records)
+  t0 = performance.now()
+  for (const part of chunks(e2eInputs, batch)) {
+    e2e.persist(part.map(toPrepared))
+    const claimed = e2e.claim("p", batch)
+    e2e.complete(claimed.map((row) => row["id"]))
+  }
+  const endToEnd = records / seconds(t0)
+  if (e2e.countPending("p") !== 0) throw new Error("raw end to end left records")
+  e2e.close()
+  return { persist, claimComplete, endToEnd }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Store side
+// ---------------------------------------------------------------------------------------------------
+
+const storeLayer = (filename: string) => SqliteOutboxStore.layer.pipe(Layer.provide(SqliteDatabase.layer({ filename })))
+
+const drain = (store: OutboxStoreService) =>
+  Effect.gen(function* () {
+    let drained = 0
+    for (;;) {
+      const claimed = yield* store.claim("p", token, batch)
+      if (claimed.records.length === 0) return drained
+      yield* store.complete(
+        claimed.records.map((r) => r.id),
+        token
+      )
+      drained += claimed.records.length
+    }
+  })
+
+const storeRound: Effect.Effect<Throughput, unknown> = Effect.gen(function* () {
+  const inputs = makeInputs(records)
+  const [persist, claimComplete] = yield* Effect.gen(function* () {
+    const store = yield* OutboxStore
+    let t0 = performance.now()
+    for (const part of chunks(inputs, batch)) yield* store.persist(part.map(toNew))
+    const persistRate = records / seconds(t0)
+    t0 = performance.now()
+    const drained = yield* drain(store)
+    const drainRate = drained / seconds(t0)
+    if (drained !== records || (yield* store.countPending("p")) !== 0) {
+      return yield* Effect.dieMessage("store drain lost records")
+    }
+    return [persistRate, drainRate] as const
+  }).pipe(Effect.provide(storeLayer(freshFile())))
+
+  const e2eInputs = makeInputs(records, records)
+  const endToEnd = yield* Effect.gen(function* () {
+    const store = yield* OutboxStore
+    const t0 = performance.now()
+    for (const part of chunks(e2eInputs, batch)) {
+      yield* store.persist(part.map(toNew))
+      const claimed = yield* store.claim("p", token, batch)
+      yield* store.complete(
+        claimed.records.map((r) => r.id),
+        token
+      )
+    }
+    const rate = records / seconds(t0)
+    if ((yield* store.countPending("p")) !== 0) return yield* Effect.dieMessage("store end to end left records")
+    return rate
+  }).pipe(Effect.provide(storeLayer(freshFile())))
+  return { persist, claimComplete, endToEnd }
+})
+
+/** Median claim(100) latency in milliseconds through the store at each backlog. */
+const claimLatency = (backlogs: ReadonlyArray<number>) =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    const out: Record<string, { medianMillis: number; p95Millis: number }> = {}
+    let persisted = 0
+    let next = 10_000_000
+    for (const backlog of backlogs) {
+      // fill up to the backlog in large batches (not measured)
+      const fill = makeInputs(backlog - persisted, persisted)
+      for (const part of chunks(fill, 1000)) yield* store.persist(part.map(toNew))
+      persisted = backlog
+      const times: Array<number> = []
+      const warmup = 20
+      for (let i = 0; i < warmup + latencySamples; i++) {
+        const t0 = yield* Clock.currentTimeNanos
+        const claimed = yield* store.claim("p", token, batch)
+        const t1 = yield* Clock.currentTimeNanos
+        if (claimed.records.length !== batch) return yield* Effect.dieMessage("short claim")
+        if (i >= warmup) times.push(Number(t1 - t0) / 1e6)
+        yield* store.complete(
+          claimed.records.map((r) => r.id),
+          token
+        )
+        yield* store.persist(makeInputs(batch, next).map(toNew))
+        next += batch
+      }
+      if ((yield* store.countPending("p")) !== backlog) return yield* Effect.dieMessage("backlog drifted")
+      const sorted = [...times].sort((a, b) => a - b)
+      out[String(backlog)] = {
+        medianMillis: median(times),
+        p95Millis: sorted[Math.floor(sorted.length * 0.95)] ?? 0
+      }
+    }
+    return out
+  }).pipe(Effect.provide(storeLayer(freshFile())))
+
+const round3 = (n: number): number => Math.round(n * 1000) / 1000
+
+const main = Effect.gen(function* () {
+  const rawRuns: Array<Throughput> = []
+  const storeRuns: Array<Throughput> = []
+  for (let r = 0; r < rounds; r++) {
+    rawRuns.push(rawRound())
+    storeRuns.push(yield* storeRound)
+  }
+  const pick = (runs: ReadonlyArray<Throughput>, key: keyof Throughput) => Math.round(median(runs.map((t) => t[key])))
+  const section = (key: keyof Throughput) => {
+    const store = pick(storeRuns, key)
+    const raw = pick(rawRuns, key)
+    return {
+      storeRecordsPerSecond: store,
+      rawRecordsPerSecond: raw,
+      ratio: round3(store / raw),
+      runs: { store: storeRuns.map((t) => Math.round(t[key])), raw: rawRuns.map((t) => Math.round(t[key])) }
+    }
+  }
+  const latency = yield* claimLatency([1_000, 100_000])
+  const at1k = latency["1000"]?.medianMillis ?? 0
+  const at100k = latency["100000"]?.medianMillis ?? 0
+  const endToEnd = section("endToEnd")
+  const result = {
+    date: new Date().toISOString(),
+    node: process.version,
+    platform: `${process.platform} ${process.arch}`,
+    quick,
+    database: "file, WAL, synchronous=FULL (one fsync per commit)",
+    batch,
+    records,
+    rounds,
+    persist: section("persist"),
+    claimComplete: section("claimComplete"),
+    endToEnd: {
+      ...endToEnd,
+      target: "store end to end >= 0.7x raw better-sqlite3 in the same run",
+      met: endToEnd.ratio >= 0.7
+    },
+    claimLatency: {
+      limit: batch,
+      samples: latencySamples,
+      byPending: latency,
+      ratio100kTo1k: round3(at100k / at1k),
+      target: "median claim(100) at 100k pending <= 2x at 1k",
+      met: at100k <= 2 * at1k
+    }
+  }
+  fs.mkdirSync(path.join(here, "results"), { recursive: true })
+  fs.writeFileSync(path.join(here, "results", "sqlite.json"), `${JSON.stringify(result, null, 2)}\n`)
+  const line = (label: string, s: { storeRecordsPerSecond: number; rawRecordsPerSecond: number; ratio: number }) =>
+    console.log(
+      `${label.padEnd(28)} store ${String(s.storeRecordsPerSecond).padStart(7)} rec/s   raw ${String(s.rawRecordsPerSecond).padStart(7)} rec/s   ratio ${s.ratio}`
+    )
+  line("persist (batches of 100)", result.persist)
+  line("claim(100) + complete", result.claimComplete)
+  line("persist→claim→complete", result.endToEnd)
+  console.log(
+    `claim(100) latency median    1k pending ${at1k.toFixed(3)} ms   100k pending ${at100k.toFixed(3)} ms   ratio ${result.claimLatency.ratio100kTo1k}`
+  )
+  console.log(
+    `goals: end to end >= 0.7x raw: ${result.endToEnd.met}; claim at 100k <= 2x at 1k: ${result.claimLatency.met}`
+  )
+})
+
+Effect.runPromise(main).then(
+  () => fs.rmSync(directory, { recursive: true, force: true }),
+  (error: unknown) => {
+    fs.rmSync(directory, { recursive: true, force: true })
+    console.error(error)
+    process.exitCode = 1
+  }
+)
