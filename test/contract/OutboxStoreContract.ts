@@ -468,6 +468,35 @@ export const outboxStoreContract = (
         )
       }
 
+      it.effect("R-PERSIST-5 one id used for two different records of a batch fails with InvalidRecord", () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            const pk = freshPartition("idtwice")
+            const first = record(pk, { env: "a", id: `${pk}.shared` })
+            const second = record(pk, { env: "b", id: `${pk}.shared` })
+            const error = yield* Effect.flip(store.persist([first, second]))
+            expect(error._tag).toBe("InvalidRecord")
+            expect(yield* store.countPending(pk)).toBe(0)
+          })
+        )
+      )
+
+      it.effect("R-PERSIST-5 an id already used by another stored record fails with InvalidRecord", () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            const pk = freshPartition("idtaken")
+            const [a] = yield* seed(store, pk, ["a"])
+            const fresh = record(pk, { env: "fresh" })
+            const clash = record(pk, { env: "other", id: a ?? "" })
+            const error = yield* Effect.flip(store.persist([fresh, clash]))
+            expect(error._tag).toBe("InvalidRecord")
+            expect(yield* pendingIds(store, pk)).toEqual([a])
+            const stored = yield* findPending(store, pk, a ?? "")
+            expect(stored?.envelopeId).toBe("a")
+          })
+        )
+      )
+
       if (capabilities.maxPayloadBytes !== undefined) {
         const limit = capabilities.maxPayloadBytes
         it.effect("R-PERSIST-5 a payload over the backend's limit fails with InvalidRecord; nothing is stored", () =>
