@@ -242,6 +242,52 @@ describe("DynamoDbDeadLetterStore", () => {
     }).pipe(Effect.provide(recordedLayer(log, undefined)))
   })
 
+  it.effect("requests per call with 1 MB pages: one Query per shard for list/deleteWhere, one request per id", () => {
+    const log: Array<Recorded> = []
+    const count = (operation: string, index?: string) =>
+      log.filter((r) => r.operation === operation && (index === undefined || r.index === index)).length
+    return Effect.gen(function* () {
+      const dlq = yield* DeadLetterStore
+      const routeId = unique("route")
+      const t = windowStart()
+      const entries = Array.from({ length: 40 }, (_, i) =>
+        deadLetter({ routeId, category: i % 2 === 0 ? "poison" : "expired", failedAt: t + i })
+      )
+      yield* Effect.forEach(entries, (e) => dlq.write(e), { concurrency: 8, discard: true })
+      expect(count("PutItem")).toBe(40)
+
+      log.length = 0
+      expect(yield* dlq.list({ routeId })).toHaveLength(40)
+      expect(log).toHaveLength(DeadLetterTable.Shards)
+      expect(count("Query", DeadLetterTable.RouteIndex)).toBe(DeadLetterTable.Shards)
+
+      log.length = 0
+      expect((yield* dlq.list({ routeId, limit: 5 })).map((e) => e.id)).toEqual(entries.slice(0, 5).map((e) => e.id))
+      expect(log).toHaveLength(DeadLetterTable.Shards)
+
+      log.length = 0
+      const window = { since: DateTime.unsafeMake(t), before: DateTime.unsafeMake(t + 40) }
+      expect(yield* dlq.list({ category: "expired", ...window })).toHaveLength(20)
+      expect(count("Query", DeadLetterTable.CategoryIndex)).toBe(DeadLetterTable.Shards)
+      expect(log).toHaveLength(DeadLetterTable.Shards)
+
+      log.length = 0
+      yield* dlq.get(entries[0]?.id ?? "")
+      expect(log).toEqual([{ operation: "GetItem", table: deadLetterTable }])
+
+      log.length = 0
+      expect(yield* dlq.delete([entries[0]?.id ?? "", entries[1]?.id ?? "", unique("missing")])).toBe(2)
+      expect(log).toHaveLength(3)
+      expect(count("DeleteItem")).toBe(3)
+
+      log.length = 0
+      expect(yield* dlq.deleteWhere({ routeId })).toBe(38)
+      expect(count("Query", DeadLetterTable.RouteIndex)).toBe(DeadLetterTable.Shards)
+      expect(count("DeleteItem")).toBe(38)
+      expect(log).toHaveLength(DeadLetterTable.Shards + 38)
+    }).pipe(Effect.provide(recordedLayer(log, undefined)))
+  })
+
   it.effect("an entry over DynamoDB's 400 KB item limit fails with InvalidRecord and stores nothing", () =>
     Effect.gen(function* () {
       const dlq = yield* DeadLetterStore
@@ -313,6 +359,42 @@ describe("DynamoDbLeaseStore", () => {
         expect(current.token.version).toBe(lease.token.version)
       }).pipe(Effect.provide(Layer.mergeAll(leaseLayer(), outboxLayer.pipe(Layer.provide(dynamoLayer)))))
   )
+
+  it.effect("requests per call: one conditional write (or one read); a refusal adds one consistent read", () => {
+    const log: Array<Recorded> = []
+    const ops = () => log.map((r) => r.operation)
+    return Effect.gen(function* () {
+      const leases = yield* LeaseStore
+      const pk = unique("requests")
+      const ttl = Duration.seconds(30)
+      log.length = 0
+      const lease = yield* leases.acquire(pk, "node-a", ttl)
+      expect(ops()).toEqual(["UpdateItem"])
+      log.length = 0
+      expect((yield* Effect.flip(leases.acquire(pk, "node-b", ttl)))._tag).toBe("LeaseHeld")
+      expect(ops()).toEqual(["UpdateItem", "GetItem"])
+      log.length = 0
+      yield* leases.renew(pk, lease.token, ttl)
+      expect(ops()).toEqual(["UpdateItem"])
+      log.length = 0
+      const stale = yield* Effect.flip(leases.renew(pk, { owner: "node-b", version: lease.token.version }, ttl))
+      expect(stale._tag).toBe("StaleFencingToken")
+      expect(ops()).toEqual(["UpdateItem", "GetItem"])
+      log.length = 0
+      yield* leases.current(pk)
+      expect(ops()).toEqual(["GetItem"])
+      log.length = 0
+      yield* leases.release(pk, lease.token)
+      expect(ops()).toEqual(["UpdateItem"])
+      expect(log.every((r) => r.table === outboxTable)).toBe(true)
+    }).pipe(
+      Effect.provide(
+        DynamoDbLeaseStore.layerWith({ tableName: outboxTable, ensureTable: false }).pipe(
+          Layer.provide(recordingLayer(log))
+        )
+      )
+    )
+  })
 
   it.effect("two store instances (two clients) racing for one partition: exactly one wins", () =>
     Effect.gen(function* () {
