@@ -24,7 +24,9 @@
  * `LeaseNotFound`, another holder → `StaleFencingToken`.
  *
  * Lease versions and the outbox fence high-water mark (the `FENCE` item) are separate: claims raise the
- * fence to the version they present. Time comes from `Clock`.
+ * fence to the version they present. Time comes from `Clock`: expiry is judged by the acquirer's clock,
+ * so a lease ttl must exceed the worst clock skew between the nodes (fencing keeps a pre-empted owner
+ * safe either way: its stale version is refused by the store).
  *
  * @since 0.1.0
  */
