@@ -169,6 +169,8 @@ class Entry implements ClaimOrder.ClaimFacts {
   removed = false
   /** Its node in the partition's key-head index while it is the head of its key. */
   head: HeadNode | undefined = undefined
+  /** The last complete/release call that matched it (to count repeated ids once). */
+  stamp = 0
 
   constructor(
     record: OutboxRecord.PreparedRecord,
@@ -599,9 +601,14 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
       }
     }
 
-    const retire = (entry: Entry, status: "completed" | "expired", now: number, nowUtc: DateTime.Utc): void => {
+    const retire = (
+      entry: Entry,
+      status: "completed" | "expired",
+      now: number,
+      completedAt: Option.Option<DateTime.Utc>
+    ): void => {
       entry.partition.retire(entry, status, now)
-      if (status === "completed") entry.completedAt = Option.some(nowUtc)
+      entry.completedAt = completedAt
       terminal.push(entry)
     }
 
@@ -616,15 +623,11 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
 
     const persist: OutboxStore.Backend["persist"] = (records, { replaceTerminal }) =>
       atomically(() => {
-        // first pass: decide every record without changing anything (all-or-nothing on InvalidRecord)
-        const identities: Array<string> = []
-        const holders: Array<Entry | undefined> = []
-        const firstInBatch = new Map<string, string>()
+        // first pass: reject the batch if an id is used by a different identity, changing nothing
+        const identities: Array<string> = new Array(records.length)
         for (const [index, record] of records.entries()) {
           const identity = OutboxRecord.identityKey(record)
-          identities.push(identity)
-          const holder = byIdentity.get(identity)
-          holders.push(holder)
+          identities[index] = identity
           const byThisId = byId.get(record.id)
           if (byThisId !== undefined && byThisId.identity !== identity) {
             return Effect.fail(
@@ -637,22 +640,16 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
             )
           }
         }
-        // second pass: store
+        // second pass: store. A record stored earlier in this batch is already in `byIdentity`, so a repeated
+        // identity is skipped in favour of the first (R-PERSIST-3), and a non-terminal holder is never replaced.
         const persisted: Array<string> = []
         const skipped: Array<string> = []
         const existingIds: Array<string> = []
         for (const [index, record] of records.entries()) {
           const identity = identities[index] ?? OutboxRecord.identityKey(record)
-          const earlier = firstInBatch.get(identity)
-          if (earlier !== undefined) {
-            skipped.push(record.id)
-            existingIds.push(earlier)
-            continue
-          }
-          const holder = holders[index]
-          if (holder !== undefined && !holder.removed) {
+          const holder = byIdentity.get(identity)
+          if (holder !== undefined) {
             if (!replaceTerminal || isLive(holder)) {
-              firstInBatch.set(identity, holder.id)
               skipped.push(record.id)
               existingIds.push(holder.id)
               continue
@@ -665,7 +662,6 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
           byId.set(entry.id, entry)
           byIdentity.set(identity, entry)
           partition.add(entry)
-          firstInBatch.set(identity, entry.id)
           persisted.push(entry.id)
         }
         return Effect.succeed({ persisted, skipped, existingIds })
@@ -705,30 +701,34 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
         return Effect.succeed(OutboxStore.ClaimBatch(records))
       })
 
+    let call = 0
     /** Resolves ids to entries claimed by the token, or the mismatching ids. Repeated ids count once. */
     const matching = (
       ids: ReadonlyArray<string>,
       token: LeaseToken.LeaseTokenLike
     ): { readonly entries: Array<Entry>; readonly mismatched: Array<string> } => {
+      const stamp = ++call
       const entries: Array<Entry> = []
-      const mismatched: Array<string> = []
-      const seen = new Set<string>()
+      let mismatched: Set<string> | undefined
       for (const id of ids) {
-        if (seen.has(id)) continue
-        seen.add(id)
         const entry = byId.get(id)
-        if (entry === undefined || notClaimedByToken(entry, token)) mismatched.push(id)
-        else entries.push(entry)
+        if (entry === undefined || notClaimedByToken(entry, token)) {
+          mismatched ??= new Set()
+          mismatched.add(id)
+        } else if (entry.stamp !== stamp) {
+          entry.stamp = stamp
+          entries.push(entry)
+        }
       }
-      return { entries, mismatched }
+      return { entries, mismatched: mismatched === undefined ? [] : Array.from(mismatched) }
     }
 
     const complete: OutboxStore.Backend["complete"] = (ids, token) =>
       atomically((now) => {
         const { entries, mismatched } = matching(ids, token)
         if (mismatched.length > 0) return Effect.fail(OutboxStore.notClaimedBy("complete", token, mismatched))
-        const nowUtc = DateTime.unsafeMake(now)
-        for (const entry of entries) retire(entry, "completed", now, nowUtc)
+        const completedAt = Option.some(DateTime.unsafeMake(now))
+        for (const entry of entries) retire(entry, "completed", now, completedAt)
         return Effect.void
       })
 
@@ -761,8 +761,8 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
           if (entry.expiresMillis === undefined || entry.expiresMillis >= beforeMillis) break
           if (entry.status === "pending") due.push(entry)
         }
-        const nowUtc = DateTime.unsafeMake(now)
-        for (const entry of due) retire(entry, "expired", now, nowUtc)
+        const none = Option.none()
+        for (const entry of due) retire(entry, "expired", now, none)
         return Effect.succeed(due.length)
       })
 
