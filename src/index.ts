@@ -61,6 +61,12 @@ export * as SqliteDeadLetterStore from "./layers/sqlite/SqliteDeadLetterStore.js
 /** DynamoDB OutboxStore backend, table definition helpers and transactional enqueue items. @since 0.1.0 */
 export * as DynamoDbOutboxStore from "./layers/dynamodb/DynamoDbOutboxStore.js"
 
+/** DynamoDB LeaseStore backend (a LEASE item per partition, conditional writes). @since 0.1.0 */
+export * as DynamoDbLeaseStore from "./layers/dynamodb/DynamoDbLeaseStore.js"
+
+/** DynamoDB DeadLetterStore backend (own table, sharded age/route/category indexes). @since 0.1.0 */
+export * as DynamoDbDeadLetterStore from "./layers/dynamodb/DynamoDbDeadLetterStore.js"
+
 /** In-memory recording sink (tests and demos). @since 0.1.0 */
 export * as MemorySink from "./layers/sinks/MemorySink.js"
 
