@@ -958,6 +958,22 @@ export const outboxStoreContract = (
           )
         )
 
+        it.effect("R-CLAIM-6 staleness is strict: a claim exactly staleClaimAfter old is not reclaimed", () =>
+          withStore(
+            (store) =>
+              Effect.gen(function* () {
+                const pk = freshPartition("staleedge")
+                const [a] = yield* seed(store, pk, ["a"])
+                expect(idsOf(yield* store.claim(pk, token("first", 1), 10))).toEqual([a])
+                yield* TestClock.adjust("30 seconds")
+                expect(idsOf(yield* store.claim(pk, token("second", 1), 10))).toEqual([])
+                yield* TestClock.adjust("1 millis")
+                expect(idsOf(yield* store.claim(pk, token("second", 1), 10))).toEqual([a])
+              }),
+            stale
+          )
+        )
+
         it.effect("R-CLAIM-6 a stale head comes back with its blocked siblings", () =>
           withStore(
             (store) =>
