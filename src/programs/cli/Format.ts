@@ -1,0 +1,54 @@
+/**
+ * Plain-text output helpers of the CLI: aligned tables, durations and counts.
+ *
+ * @since 0.1.0
+ */
+
+/**
+ * Renders rows as an aligned text table with a header and a rule under it. Numeric-looking cells are
+ * right-aligned.
+ *
+ * @since 0.1.0
+ */
+export const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const widths = headers.map((header, column) =>
+    Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length))
+  )
+  const numeric = headers.map((_, column) =>
+    rows.length > 0 && rows.every((row) => /^-?[\d,.]+( ?[a-z%/]+)?$|^-$/.test(row[column] ?? ""))
+  )
+  const line = (cells: ReadonlyArray<string>): string =>
+    cells
+      .map((cell, column) => {
+        const width = widths[column] ?? 0
+        return numeric[column] === true ? cell.padStart(width) : cell.padEnd(width)
+      })
+      .join("  ")
+      .trimEnd()
+  const rule = widths.map((width) => "-".repeat(width)).join("  ")
+  return [line(headers), rule, ...rows.map(line)].join("\n")
+}
+
+/**
+ * `12,345`.
+ *
+ * @since 0.1.0
+ */
+export const count = (n: number): string => Math.round(n).toLocaleString("en-US")
+
+/**
+ * A short age: `850ms`, `12.3s`, `4m05s`, `2h10m`, `3d04h`.
+ *
+ * @since 0.1.0
+ */
+export const age = (millis: number): string => {
+  if (millis < 0) return "0ms"
+  if (millis < 1000) return `${Math.round(millis)}ms`
+  if (millis < 60_000) return `${(millis / 1000).toFixed(1)}s`
+  const seconds = Math.floor(millis / 1000)
+  if (seconds < 3600) return `${Math.floor(seconds / 60)}m${String(seconds % 60).padStart(2, "0")}s`
+  const minutes = Math.floor(seconds / 60)
+  if (minutes < 24 * 60) return `${Math.floor(minutes / 60)}h${String(minutes % 60).padStart(2, "0")}m`
+  const hours = Math.floor(minutes / 60)
+  return `${Math.floor(hours / 24)}d${String(hours % 24).padStart(2, "0")}h`
+}

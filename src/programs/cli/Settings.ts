@@ -1,0 +1,275 @@
+/**
+ * Settings of the `effect-outbox` command line: every setting can come from a flag, from the
+ * environment (`OUTBOX_` + the path in CONSTANT_CASE, e.g. `OUTBOX_RELAY_BATCH_SIZE`) or from a JSON
+ * config file (`--config file.json`, the same paths as nested objects, e.g.
+ * `{ "relay": { "batchSize": 200 } }`). Flags win over the environment, the environment over the file.
+ *
+ * Settings are read with Effect `Config`, so a bad value fails with a `ConfigError` naming its path; the
+ * CLI prints it as a {@link CliFailure}.
+ *
+ * @since 0.1.0
+ */
+import * as Config from "effect/Config"
+import * as ConfigError from "effect/ConfigError"
+import * as ConfigProvider from "effect/ConfigProvider"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as fs from "node:fs"
+import * as os from "node:os"
+
+/**
+ * A failure the CLI reports as one clear line on stderr and turns into a process exit code (2 for bad
+ * usage or configuration, 1 for anything else).
+ *
+ * @since 0.1.0
+ */
+export class CliFailure extends Schema.TaggedError<CliFailure>()("CliFailure", {
+  message: Schema.String,
+  exitCode: Schema.Number
+}) {}
+
+/**
+ * The backends the CLI can open.
+ *
+ * @since 0.1.0
+ */
+export type BackendName = "sqlite" | "dynamodb" | "memory"
+
+/**
+ * Where the records live.
+ *
+ * @since 0.1.0
+ */
+export interface StoreSettings {
+  readonly backend: BackendName
+  /** SQLite database file. */
+  readonly sqliteFile: string
+  /** DynamoDB endpoint (DynamoDB Local, a VPC endpoint); absent → the SDK default for the region. */
+  readonly dynamodbEndpoint: Option.Option<string>
+  readonly dynamodbRegion: string
+  /** The outbox table (also holds the leases). */
+  readonly dynamodbTable: string
+  /** The dead-letter table. */
+  readonly dynamodbDeadLetterTable: string
+  /** Create the DynamoDB tables when missing. */
+  readonly dynamodbEnsureTables: boolean
+}
+
+/**
+ * The default SQLite file (relative to the working directory).
+ *
+ * @since 0.1.0
+ */
+export const DefaultSqliteFile = ".data/outbox.db"
+
+const positiveInt = (name: string, fallback: number): Config.Config<number> =>
+  Config.integer(name).pipe(
+    Config.validate({ message: "Expected an integer of at least 1", validation: (n) => n >= 1 }),
+    Config.withDefault(fallback)
+  )
+
+const positiveDuration = (name: string, fallback: Duration.DurationInput): Config.Config<Duration.Duration> =>
+  Config.duration(name).pipe(
+    Config.validate({
+      message: "Expected a positive duration such as 30 seconds, 500 millis or 2 minutes",
+      validation: (d) => Duration.toMillis(d) > 0
+    }),
+    Config.withDefault(Duration.decode(fallback))
+  )
+
+const nonEmpty = (name: string): Config.Config<string> =>
+  Config.nonEmptyString(name).pipe(Config.mapAttempt((s) => s.trim()))
+
+/**
+ * The store settings as a `Config` (paths `backend`, `sqlite.file`, `dynamodb.endpoint`,
+ * `dynamodb.region`, `dynamodb.table`, `dynamodb.deadLetterTable`, `dynamodb.ensureTables`).
+ *
+ * @since 0.1.0
+ */
+export const storeConfig: Config.Config<StoreSettings> = Config.all({
+  backend: Config.literal("sqlite", "dynamodb", "memory")("backend").pipe(Config.withDefault("sqlite" as const)),
+  sqliteFile: nonEmpty("file").pipe(Config.nested("sqlite"), Config.withDefault(DefaultSqliteFile)),
+  dynamodbEndpoint: Config.option(nonEmpty("endpoint").pipe(Config.nested("dynamodb"))),
+  dynamodbRegion: nonEmpty("region").pipe(Config.nested("dynamodb"), Config.withDefault("us-east-1")),
+  dynamodbTable: nonEmpty("table").pipe(Config.nested("dynamodb"), Config.withDefault("effect-outbox")),
+  dynamodbDeadLetterTable: nonEmpty("deadLetterTable").pipe(
+    Config.nested("dynamodb"),
+    Config.withDefault("effect-outbox-dead-letter")
+  ),
+  dynamodbEnsureTables: Config.boolean("ensureTables").pipe(Config.nested("dynamodb"), Config.withDefault(true))
+})
+
+/**
+ * The sink a relay delivers to.
+ *
+ * @since 0.1.0
+ */
+export type SinkSettings =
+  | { readonly _tag: "webhook"; readonly url: string; readonly timeout: Duration.Duration }
+  | { readonly _tag: "stdout" }
+
+/**
+ * Relay tuning.
+ *
+ * @since 0.1.0
+ */
+export interface RelaySettings {
+  readonly owner: string
+  readonly maxPartitions: number
+  readonly leaseTtl: Duration.Duration
+  readonly discoveryInterval: Duration.Duration
+  readonly batchSize: number
+  readonly concurrency: number
+  readonly sink: SinkSettings
+}
+
+const urlConfig = nonEmpty("url").pipe(
+  Config.nested("sink"),
+  Config.validate({
+    message: "Expected an http:// or https:// URL",
+    validation: (url) => {
+      try {
+        const parsed = new URL(url)
+        return parsed.protocol === "http:" || parsed.protocol === "https:"
+      } catch {
+        return false
+      }
+    }
+  })
+)
+
+const sinkConfig: Config.Config<SinkSettings> = Config.all({
+  type: Config.literal("webhook", "stdout")("type").pipe(Config.nested("sink"), Config.withDefault("webhook" as const)),
+  url: Config.option(urlConfig),
+  timeout: positiveDuration("timeout", "10 seconds").pipe(Config.nested("sink"))
+}).pipe(
+  Config.mapOrFail(({ timeout, type, url }) => {
+    if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
+    return Option.match(url, {
+      onNone: () =>
+        Either.left(ConfigError.MissingData(["sink", "url"], "a webhook sink needs a URL (--webhook-url, sink.url)")),
+      onSome: (value) => Either.right<SinkSettings>({ _tag: "webhook", url: value, timeout })
+    })
+  })
+)
+
+/**
+ * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`).
+ *
+ * @since 0.1.0
+ */
+export const relayConfig: Config.Config<RelaySettings> = Config.all({
+  owner: nonEmpty("owner").pipe(Config.nested("relay"), Config.withDefault(`relay-${os.hostname()}-${process.pid}`)),
+  maxPartitions: positiveInt("maxPartitions", 64).pipe(Config.nested("relay")),
+  leaseTtl: positiveDuration("leaseTtl", "30 seconds").pipe(Config.nested("relay")),
+  discoveryInterval: positiveDuration("discoveryInterval", "5 seconds").pipe(Config.nested("relay")),
+  batchSize: positiveInt("batchSize", 100).pipe(Config.nested("relay")),
+  concurrency: positiveInt("concurrency", 10).pipe(Config.nested("relay")),
+  sink: sinkConfig
+})
+
+/**
+ * Reads a JSON config file into a provider; a missing or malformed file is a {@link CliFailure}.
+ *
+ * @since 0.1.0
+ */
+export const fileProvider = (file: string): Effect.Effect<ConfigProvider.ConfigProvider, CliFailure> =>
+  Effect.try({
+    try: () => fs.readFileSync(file, "utf8"),
+    catch: (error) =>
+      new CliFailure({ message: `cannot read config file ${file}: ${errorText(error)}`, exitCode: 2 })
+  }).pipe(
+    Effect.flatMap((text) =>
+      Effect.try({
+        try: (): unknown => JSON.parse(text),
+        catch: (error) =>
+          new CliFailure({ message: `config file ${file} is not valid JSON: ${errorText(error)}`, exitCode: 2 })
+      })
+    ),
+    Effect.filterOrFail(
+      (json) => typeof json === "object" && json !== null && !Array.isArray(json),
+      () => new CliFailure({ message: `config file ${file} must hold a JSON object`, exitCode: 2 })
+    ),
+    Effect.map((json) => ConfigProvider.fromJson(json))
+  )
+
+/**
+ * The environment provider: `OUTBOX_` + the config path in CONSTANT_CASE.
+ *
+ * @since 0.1.0
+ */
+export const envProvider = (env: Record<string, string | undefined> = process.env): ConfigProvider.ConfigProvider => {
+  const entries = new Map<string, string>()
+  for (const [key, value] of Object.entries(env)) if (value !== undefined) entries.set(key, value)
+  return ConfigProvider.fromMap(entries, { pathDelim: "_" }).pipe(
+    ConfigProvider.nested("OUTBOX"),
+    ConfigProvider.constantCase
+  )
+}
+
+/**
+ * Flags, then environment, then the optional config file. `flags` maps config paths
+ * (`relay.batchSize`) to the raw flag text; absent flags are left out.
+ *
+ * @since 0.1.0
+ */
+export const provider = (
+  flags: ReadonlyMap<string, string>,
+  configFile: Option.Option<string>,
+  env: Record<string, string | undefined> = process.env
+): Effect.Effect<ConfigProvider.ConfigProvider, CliFailure> =>
+  Effect.gen(function* () {
+    const fromFlags = ConfigProvider.fromMap(new Map(flags))
+    const withEnv = ConfigProvider.orElse(fromFlags, () => envProvider(env))
+    if (Option.isNone(configFile)) return withEnv
+    const fromFile = yield* fileProvider(configFile.value)
+    return ConfigProvider.orElse(withEnv, () => fromFile)
+  })
+
+/**
+ * Renders a `ConfigError` as readable lines, one per problem, with the path that caused it.
+ *
+ * @since 0.1.0
+ */
+export const describeConfigError = (error: ConfigError.ConfigError): ReadonlyArray<string> =>
+  ConfigError.reduceWithContext(error, undefined, {
+    andCase: (_, left: ReadonlyArray<string>, right: ReadonlyArray<string>) => [...left, ...right],
+    orCase: (_, left: ReadonlyArray<string>, right: ReadonlyArray<string>) =>
+      // the flag/env/file providers are alternatives: the most specific failure is the interesting one
+      left.length > 0 && !left.every((line) => line.startsWith("missing")) ? left : right.length > 0 ? right : left,
+    invalidDataCase: (_, path, message) => [`${pathText(path)}: ${message}`],
+    missingDataCase: (_, path, message) => [`missing ${pathText(path)}: ${message}`],
+    sourceUnavailableCase: (_, path, message) => [`${pathText(path)}: ${message}`],
+    unsupportedCase: (_, path, message) => [`${pathText(path)}: ${message}`]
+  })
+
+const pathText = (path: ReadonlyArray<string>): string => {
+  const cleaned = path[0] === "OUTBOX" ? path.slice(1) : path
+  return cleaned.length === 0 ? "(root)" : cleaned.join(".")
+}
+
+/**
+ * Loads a `Config` from a provider, turning a `ConfigError` into a {@link CliFailure} (exit code 2).
+ *
+ * @since 0.1.0
+ */
+export const load = <A>(
+  config: Config.Config<A>,
+  from: ConfigProvider.ConfigProvider
+): Effect.Effect<A, CliFailure> =>
+  Effect.withConfigProvider(config, from).pipe(
+    Effect.mapError((error) => {
+      const lines = Array.from(new Set(describeConfigError(error)))
+      return new CliFailure({ message: `invalid configuration:\n  ${lines.join("\n  ")}`, exitCode: 2 })
+    })
+  )
+
+/**
+ * A readable message of anything thrown.
+ *
+ * @since 0.1.0
+ */
+export const errorText = (error: unknown): string => (error instanceof Error ? error.message : String(error))

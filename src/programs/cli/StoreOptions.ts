@@ -1,0 +1,118 @@
+/**
+ * The options every store-backed command shares (`--backend`, `--sqlite-file`, `--dynamodb-*`,
+ * `--config`), and how a command turns them into settings and opened stores.
+ *
+ * @since 0.1.0
+ */
+import * as Options from "@effect/cli/Options"
+import type * as ConfigProvider from "effect/ConfigProvider"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Backends from "./Backends.js"
+import { type CliFailure, load, provider, type StoreSettings, storeConfig } from "./Settings.js"
+
+/**
+ * The shared options.
+ *
+ * @since 0.1.0
+ */
+export const storeOptions = {
+  config: Options.text("config").pipe(
+    Options.withDescription("JSON config file (same paths as the OUTBOX_* environment variables, nested)"),
+    Options.optional
+  ),
+  backend: Options.choice("backend", ["sqlite", "dynamodb", "memory"]).pipe(
+    Options.withDescription("Store backend (default sqlite; env OUTBOX_BACKEND)"),
+    Options.optional
+  ),
+  sqliteFile: Options.text("sqlite-file").pipe(
+    Options.withDescription("SQLite database file (default .data/outbox.db; env OUTBOX_SQLITE_FILE)"),
+    Options.optional
+  ),
+  dynamodbEndpoint: Options.text("dynamodb-endpoint").pipe(
+    Options.withDescription("DynamoDB endpoint, e.g. http://127.0.0.1:8000 (env OUTBOX_DYNAMODB_ENDPOINT)"),
+    Options.optional
+  ),
+  dynamodbRegion: Options.text("dynamodb-region").pipe(
+    Options.withDescription("DynamoDB region (default us-east-1; env OUTBOX_DYNAMODB_REGION)"),
+    Options.optional
+  ),
+  dynamodbTable: Options.text("dynamodb-table").pipe(
+    Options.withDescription("Outbox table, also holding the leases (default effect-outbox)"),
+    Options.optional
+  ),
+  dynamodbDeadLetterTable: Options.text("dynamodb-dlq-table").pipe(
+    Options.withDescription("Dead-letter table (default effect-outbox-dead-letter)"),
+    Options.optional
+  )
+}
+
+/**
+ * The parsed shared options.
+ *
+ * @since 0.1.0
+ */
+export interface StoreFlags {
+  readonly config: Option.Option<string>
+  readonly backend: Option.Option<string>
+  readonly sqliteFile: Option.Option<string>
+  readonly dynamodbEndpoint: Option.Option<string>
+  readonly dynamodbRegion: Option.Option<string>
+  readonly dynamodbTable: Option.Option<string>
+  readonly dynamodbDeadLetterTable: Option.Option<string>
+}
+
+/**
+ * Collects present flags under their config paths.
+ *
+ * @since 0.1.0
+ */
+export const flagEntries = (
+  entries: ReadonlyArray<readonly [path: string, value: Option.Option<string | number>]>
+): Map<string, string> => {
+  const map = new Map<string, string>()
+  for (const [path, value] of entries) if (Option.isSome(value)) map.set(path, String(value.value))
+  return map
+}
+
+/**
+ * The config paths of the shared flags.
+ *
+ * @since 0.1.0
+ */
+export const storeFlagEntries = (flags: StoreFlags): Map<string, string> =>
+  flagEntries([
+    ["backend", flags.backend],
+    ["sqlite.file", flags.sqliteFile],
+    ["dynamodb.endpoint", flags.dynamodbEndpoint],
+    ["dynamodb.region", flags.dynamodbRegion],
+    ["dynamodb.table", flags.dynamodbTable],
+    ["dynamodb.deadLetterTable", flags.dynamodbDeadLetterTable]
+  ])
+
+/**
+ * Resolves the provider (flags → environment → config file) and the store settings.
+ *
+ * @since 0.1.0
+ */
+export const resolve = (
+  flags: StoreFlags,
+  extra: Map<string, string> = new Map()
+): Effect.Effect<{ readonly provider: ConfigProvider.ConfigProvider; readonly store: StoreSettings }, CliFailure> =>
+  Effect.gen(function* () {
+    const all = new Map([...storeFlagEntries(flags), ...extra])
+    const from = yield* provider(all, flags.config)
+    const store = yield* load(storeConfig, from)
+    return { provider: from, store }
+  })
+
+/**
+ * Runs `program` with the stores of the settings.
+ *
+ * @since 0.1.0
+ */
+export const withStores = <A, E, R>(
+  settings: StoreSettings,
+  program: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | CliFailure, Exclude<R, Backends.Stores>> =>
+  Effect.provide(program, Backends.layer(settings))
