@@ -13,7 +13,8 @@
  *    measured claim is followed by completing the batch and persisting 100 new records, so the backlog
  *    stays put while the front of the claim index moves).
  *
- * Each throughput figure is the median of three alternating rounds (raw, store, raw, store, …).
+ * Within a round the raw and the store side take turns every 10 batches, each on its own database file,
+ * so both see the same machine load; each throughput figure is the median of three rounds.
  * Writes bench/results/sqlite.json.
  */
 import * as Clock from "effect/Clock"
@@ -32,7 +33,7 @@ import { formatTimeOrderedId, NewOutboxRecord, type PreparedRecord } from "../sr
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
-import { OutboxStore, type OutboxStoreService } from "../src/services/OutboxStore.js"
+import { OutboxStore } from "../src/services/OutboxStore.js"
 
 const quick = process.argv.includes("--quick")
 const batch = 100
@@ -200,102 +201,134 @@ const median = (values: ReadonlyArray<number>): number => {
   return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
 }
 
-const seconds = (t0: number): number => (performance.now() - t0) / 1000
-
-interface Throughput {
-  readonly persist: number
-  readonly claimComplete: number
-  readonly endToEnd: number
-}
-
 // ---------------------------------------------------------------------------------------------------
-// Raw side
-// ---------------------------------------------------------------------------------------------------
-
-const rawRound = (): Throughput => {
-  const inputs = makeInputs(records)
-  const raw = new RawStore(freshFile())
-  let t0 = performance.now()
-  for (const part of chunks(inputs, batch)) raw.persist(part.map(toPrepared))
-  const persist = records / seconds(t0)
-  t0 = performance.now()
-  let drained = 0
-  for (;;) {
-    const claimed = raw.claim("p", batch)
-    if (claimed.length === 0) break
-    raw.complete(claimed.map((row) => row["id"]))
-    drained += claimed.length
-  }
-  const claimComplete = drained / seconds(t0)
-  if (drained !== records || raw.countPending("p") !== 0) throw new Error("raw drain lost records")
-  raw.close()
-
-  const e2e = new RawStore(freshFile())
-  const e2eInputs = makeInputs(records, records)
-  t0 = performance.now()
-  for (const part of chunks(e2eInputs, batch)) {
-    e2e.persist(part.map(toPrepared))
-    const claimed = e2e.claim("p", batch)
-    e2e.complete(claimed.map((row) => row["id"]))
-  }
-  const endToEnd = records / seconds(t0)
-  if (e2e.countPending("p") !== 0) throw new Error("raw end to end left records")
-  e2e.close()
-  return { persist, claimComplete, endToEnd }
-}
-
-// ---------------------------------------------------------------------------------------------------
-// Store side
+// One round: raw and store side by side, interleaved in slices so that both see the same machine load
 // ---------------------------------------------------------------------------------------------------
 
 const storeLayer = (filename: string) => SqliteOutboxStore.layer.pipe(Layer.provide(SqliteDatabase.layer({ filename })))
 
-const drain = (store: OutboxStoreService) =>
+/** Batches per slice: the two sides take turns every `slice` batches. */
+const slice = 10
+
+/** Times an effect, adding the elapsed milliseconds to `into[side]`. */
+const timed = <A, E, R>(into: { raw: number; store: number }, side: "raw" | "store", effect: Effect.Effect<A, E, R>) =>
   Effect.gen(function* () {
-    let drained = 0
-    for (;;) {
-      const claimed = yield* store.claim("p", token, batch)
-      if (claimed.records.length === 0) return drained
-      yield* store.complete(
-        claimed.records.map((r) => r.id),
-        token
-      )
-      drained += claimed.records.length
-    }
+    const t0 = performance.now()
+    const result = yield* effect
+    into[side] += performance.now() - t0
+    return result
   })
 
-const storeRound: Effect.Effect<Throughput, unknown> = Effect.gen(function* () {
+interface Pair {
+  readonly raw: number
+  readonly store: number
+}
+
+const rates = (count: number, millis: { raw: number; store: number }): Pair => ({
+  raw: count / (millis.raw / 1000),
+  store: count / (millis.store / 1000)
+})
+
+const round: Effect.Effect<{ persist: Pair; claimComplete: Pair; endToEnd: Pair }, unknown> = Effect.gen(function* () {
   const inputs = makeInputs(records)
+  const rawDrain = new RawStore(freshFile())
   const [persist, claimComplete] = yield* Effect.gen(function* () {
     const store = yield* OutboxStore
-    let t0 = performance.now()
-    for (const part of chunks(inputs, batch)) yield* store.persist(part.map(toNew))
-    const persistRate = records / seconds(t0)
-    t0 = performance.now()
-    const drained = yield* drain(store)
-    const drainRate = drained / seconds(t0)
-    if (drained !== records || (yield* store.countPending("p")) !== 0) {
-      return yield* Effect.dieMessage("store drain lost records")
+    const persistMillis = { raw: 0, store: 0 }
+    for (const part of chunks(inputs, batch * slice)) {
+      yield* timed(
+        persistMillis,
+        "raw",
+        Effect.sync(() => {
+          for (const b of chunks(part, batch)) rawDrain.persist(b.map(toPrepared))
+        })
+      )
+      yield* timed(
+        persistMillis,
+        "store",
+        Effect.forEach(chunks(part, batch), (b) => store.persist(b.map(toNew)), { discard: true })
+      )
     }
-    return [persistRate, drainRate] as const
+    const drainMillis = { raw: 0, store: 0 }
+    let rawDrained = 0
+    let storeDrained = 0
+    for (let turn = 0; rawDrained < records || storeDrained < records; turn++) {
+      yield* timed(
+        drainMillis,
+        "raw",
+        Effect.sync(() => {
+          for (let i = 0; i < slice; i++) {
+            const claimed = rawDrain.claim("p", batch)
+            if (claimed.length === 0) break
+            rawDrain.complete(claimed.map((row) => row["id"]))
+            rawDrained += claimed.length
+          }
+        })
+      )
+      yield* timed(
+        drainMillis,
+        "store",
+        Effect.gen(function* () {
+          for (let i = 0; i < slice; i++) {
+            const claimed = yield* store.claim("p", token, batch)
+            if (claimed.records.length === 0) break
+            yield* store.complete(
+              claimed.records.map((r) => r.id),
+              token
+            )
+            storeDrained += claimed.records.length
+          }
+        })
+      )
+      if (turn > (2 * records) / batch) return yield* Effect.dieMessage("drain does not finish")
+    }
+    if (rawDrain.countPending("p") !== 0 || (yield* store.countPending("p")) !== 0) {
+      return yield* Effect.dieMessage("drain left records")
+    }
+    return [rates(records, persistMillis), rates(records, drainMillis)] as const
   }).pipe(Effect.provide(storeLayer(freshFile())))
+  rawDrain.close()
 
+  const rawE2e = new RawStore(freshFile())
   const e2eInputs = makeInputs(records, records)
   const endToEnd = yield* Effect.gen(function* () {
     const store = yield* OutboxStore
-    const t0 = performance.now()
-    for (const part of chunks(e2eInputs, batch)) {
-      yield* store.persist(part.map(toNew))
-      const claimed = yield* store.claim("p", token, batch)
-      yield* store.complete(
-        claimed.records.map((r) => r.id),
-        token
+    const millis = { raw: 0, store: 0 }
+    for (const part of chunks(e2eInputs, batch * slice)) {
+      yield* timed(
+        millis,
+        "raw",
+        Effect.sync(() => {
+          for (const b of chunks(part, batch)) {
+            rawE2e.persist(b.map(toPrepared))
+            rawE2e.complete(rawE2e.claim("p", batch).map((row) => row["id"]))
+          }
+        })
+      )
+      yield* timed(
+        millis,
+        "store",
+        Effect.forEach(
+          chunks(part, batch),
+          (b) =>
+            Effect.gen(function* () {
+              yield* store.persist(b.map(toNew))
+              const claimed = yield* store.claim("p", token, batch)
+              yield* store.complete(
+                claimed.records.map((r) => r.id),
+                token
+              )
+            }),
+          { discard: true }
+        )
       )
     }
-    const rate = records / seconds(t0)
-    if ((yield* store.countPending("p")) !== 0) return yield* Effect.dieMessage("store end to end left records")
-    return rate
+    if (rawE2e.countPending("p") !== 0 || (yield* store.countPending("p")) !== 0) {
+      return yield* Effect.dieMessage("end to end left records")
+    }
+    return rates(records, millis)
   }).pipe(Effect.provide(storeLayer(freshFile())))
+  rawE2e.close()
   return { persist, claimComplete, endToEnd }
 })
 
@@ -339,21 +372,19 @@ const claimLatency = (backlogs: ReadonlyArray<number>) =>
 const round3 = (n: number): number => Math.round(n * 1000) / 1000
 
 const main = Effect.gen(function* () {
-  const rawRuns: Array<Throughput> = []
-  const storeRuns: Array<Throughput> = []
-  for (let r = 0; r < rounds; r++) {
-    rawRuns.push(rawRound())
-    storeRuns.push(yield* storeRound)
-  }
-  const pick = (runs: ReadonlyArray<Throughput>, key: keyof Throughput) => Math.round(median(runs.map((t) => t[key])))
-  const section = (key: keyof Throughput) => {
-    const store = pick(storeRuns, key)
-    const raw = pick(rawRuns, key)
+  const runs: Array<{ persist: Pair; claimComplete: Pair; endToEnd: Pair }> = []
+  for (let r = 0; r < rounds; r++) runs.push(yield* round)
+  const section = (key: "persist" | "claimComplete" | "endToEnd") => {
+    const store = Math.round(median(runs.map((run) => run[key].store)))
+    const raw = Math.round(median(runs.map((run) => run[key].raw)))
     return {
       storeRecordsPerSecond: store,
       rawRecordsPerSecond: raw,
       ratio: round3(store / raw),
-      runs: { store: storeRuns.map((t) => Math.round(t[key])), raw: rawRuns.map((t) => Math.round(t[key])) }
+      runs: {
+        store: runs.map((run) => Math.round(run[key].store)),
+        raw: runs.map((run) => Math.round(run[key].raw))
+      }
     }
   }
   const latency = yield* claimLatency([1_000, 100_000])

@@ -399,13 +399,23 @@ const corrupt = (row: unknown, reason: string): CorruptRecord =>
   new CorruptRecord({ recordId: rowId(row), partitionKey: rowPartition(row), reason })
 
 /**
- * Decodes one stored row into an `OutboxRecord`. Anything that does not decode (unknown status,
- * malformed headers JSON, wrong column types, invalid field values) is a `CorruptRecord` naming the
- * record id.
+ * A row that passed decoding: the validated columns with the status and headers decoded.
  *
  * @since 0.1.0
  */
-export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxRecord, CorruptRecord> => {
+export interface DecodedRow {
+  readonly row: Row
+  readonly status: OutboxRecord.RecordStatus
+  readonly headers: OutboxRecord.Headers
+}
+
+/**
+ * Decodes and validates one stored row. Anything that does not decode (unknown status, malformed
+ * headers JSON, wrong column types, invalid field values) is a `CorruptRecord` naming the record id.
+ *
+ * @since 0.1.0
+ */
+export const decodeRowFields = (input: unknown): Either.Either<DecodedRow, CorruptRecord> => {
   const row = decodeRowEither(input)
   if (Either.isLeft(row)) return Either.left(corrupt(input, ParseResult.TreeFormatter.formatErrorSync(row.left)))
   const r = row.right
@@ -415,34 +425,64 @@ export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxReco
   if (Either.isLeft(headers)) {
     return Either.left(corrupt(input, `malformed headers: ${ParseResult.TreeFormatter.formatErrorSync(headers.left)}`))
   }
-  // every field was validated above: build the record without a second validation pass
-  return Either.right(
-    new OutboxRecord.OutboxRecord(
-      {
-        id: r.id,
-        partitionKey: r.partition_key,
-        envelopeId: r.envelope_id,
-        bindingId: r.binding_id,
-        routeId: r.route_id,
-        address: r.address,
-        payload: r.payload,
-        headers: headers.right,
-        orderingKey: Option.fromNullable(r.ordering_key),
-        createdAt: DateTime.unsafeMake(r.created_at),
-        expiresAt: instant(r.expires_at),
-        seq: r.seq,
-        status: status.right,
-        claimedBy: Option.fromNullable(r.claimed_by),
-        claimVersion: r.claim_version,
-        claimedAt: instant(r.claimed_at),
-        firstAttemptedAt: instant(r.first_attempted_at),
-        replayCount: r.replay_count,
-        completedAt: instant(r.completed_at)
-      },
-      { disableValidation: true }
-    )
+  return Either.right({ row: r, status: status.right, headers: headers.right })
+}
+
+/**
+ * A claim to apply while building a record (the row was just claimed by `owner` at `version`).
+ *
+ * @since 0.1.0
+ */
+export interface AppliedClaim {
+  readonly owner: string
+  readonly version: number
+  readonly atMillis: number
+}
+
+/**
+ * Builds the `OutboxRecord` of a decoded row, optionally with a claim applied (status `claimed`, owner,
+ * version, `claimedAt`, `firstAttemptedAt` if empty, one more replay). Every field was validated by
+ * {@link decodeRowFields}, so the record is built without a second validation pass.
+ *
+ * @since 0.1.0
+ */
+export const toRecord = (decoded: DecodedRow, claim?: AppliedClaim): OutboxRecord.OutboxRecord => {
+  const r = decoded.row
+  const claimedAt = claim === undefined ? instant(r.claimed_at) : Option.some(DateTime.unsafeMake(claim.atMillis))
+  return new OutboxRecord.OutboxRecord(
+    {
+      id: r.id,
+      partitionKey: r.partition_key,
+      envelopeId: r.envelope_id,
+      bindingId: r.binding_id,
+      routeId: r.route_id,
+      address: r.address,
+      payload: r.payload,
+      headers: decoded.headers,
+      orderingKey: Option.fromNullable(r.ordering_key),
+      createdAt: DateTime.unsafeMake(r.created_at),
+      expiresAt: instant(r.expires_at),
+      seq: r.seq,
+      status: claim === undefined ? decoded.status : "claimed",
+      claimedBy: claim === undefined ? Option.fromNullable(r.claimed_by) : Option.some(claim.owner),
+      claimVersion: claim === undefined ? r.claim_version : claim.version,
+      claimedAt,
+      firstAttemptedAt:
+        r.first_attempted_at === null && claim !== undefined ? claimedAt : instant(r.first_attempted_at),
+      replayCount: claim === undefined ? r.replay_count : r.replay_count + 1,
+      completedAt: instant(r.completed_at)
+    },
+    { disableValidation: true }
   )
 }
+
+/**
+ * Decodes one stored row into an `OutboxRecord` ({@link decodeRowFields} then {@link toRecord}).
+ *
+ * @since 0.1.0
+ */
+export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxRecord, CorruptRecord> =>
+  Either.map(decodeRowFields(input), (decoded) => toRecord(decoded))
 
 /**
  * The bound values of one record for {@link Statements.insert}, in column order.

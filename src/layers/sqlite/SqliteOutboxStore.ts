@@ -29,8 +29,10 @@ import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
@@ -72,9 +74,14 @@ const partitionPage = 100
 /** Statements per retention sweep. */
 const sweepStatements = 20
 
-const FenceRow = Schema.Struct({ max_version: Schema.Number })
-const SeqRow = Schema.Struct({ seq_counter: Schema.Number })
-const PartitionRow = Schema.Struct({ partition_key: Schema.String })
+/** Row decoders, compiled once. */
+const rowsOf = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknownEither(Schema.Array(schema))
+const decodeFence = rowsOf(Schema.Struct({ max_version: Schema.Number }))
+const decodeSeq = rowsOf(Schema.Struct({ seq_counter: Schema.Number }))
+const decodePartitions = rowsOf(Schema.Struct({ partition_key: Schema.String }))
+const decodeIds = rowsOf(SqliteOutboxSchema.IdRow)
+const decodeIdentities = rowsOf(SqliteOutboxSchema.IdentityRow)
+const decodeCount = rowsOf(SqliteOutboxSchema.CountRow)
 
 /**
  * True for a SQL failure caused by another connection's lock (`SQLITE_BUSY*`, `SQLITE_LOCKED*`).
@@ -95,6 +102,25 @@ const busyRetry = Schedule.exponential(Duration.millis(5), 2).pipe(
   Schedule.either(Schedule.spaced(Duration.millis(200))),
   Schedule.intersect(Schedule.recurs(12))
 )
+
+/** A decoded candidate row with the facts claim selection looks at. */
+interface Candidate extends ClaimOrder.ClaimFacts {
+  readonly decoded: SqliteOutboxSchema.DecodedRow
+}
+
+const candidateOf = (decoded: SqliteOutboxSchema.DecodedRow): Candidate => {
+  const row = decoded.row
+  return {
+    decoded,
+    createdAt: DateTime.unsafeMake(row.created_at),
+    seq: row.seq,
+    envelopeId: row.envelope_id,
+    status: decoded.status,
+    orderingKey: Option.fromNullable(row.ordering_key),
+    claimVersion: row.claim_version,
+    claimedAt: row.claimed_at === null ? Option.none() : Option.some(DateTime.unsafeMake(row.claimed_at))
+  }
+}
 
 const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
   const out: Array<ReadonlyArray<A>> = []
@@ -132,26 +158,33 @@ export const make = (
     const lastSweep = yield* Ref.make(yield* Clock.currentTimeMillis)
 
     /** Runs a statement and decodes its rows with `schema` (a row that does not decode is a store failure). */
-    const query = <A, I>(
+    const query = <A>(
       operation: string,
-      schema: Schema.Schema<A, I>,
+      decode: (rows: unknown) => Either.Either<ReadonlyArray<A>, ParseResult.ParseError>,
       text: string,
       params: ReadonlyArray<unknown>
     ): Effect.Effect<ReadonlyArray<A>, SqlError | StoreUnavailable> =>
-      Effect.flatMap(sql.unsafe<object>(text, params), (rows) =>
-        Schema.decodeUnknown(Schema.Array(schema))(rows).pipe(
-          Effect.mapError((cause) => new StoreUnavailable({ operation, cause }))
-        )
-      )
+      Effect.flatMap(sql.unsafe<object>(text, params), (rows) => {
+        const decoded = decode(rows)
+        return Either.isRight(decoded)
+          ? Effect.succeed(decoded.right)
+          : Effect.fail(new StoreUnavailable({ operation, cause: decoded.left }))
+      })
 
     /** Runs a statement returning outbox rows and decodes them into records (`CorruptRecord` on a bad row). */
     const records = (
       text: string,
       params: ReadonlyArray<unknown>
     ): Effect.Effect<Array<OutboxRecord.OutboxRecord>, SqlError | CorruptRecord> =>
-      Effect.flatMap(sql.unsafe<object>(text, params), (rows) =>
-        Effect.forEach(rows, (row) => SqliteOutboxSchema.decodeRow(row))
-      )
+      Effect.flatMap(sql.unsafe<object>(text, params), (rows) => {
+        const out: Array<OutboxRecord.OutboxRecord> = []
+        for (const row of rows) {
+          const decoded = SqliteOutboxSchema.decodeRow(row)
+          if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+          out.push(decoded.right)
+        }
+        return Effect.succeed(out)
+      })
 
     /**
      * Runs `effect` in a transaction (a savepoint inside a caller's transaction), retrying busy failures
@@ -178,9 +211,9 @@ export const make = (
     /** Raises the partition's fence to the token's version, or fails when the token is below it. */
     const raiseFence = (operation: string, partitionKey: string, token: LeaseToken.LeaseTokenLike) =>
       Effect.gen(function* () {
-        const accepted = yield* query(operation, FenceRow, st.raiseFence, [partitionKey, token.version])
+        const accepted = yield* query(operation, decodeFence, st.raiseFence, [partitionKey, token.version])
         if (accepted.length > 0) return
-        const current = yield* query(operation, FenceRow, st.readFence, [partitionKey])
+        const current = yield* query(operation, decodeFence, st.readFence, [partitionKey])
         return yield* belowHighWaterMark(operation, partitionKey, token, current[0]?.max_version ?? token.version)
       })
 
@@ -227,7 +260,7 @@ export const make = (
           }
           const nextSeq = new Map<string, number>()
           for (const [partitionKey, count] of perPartition) {
-            const rows = yield* query("persist", SeqRow, st.allocateSeq, [partitionKey, count])
+            const rows = yield* query("persist", decodeSeq, st.allocateSeq, [partitionKey, count])
             const last = rows[0]?.seq_counter
             if (last === undefined) {
               return yield* new StoreUnavailable({ operation: "persist", partitionKey, cause: "no seq allocated" })
@@ -247,7 +280,7 @@ export const make = (
               nextSeq.set(record.partitionKey, seq + 1)
               values.push(...SqliteOutboxSchema.insertValues(record, seq))
             }
-            const rows = yield* query("persist", SqliteOutboxSchema.IdRow, st.insert(chunk.length), values)
+            const rows = yield* query("persist", decodeIds, st.insert(chunk.length), values)
             for (const row of rows) inserted.add(row.id)
           }
           // not inserted: an existing identity (skip) or an id held by a different identity (reject)
@@ -259,7 +292,7 @@ export const make = (
             })
           ].sort((a, b) => a.index - b.index)
           for (const { record, index } of notInserted) {
-            const holders = yield* query("persist", SqliteOutboxSchema.IdentityRow, st.findById, [record.id])
+            const holders = yield* query("persist", decodeIdentities, st.findById, [record.id])
             const holder = holders[0]
             if (
               holder !== undefined &&
@@ -283,7 +316,7 @@ export const make = (
               holderOf.set(index, record.id)
               continue
             }
-            const holder = yield* query("persist", SqliteOutboxSchema.IdRow, st.findIdentity, [
+            const holder = yield* query("persist", decodeIds, st.findIdentity, [
               record.partitionKey,
               record.envelopeId,
               record.bindingId
@@ -326,7 +359,7 @@ export const make = (
           if (limit <= 0) return ClaimBatch([])
           const now = yield* Clock.currentTimeMillis
           const stale = staleMillis === undefined ? [] : [now - staleMillis]
-          const candidates = yield* records(st.selectClaimable, [
+          const rows = yield* sql.unsafe<object>(st.selectClaimable, [
             partitionKey,
             token.version,
             ...stale,
@@ -334,6 +367,12 @@ export const make = (
             ...stale,
             limit
           ])
+          const candidates: Array<Candidate> = []
+          for (const row of rows) {
+            const decoded = SqliteOutboxSchema.decodeRowFields(row)
+            if (Either.isLeft(decoded)) return yield* decoded.left
+            candidates.push(candidateOf(decoded.right))
+          }
           // the SQL already applied R-CLAIM-4/5/6; the shared selection makes the final decision
           const chosen = ClaimOrder.selectFrom(candidates, limit, {
             version: token.version,
@@ -342,10 +381,10 @@ export const make = (
           })
           const updated = new Set<string>()
           for (const ids of chunksOf(
-            chosen.map((r) => r.id),
+            chosen.map((c) => c.decoded.row.id),
             idChunk
           )) {
-            const rows = yield* query("claim", SqliteOutboxSchema.IdRow, st.claimUpdate(ids.length), [
+            const rows = yield* query("claim", decodeIds, st.claimUpdate(ids.length), [
               token.owner,
               token.version,
               now,
@@ -357,20 +396,12 @@ export const make = (
             ])
             for (const row of rows) updated.add(row.id)
           }
-          // read back: the candidates were read under this transaction's write lock; apply the claim to them
-          const claimedAt = Option.some(DateTime.unsafeMake(now))
+          // read back: the candidates were read under this transaction's write lock; the update changed
+          // exactly the claim fields, which are applied to them here
+          const applied = { owner: token.owner, version: token.version, atMillis: now }
           const claimed = chosen
-            .filter((r) => updated.has(r.id))
-            .map((r) =>
-              OutboxRecord.update(r, {
-                status: "claimed",
-                claimedBy: Option.some(token.owner),
-                claimVersion: token.version,
-                claimedAt,
-                firstAttemptedAt: Option.isSome(r.firstAttemptedAt) ? r.firstAttemptedAt : claimedAt,
-                replayCount: r.replayCount + 1
-              })
-            )
+            .filter((c) => updated.has(c.decoded.row.id))
+            .map((c) => SqliteOutboxSchema.toRecord(c.decoded, applied))
           claimed.sort(ClaimOrder.compareAge)
           return ClaimBatch(claimed)
         })
@@ -387,18 +418,14 @@ export const make = (
           for (const chunk of chunksOf(Array.from(new Set(ids)), idChunk)) {
             const rows =
               operation === "complete"
-                ? yield* query(operation, SqliteOutboxSchema.IdRow, st.complete(chunk.length), [
+                ? yield* query(operation, decodeIds, st.complete(chunk.length), [
                     now,
                     now,
                     ...chunk,
                     token.owner,
                     token.version
                   ])
-                : yield* query(operation, SqliteOutboxSchema.IdRow, st.release(chunk.length), [
-                    ...chunk,
-                    token.owner,
-                    token.version
-                  ])
+                : yield* query(operation, decodeIds, st.release(chunk.length), [...chunk, token.owner, token.version])
             for (const row of rows) matched.add(row.id)
           }
           return ids.filter((id) => !matched.has(id))
@@ -425,7 +452,7 @@ export const make = (
       standalone(
         operation,
         partitionKey,
-        Effect.map(query(operation, SqliteOutboxSchema.CountRow, text, [partitionKey]), (rows) => rows[0]?.n ?? 0)
+        Effect.map(query(operation, decodeCount, text, [partitionKey]), (rows) => rows[0]?.n ?? 0)
       )
 
     const backend: Backend = {
@@ -448,7 +475,7 @@ export const make = (
         standalone(
           "listPartitions",
           undefined,
-          query("listPartitions", PartitionRow, st.listPartitions, [after, partitionPage])
+          query("listPartitions", decodePartitions, st.listPartitions, [after, partitionPage])
         ).pipe(
           Effect.map((rows) => {
             const keys = rows.map((row) => row.partition_key)
