@@ -712,9 +712,9 @@ const makeWith = (
       for (let i = 0; i < group.length; i++) {
         const record = group[i]
         if (record === undefined) continue
-        if (state.stopRequested || state.fenced !== undefined) {
-          return yield* release(group.slice(i), token, state)
-        }
+        // interrupted: the rest stays held and the final drain releases it in one call
+        if (state.stopRequested) return
+        if (state.fenced !== undefined) return yield* release(group.slice(i), token, state)
         const outcome = yield* processRecord(record, token, state)
         const counters = state.counters
         switch (outcome._tag) {

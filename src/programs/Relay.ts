@@ -1,0 +1,204 @@
+/**
+ * The relay (SPEC §6): runs one drainer per partition it can lease.
+ *
+ * - **Discovery.** Every `discoveryInterval` it lists the partitions holding non-terminal records
+ *   (`OutboxStore.listPartitions`) and tries to acquire the lease of each one it does not hold, up to
+ *   `maxPartitions`. A partition leased by another owner (`LeaseHeld`) is skipped until its lease
+ *   expires or is released. Several relays (distinct `owner`s) over one store share its partitions.
+ * - **Renewal.** Each held lease is renewed every third of `leaseTtl`. The moment a renew fails, that
+ *   partition's drainer is interrupted (it finishes or releases what it holds within its final-drain
+ *   budget) and the partition is dropped; another relay takes it once the lease is free or expired.
+ * - **Supervision.** A drainer that fails (watchdog stall, lost lease, defect) ends its worker: the
+ *   lease is released and the partition is left to the next discovery round, which re-acquires it
+ *   under a new lease epoch. The new version makes records the failed drainer left claimed claimable
+ *   again (R-CLAIM-4), which a restart under the same version could not do.
+ * - **Shutdown.** Closing the relay's scope stops discovery, interrupts every drainer (each runs its
+ *   bounded final drain) and releases every lease.
+ *
+ * Partitions stay leased while idle (their drainers back off up to `idleBackoffMax`).
+ *
+ * @since 0.1.0
+ */
+import * as Cause from "effect/Cause"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import * as Scope from "effect/Scope"
+import * as Stream from "effect/Stream"
+import type { InvalidConfiguration } from "../domain/OutboxError.js"
+import { LeaseStore, type Lease } from "../services/LeaseStore.js"
+import { OutboxStore } from "../services/OutboxStore.js"
+import type { Sink } from "../services/Sink.js"
+import * as Drainer from "./Drainer.js"
+
+/**
+ * Options of a relay.
+ *
+ * @since 0.1.0
+ */
+export interface RelayOptions {
+  /** This relay's lease owner id; distinct per relay instance. */
+  readonly owner: string
+  /** Lease time-to-live (default 30 s); leases are renewed every third of it. */
+  readonly leaseTtl?: Duration.DurationInput | undefined
+  /** Most partitions this relay drains at once (default 64). */
+  readonly maxPartitions?: number | undefined
+  /** Time between discovery rounds (default 5 s). */
+  readonly discoveryInterval?: Duration.DurationInput | undefined
+  /** Options of every drainer (partition and owner are filled in by the relay). */
+  readonly drainer?: Omit<Drainer.DrainerOptions, "partitionKey" | "owner"> | undefined
+}
+
+/**
+ * A running relay.
+ *
+ * @since 0.1.0
+ */
+export interface RelayHandle {
+  /** The owner id. */
+  readonly owner: string
+  /** The partitions currently leased and drained. */
+  readonly partitions: Effect.Effect<ReadonlyArray<string>>
+  /** Runs one discovery round now (also runs on its own every `discoveryInterval`). */
+  readonly discover: Effect.Effect<void>
+}
+
+/**
+ * What the relay needs: the stores and the sink (and, optionally, a `DeadLetterStore`).
+ *
+ * @since 0.1.0
+ */
+export type RelayRequirements = OutboxStore | LeaseStore | Sink
+
+/**
+ * Starts a relay in the current scope; closing the scope shuts it down (drainers finish or release
+ * what they hold, leases are released). Fails with `InvalidConfiguration` when the drainer options
+ * are unusable (e.g. a dead-letter policy without a `DeadLetterStore`).
+ *
+ * @since 0.1.0
+ */
+export const start = (
+  options: RelayOptions
+): Effect.Effect<RelayHandle, InvalidConfiguration, RelayRequirements | Scope.Scope> =>
+  Effect.gen(function* () {
+    const owner = options.owner
+    const leaseTtl = Duration.decode(options.leaseTtl ?? "30 seconds")
+    const renewEvery = Duration.millis(Math.max(1, Math.floor(Duration.toMillis(leaseTtl) / 3)))
+    const maxPartitions = Math.max(1, Math.floor(options.maxPartitions ?? 64))
+    const discoveryInterval = Duration.decode(options.discoveryInterval ?? "5 seconds")
+    const drainerOptions = options.drainer ?? {}
+    // validates the drainer options once, before anything is leased
+    yield* Drainer.make({ ...drainerOptions, partitionKey: "relay-configuration-check", owner })
+
+    const store = yield* OutboxStore
+    const leases = yield* LeaseStore
+    const context = yield* Effect.context<RelayRequirements>()
+    const scope = yield* Effect.scope
+    const workers = new Map<string, Fiber.RuntimeFiber<void>>()
+    let stopping = false
+
+    const renewLoop = (lease: Lease): Effect.Effect<never, string> =>
+      Effect.gen(function* () {
+        for (;;) {
+          yield* Effect.sleep(renewEvery)
+          const renewed = yield* Effect.either(leases.renew(lease.partitionKey, lease.token, leaseTtl))
+          if (Either.isLeft(renewed)) return yield* Effect.fail(renewed.left.message)
+        }
+      })
+
+    /** Drains one leased partition until its drainer fails, its renew fails, or it is interrupted. */
+    const worker = (lease: Lease): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        const partitionKey = lease.partitionKey
+        const drainer = yield* Drainer.make({ ...drainerOptions, partitionKey, owner })
+        const exit = yield* Effect.exit(Effect.raceFirst(drainer.run, renewLoop(lease)))
+        if (Exit.isFailure(exit)) {
+          yield* Effect.logWarning("drainer stopped; partition handed back").pipe(
+            Effect.annotateLogs({ cause: Cause.pretty(exit.cause) })
+          )
+        }
+      }).pipe(
+        Effect.catchAll((error) =>
+          Effect.logError("drainer could not start").pipe(Effect.annotateLogs({ error: error.message }))
+        ),
+        Effect.ensuring(Effect.ignore(leases.release(lease.partitionKey, lease.token))),
+        Effect.ensuring(
+          Effect.sync(() => {
+            workers.delete(lease.partitionKey)
+          })
+        ),
+        Effect.annotateLogs({ partition: lease.partitionKey, owner }),
+        Effect.provide(context)
+      )
+
+    const discover: Effect.Effect<void> = Effect.gen(function* () {
+      if (stopping || workers.size >= maxPartitions) return
+      const listed = yield* Effect.either(Stream.runCollect(store.listPartitions))
+      if (Either.isLeft(listed)) {
+        yield* Effect.logWarning("partition discovery failed").pipe(Effect.annotateLogs({ error: listed.left.message }))
+        return
+      }
+      for (const partitionKey of listed.right) {
+        if (stopping || workers.size >= maxPartitions) return
+        if (workers.has(partitionKey)) continue
+        const acquired = yield* Effect.either(leases.acquire(partitionKey, owner, leaseTtl))
+        if (Either.isLeft(acquired)) {
+          if (acquired.left._tag !== "LeaseHeld") {
+            yield* Effect.logWarning("lease acquire failed").pipe(
+              Effect.annotateLogs({ partition: partitionKey, error: acquired.left.message })
+            )
+          }
+          continue
+        }
+        if (stopping) {
+          yield* Effect.ignore(leases.release(partitionKey, acquired.right.token))
+          return
+        }
+        yield* Effect.logDebug("partition leased").pipe(
+          Effect.annotateLogs({ partition: partitionKey, version: acquired.right.token.version })
+        )
+        const fiber = yield* Effect.forkDaemon(worker(acquired.right))
+        if (fiber.unsafePoll() === null) workers.set(partitionKey, fiber)
+      }
+    }).pipe(Effect.annotateLogs({ owner }), Effect.withTracerEnabled(false))
+
+    const discoveryLoop = discover.pipe(Effect.repeat(Schedule.spaced(discoveryInterval)), Effect.asVoid)
+    const discovery = yield* Effect.forkDaemon(discoveryLoop)
+
+    yield* Scope.addFinalizer(
+      scope,
+      Effect.gen(function* () {
+        stopping = true
+        yield* Fiber.interrupt(discovery)
+        yield* Fiber.interruptAll(Array.from(workers.values()))
+        yield* Effect.logInfo("relay stopped").pipe(Effect.annotateLogs({ owner }))
+      })
+    )
+
+    return {
+      owner,
+      partitions: Effect.sync(() => Array.from(workers.keys()).sort()),
+      discover
+    }
+  })
+
+/**
+ * Runs a relay until interrupted.
+ *
+ * @since 0.1.0
+ */
+export const run = (options: RelayOptions): Effect.Effect<never, InvalidConfiguration, RelayRequirements> =>
+  Effect.scoped(Effect.zipRight(start(options), Effect.never))
+
+/**
+ * A relay as a layer: starts with the layer, stops (releasing every lease) when the layer's scope
+ * closes.
+ *
+ * @since 0.1.0
+ */
+export const layer = (options: RelayOptions): Layer.Layer<never, InvalidConfiguration, RelayRequirements> =>
+  Layer.scopedDiscard(start(options))
