@@ -140,6 +140,39 @@ describe("DynamoDB store under injected faults", () => {
     }
   )
 
+  it.effect("R-CLAIM-8 a ClaimIndex page failing after some claims returns them as a truncated batch", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("page-fail")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 6)
+      faults.reset()
+      // pages [e0 e1] [e2 e3] are read before claiming; e1 conflicts, so a third page is needed and fails
+      faults.conflictFor = (key) =>
+        key["SK"]?.S === RecordItem.recordSortKey({ envelopeId: envelope(1), bindingId: "b" })
+      faults.failQueryAt = 3
+      const batch = yield* store.claim(pk, token(1), 4)
+      expect(batch.records.map((r) => r.envelopeId)).toEqual([envelope(0), envelope(2), envelope(3)])
+      expect(Option.map(batch.truncated, (t) => t.claimed)).toEqual(Option.some(3))
+      expect(yield* counterValue(OutboxMetrics.DynamoDBOutboxClaimTruncated, pk)).toBe(1)
+    }).pipe(Effect.provide(storeLayer(faults, { pageSize: 2 })))
+  })
+
+  it.effect("R-CLAIM-5 an ordering key on any page read before claiming sends the claim to the scan path", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("late-key")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* seed(pk, 5, (i) => (i === 3 ? "K" : undefined))
+      faults.reset()
+      const batch = yield* store.claim(pk, token(1), 5)
+      expect(batch.records.map((r) => r.envelopeId)).toEqual(Array.range(0, 4).map(envelope))
+      expect(faults.baseTableQueries).toBeGreaterThan(0)
+      // nothing was claimed from the index before the key showed up
+      expect(faults.transactions).toBe(5)
+    }).pipe(Effect.provide(storeLayer(faults, { pageSize: 2 })))
+  })
+
   it.effect("R-CLAIM-8 a fence lost mid-batch fails with StaleFencingToken and returns nothing", () => {
     const faults = new Faulty.Faults()
     const pk = partition("fence")

@@ -27,6 +27,8 @@ export class Faults {
     { readonly transactions: number; readonly partitionKey: string; readonly version: number } | undefined = undefined
   /** Items hidden from ClaimIndex queries (the index has not caught up with them yet). */
   hideFromClaimIndex: ((item: Item) => boolean) | undefined = undefined
+  /** The k-th Query (1-based, counted since the last `reset`) fails with throttling. */
+  failQueryAt: number | undefined = undefined
   /** The next this-many RecordIdIndex queries find nothing (the index has not caught up yet). */
   recordIdIndexMisses = 0
   /** Runs before every Query (e.g. to slow pages down or to signal a test). */
@@ -65,6 +67,7 @@ export class Faults {
     this.hideFromClaimIndex = undefined
     this.beforeQuery = undefined
     this.recordIdIndexMisses = 0
+    this.failQueryAt = undefined
   }
 }
 
@@ -77,11 +80,12 @@ const sumCapacity = (capacity: ConsumedCapacity | ReadonlyArray<ConsumedCapacity
 const fabricated = (
   kind: "Throttling" | "TransactionCanceled",
   errorName: string,
+  operation = "TransactWriteItems",
   reasons?: ReadonlyArray<string>
 ): DynamoDbError =>
   new DynamoDbError({
     kind,
-    operation: "TransactWriteItems",
+    operation,
     errorName,
     detail: "injected by FaultyDynamoDb",
     ...(reasons !== undefined ? { cancellationReasons: reasons } : {})
@@ -119,6 +123,8 @@ export const decorate = (inner: DynamoDbService, faults: Faults): DynamoDbServic
         Effect.gen(function* () {
           if (faults.beforeQuery !== undefined) yield* faults.beforeQuery(input)
           faults.queries++
+          if (faults.failQueryAt === faults.queries)
+            return yield* fabricated("Throttling", "ThrottlingException", "Query")
           if (input.IndexName === OutboxTable.ClaimIndex) faults.claimIndexQueries++
           if (input.IndexName === undefined) faults.baseTableQueries++
           const output = yield* inner.query(
@@ -157,7 +163,7 @@ export const decorate = (inner: DynamoDbService, faults: Faults): DynamoDbServic
           const second = input.TransactItems?.[1]
           const key = second?.Update?.Key ?? second?.Put?.Item
           if (key !== undefined && faults.conflictFor?.(key) === true) {
-            return yield* fabricated("TransactionCanceled", "TransactionCanceledException", [
+            return yield* fabricated("TransactionCanceled", "TransactionCanceledException", "TransactWriteItems", [
               "None",
               "TransactionConflict"
             ])

@@ -597,7 +597,7 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
 
   // ---------------------------------------------------------------- claim
 
-  const claimableCondition = (rule: ClaimOrder.ClaimRule): string =>
+  const claimableCondition = (): string =>
     "#status = :pending OR (#status = :claimed AND (claim_version < :v OR attribute_not_exists(claimed_at) OR claimed_at < :staleBefore))"
 
   const claimValues = (
@@ -641,7 +641,7 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
               UpdateExpression:
                 "SET #status = :claimed, claimed_by = :owner, claim_version = :v, claimed_at = :now, " +
                 "first_attempted_at = if_not_exists(first_attempted_at, :now) ADD replay_count :one",
-              ConditionExpression: `record_id = :id AND replay_count = :rc AND (${claimableCondition(rule)})`,
+              ConditionExpression: `record_id = :id AND replay_count = :rc AND (${claimableCondition()})`,
               ExpressionAttributeNames: { "#status": "status" },
               ExpressionAttributeValues: values
             }
@@ -719,7 +719,13 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
       })
       .pipe(Effect.mapError(unavailable(operation, partitionKey)))
 
-  /** Fast path over ClaimIndex. Returns `undefined` when the partition must take the scan path. */
+  /**
+   * Fast path over ClaimIndex: reads pages until it holds enough claimable candidates for the rest of the
+   * batch (or the index is exhausted), and only then claims them, so an ordering key showing up on any of
+   * those pages sends the claim to the scan path with nothing claimed. Reading continues only when claims
+   * were lost to other claimers; a key seen then ends the batch short (legal). Returns `"scan"` when the
+   * partition must take the scan path.
+   */
   const claimFast = (
     partitionKey: string,
     token: LeaseToken.LeaseTokenLike,
@@ -729,32 +735,55 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
   ): Effect.Effect<"done" | "scan", StoreUnavailable | CorruptRecord> =>
     Effect.gen(function* () {
       let cursor: RecordItem.Item | undefined = undefined
-      for (;;) {
+      let exhausted = false
+      while (!exhausted) {
         const remaining = limit - state.claimed.length
-        const output: QueryCommandOutput = yield* queryPage(
-          "claim",
-          partitionKey,
-          {
-            IndexName: OutboxTable.ClaimIndex,
-            KeyConditionExpression: "PK = :pk",
-            FilterExpression: claimableCondition(rule),
-            ExpressionAttributeNames: { "#status": "status" },
-            ExpressionAttributeValues: { ":pk": RecordItem.str(partitionKey), ...claimValues(token, rule) },
-            ScanIndexForward: true,
-            Limit: options.pageSize ?? Math.max(remaining, 1)
-          },
-          cursor
-        )
-        const items = output.Items ?? []
-        if (items.some((item) => item["ordering_key"] !== undefined)) {
-          return state.claimed.length === 0 ? "scan" : "done"
+        const candidates: Array<OutboxRecord.OutboxRecord> = []
+        while (candidates.length < remaining && !exhausted) {
+          const page: Either.Either<
+            { readonly output: QueryCommandOutput; readonly records: Array<OutboxRecord.OutboxRecord> },
+            StoreUnavailable | CorruptRecord
+          > = yield* Effect.either(
+            queryPage(
+              "claim",
+              partitionKey,
+              {
+                IndexName: OutboxTable.ClaimIndex,
+                KeyConditionExpression: "PK = :pk",
+                FilterExpression: claimableCondition(),
+                ExpressionAttributeNames: { "#status": "status" },
+                ExpressionAttributeValues: { ":pk": RecordItem.str(partitionKey), ...claimValues(token, rule) },
+                ScanIndexForward: true,
+                Limit: options.pageSize ?? Math.max(remaining - candidates.length, 1)
+              },
+              cursor
+            ).pipe(
+              Effect.flatMap((output) =>
+                Either.match(decodeItems(output.Items ?? []), {
+                  onLeft: Effect.fail,
+                  onRight: (records) => Effect.succeed({ output, records })
+                })
+              )
+            )
+          )
+          if (Either.isLeft(page)) {
+            // records already claimed belong to the caller: stop with a short batch (R-CLAIM-8)
+            if (state.claimed.length === 0) return yield* page.left
+            state.stop = { _tag: "Transient", cause: page.left }
+            return "done"
+          }
+          const output: QueryCommandOutput = page.right.output
+          if (page.right.records.some((record) => Option.isSome(record.orderingKey))) {
+            return state.claimed.length === 0 ? "scan" : "done"
+          }
+          candidates.push(...page.right.records)
+          cursor = output.LastEvaluatedKey
+          exhausted = cursor === undefined
         }
-        const records = yield* decodeItems(items)
-        yield* claimInOrder(partitionKey, token, rule, limit, state, records)
+        yield* claimInOrder(partitionKey, token, rule, limit, state, candidates)
         if (state.claimed.length >= limit || state.stop !== undefined) return "done"
-        if (output.LastEvaluatedKey === undefined) return "done"
-        cursor = output.LastEvaluatedKey
       }
+      return "done"
     })
 
   /** The scan path: exhaustive consistent read, folded, then selected with ClaimOrder. */
@@ -1143,7 +1172,7 @@ interface ClaimState {
   lost: number
   conflicts: number
   readonly skippedKeys: Set<string>
-  stop: { readonly _tag: "FenceLost" } | { readonly _tag: "Transient"; readonly cause: DynamoDbError } | undefined
+  stop: { readonly _tag: "FenceLost" } | { readonly _tag: "Transient"; readonly cause: unknown } | undefined
 }
 
 /**
