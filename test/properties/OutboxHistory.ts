@@ -123,7 +123,15 @@ type Command =
       readonly partition: number
       readonly token: TokenSpec
     }
-  | { readonly _tag: "Expire"; readonly partition: number; readonly offset: number; readonly token: TokenSpec }
+  | {
+      readonly _tag: "Expire"
+      readonly partition: number
+      /** `before` relative to now, unless aimed at a record's expiry */
+      readonly offset: number
+      /** aim `before` at the expiry of a record of the partition, shifted by -1, 0 or +1 ms (boundaries) */
+      readonly aim: { readonly pick: number; readonly shift: number } | undefined
+      readonly token: TokenSpec
+    }
   | { readonly _tag: "Advance"; readonly step: "tiny" | "small" | "medium" | "belowStale" | "atStale" | "pastStale" }
 
 const PARTITIONS = 2
@@ -194,6 +202,7 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
       _tag: fc.constant("Expire" as const),
       partition: fc.integer({ min: 0, max: PARTITIONS - 1 }),
       offset: fc.constantFrom(-1_000, 0, 1, 1_000, 3_000, 50_000),
+      aim: fc.option(fc.record({ pick: fc.nat(), shift: fc.constantFrom(-1, 0, 1) }), { nil: undefined }),
       token: tokenArb
     })
   },
@@ -520,7 +529,13 @@ const runHistory = (
           const pk = partitionOf(command.partition)
           touched.add(pk)
           const token = tokenFor(command.token, pk)
-          const before = now + command.offset
+          const expiring = model.partitionRecords(pk).flatMap((r) => Option.toArray(r.expiresAt))
+          const aimed =
+            command.aim === undefined ? undefined : expiring[command.aim.pick % Math.max(1, expiring.length)]
+          const before =
+            aimed !== undefined && command.aim !== undefined
+              ? DateTime.toEpochMillis(aimed) + command.aim.shift
+              : now + command.offset
           const step = `${label} expire ${pk} before t+${before - origin} ${token.owner}@${token.version}`
           const expected = model.expire(before, pk, token)
           const actual = yield* Effect.either(store.expire(DateTime.unsafeMake(before), pk, token))
