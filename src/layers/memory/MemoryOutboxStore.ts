@@ -93,21 +93,68 @@ const defaultRetention = Duration.hours(1)
 /** The fields of a stored record, as `OutboxRecord`'s constructor takes them. */
 type RecordFields = ConstructorParameters<typeof OutboxRecord.OutboxRecord>[0]
 
-const viaConstructor = (fields: RecordFields): OutboxRecord.OutboxRecord =>
-  new OutboxRecord.OutboxRecord(fields, { disableValidation: true })
+type Mutable<A> = { -readonly [K in keyof A]: A[K] }
 
-const viaPrototype = (fields: RecordFields): OutboxRecord.OutboxRecord => {
+/** The record fields of `source`, with the given payload, in the order the class declares them. */
+const fieldsOf = (source: RecordFields, payload: Uint8Array): RecordFields => ({
+  id: source.id,
+  partitionKey: source.partitionKey,
+  envelopeId: source.envelopeId,
+  bindingId: source.bindingId,
+  routeId: source.routeId,
+  address: source.address,
+  payload,
+  headers: source.headers,
+  orderingKey: source.orderingKey,
+  createdAt: source.createdAt,
+  expiresAt: source.expiresAt,
+  seq: source.seq,
+  status: source.status,
+  claimedBy: source.claimedBy,
+  claimVersion: source.claimVersion,
+  claimedAt: source.claimedAt,
+  firstAttemptedAt: source.firstAttemptedAt,
+  replayCount: source.replayCount,
+  completedAt: source.completedAt
+})
+
+const viaConstructor = (source: RecordFields, payload: Uint8Array): OutboxRecord.OutboxRecord =>
+  new OutboxRecord.OutboxRecord(fieldsOf(source, payload), { disableValidation: true })
+
+const viaPrototype = (source: RecordFields, payload: Uint8Array): OutboxRecord.OutboxRecord => {
   const blank: unknown = Object.create(OutboxRecord.OutboxRecord.prototype)
-  return blank instanceof OutboxRecord.OutboxRecord ? Object.assign(blank, fields) : viaConstructor(fields)
+  if (!(blank instanceof OutboxRecord.OutboxRecord)) return viaConstructor(source, payload)
+  const target: Mutable<RecordFields> = blank
+  target.id = source.id
+  target.partitionKey = source.partitionKey
+  target.envelopeId = source.envelopeId
+  target.bindingId = source.bindingId
+  target.routeId = source.routeId
+  target.address = source.address
+  target.payload = payload
+  target.headers = source.headers
+  target.orderingKey = source.orderingKey
+  target.createdAt = source.createdAt
+  target.expiresAt = source.expiresAt
+  target.seq = source.seq
+  target.status = source.status
+  target.claimedBy = source.claimedBy
+  target.claimVersion = source.claimVersion
+  target.claimedAt = source.claimedAt
+  target.firstAttemptedAt = source.firstAttemptedAt
+  target.replayCount = source.replayCount
+  target.completedAt = source.completedAt
+  return blank
 }
 
 /**
- * Builds the `OutboxRecord` snapshots a store hands out. The Schema.Class constructor copies the fields three
- * times (spread, defaults merge, assign) even with validation disabled, which made it the largest single cost of
- * a claim; a snapshot is therefore assigned onto the class prototype directly — but only if that yields exactly
- * what the constructor yields (same prototype, own keys, equality and hash), checked once when the module loads.
+ * Builds the `OutboxRecord` snapshots a store hands out from a stored entry and a payload copy. The
+ * Schema.Class constructor copies the fields three times (spread, defaults merge, assign) even with validation
+ * disabled, which made it the largest single cost of a claim; a snapshot is therefore written onto the class
+ * prototype directly — but only if that yields exactly what the constructor yields (same prototype, own keys in
+ * the same order, equality and hash), checked once when the module loads.
  */
-const makeRecord: (fields: RecordFields) => OutboxRecord.OutboxRecord = (() => {
+const makeRecord: (source: RecordFields, payload: Uint8Array) => OutboxRecord.OutboxRecord = (() => {
   const sample: RecordFields = {
     id: "id",
     partitionKey: "p",
@@ -129,8 +176,8 @@ const makeRecord: (fields: RecordFields) => OutboxRecord.OutboxRecord = (() => {
     replayCount: 1,
     completedAt: Option.none()
   }
-  const expected = viaConstructor(sample)
-  const actual = viaPrototype(sample)
+  const expected = viaConstructor(sample, sample.payload)
+  const actual = viaPrototype(sample, sample.payload)
   const keys = (o: object): string => Reflect.ownKeys(o).map(String).join(",")
   const same =
     Object.getPrototypeOf(actual) === Object.getPrototypeOf(expected) &&
@@ -194,27 +241,7 @@ class Entry implements ClaimOrder.ClaimFacts {
   }
 
   toRecord(): OutboxRecord.OutboxRecord {
-    return makeRecord({
-      id: this.id,
-      partitionKey: this.partitionKey,
-      envelopeId: this.envelopeId,
-      bindingId: this.bindingId,
-      routeId: this.routeId,
-      address: this.address,
-      payload: this.payload.slice(),
-      headers: this.headers,
-      orderingKey: this.orderingKey,
-      createdAt: this.createdAt,
-      expiresAt: this.expiresAt,
-      seq: this.seq,
-      status: this.status,
-      claimedBy: this.claimedBy,
-      claimVersion: this.claimVersion,
-      claimedAt: this.claimedAt,
-      firstAttemptedAt: this.firstAttemptedAt,
-      replayCount: this.replayCount,
-      completedAt: this.completedAt
-    })
+    return makeRecord(this, this.payload.slice())
   }
 }
 
@@ -241,6 +268,8 @@ const compareExpiry = (a: Entry, b: Entry): number => {
 // ---------------------------------------------------------------------------------------------------
 // Sorted index with lazy removal
 // ---------------------------------------------------------------------------------------------------
+
+const exhausted: IteratorReturnResult<undefined> = { done: true, value: undefined }
 
 /** Visit counter shared by the indexes of one store. */
 interface Visits {
@@ -330,14 +359,20 @@ class SortedIndex<T> {
     const live = this.live
     const visits = this.visits
     let i = this.start
+    // one result object per iterator: consumers read `value` before calling `next` again
+    let result: IteratorYieldResult<T> | undefined
     return {
       next: (): IteratorResult<T> => {
         while (i < items.length) {
           const item = items[i++]
           visits.count++
-          if (item !== undefined && live(item)) return { done: false, value: item }
+          if (item !== undefined && live(item)) {
+            if (result === undefined) result = { done: false, value: item }
+            else result.value = item
+            return result
+          }
         }
-        return { done: true, value: undefined }
+        return exhausted
       }
     }
   }
@@ -407,10 +442,14 @@ class Partition {
       keyless: () => this.keyless.iterate(),
       keyHeads: () => {
         const nodes = this.heads.iterate()
+        let result: IteratorYieldResult<Entry> | undefined
         return {
           next: (): IteratorResult<Entry> => {
             const node = nodes.next()
-            return node.done === true ? { done: true, value: undefined } : { done: false, value: node.value.entry }
+            if (node.done === true) return exhausted
+            if (result === undefined) result = { done: false, value: node.value.entry }
+            else result.value = node.value.entry
+            return result
           }
         }
       },
@@ -625,7 +664,9 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
       atomically(() => {
         // first pass: reject the batch if an id is used by a different identity, changing nothing
         const identities: Array<string> = new Array(records.length)
-        for (const [index, record] of records.entries()) {
+        for (let index = 0; index < records.length; index++) {
+          const record = records[index]
+          if (record === undefined) continue
           const identity = OutboxRecord.identityKey(record)
           identities[index] = identity
           const byThisId = byId.get(record.id)
@@ -645,7 +686,9 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
         const persisted: Array<string> = []
         const skipped: Array<string> = []
         const existingIds: Array<string> = []
-        for (const [index, record] of records.entries()) {
+        for (let index = 0; index < records.length; index++) {
+          const record = records[index]
+          if (record === undefined) continue
           const identity = identities[index] ?? OutboxRecord.identityKey(record)
           const holder = byIdentity.get(identity)
           if (holder !== undefined) {
