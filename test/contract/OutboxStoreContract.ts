@@ -265,6 +265,66 @@ export const outboxStoreContract = (
         )
       )
 
+      it.effect("R-PERSIST-1 replaceTerminal (redrive, SPEC §5) replaces a completed record of the identity", () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            const pk = freshPartition("replacecompleted")
+            const [a] = yield* seed(store, pk, [{ env: "a", key: "K" }])
+            const t = token("o", 1)
+            yield* store.claim(pk, t, 10)
+            yield* store.complete([a ?? ""], t)
+            yield* TestClock.adjust("5 seconds")
+            const again = record(pk, { env: "a", id: `${pk}.redriven`, key: "K" })
+            const report = yield* store.persist([again], { replaceTerminal: true })
+            expect(report.persisted).toEqual([again.id])
+            expect(report.skipped).toEqual([])
+            const stored = yield* findPending(store, pk, `${pk}.redriven`)
+            expect(stored?.replayCount).toBe(0)
+            expect(stored?.claimVersion).toBe(0)
+            expect(DateTime.toEpochMillis(stored?.createdAt ?? DateTime.unsafeMake(0))).toBe(START + 5_000)
+            expect(yield* pendingIds(store, pk)).toEqual([again.id])
+            const batch = yield* store.claim(pk, t, 10)
+            expect(idsOf(batch)).toEqual([again.id])
+            expect(batch.records[0]?.replayCount).toBe(1)
+          })
+        )
+      )
+
+      it.effect("R-PERSIST-1 replaceTerminal replaces an expired record too", () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            const pk = freshPartition("replaceexpired")
+            yield* seed(store, pk, [{ env: "a", expiresAt: START + 1 }])
+            expect(yield* store.expire(DateTime.unsafeMake(START + 2), pk, token("o", 1))).toBe(1)
+            const again = record(pk, { env: "a", id: `${pk}.redriven` })
+            expect((yield* store.persist([again], { replaceTerminal: true })).persisted).toEqual([again.id])
+            expect(yield* store.countPending(pk)).toBe(1)
+          })
+        )
+      )
+
+      it.effect("R-PERSIST-1 replaceTerminal still skips a non-terminal holder, keeping its id", () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            const pk = freshPartition("replacelive")
+            const [pending, claimed] = yield* seed(store, pk, ["p", "c"])
+            const t = token("o", 1)
+            // one pending and one claimed holder
+            expect(idsOf(yield* store.claim(pk, t, 2))).toEqual([pending, claimed])
+            yield* store.release([pending ?? ""], t)
+            const batch = [record(pk, { env: "p", id: `${pk}.p2` }), record(pk, { env: "c", id: `${pk}.c2` })]
+            const error = yield* Effect.flip(store.persist(batch, { replaceTerminal: true }))
+            expect(error._tag).toBe("DuplicateRecord")
+            const withNew = [...batch, record(pk, { env: "n" })]
+            const report = yield* store.persist(withNew, { replaceTerminal: true })
+            expect(report.skipped).toEqual([`${pk}.p2`, `${pk}.c2`])
+            expect(report.existingIds).toEqual([pending, claimed])
+            expect(yield* store.countPending(pk)).toBe(2)
+            expect(yield* store.countClaimed(pk)).toBe(1)
+          })
+        )
+      )
+
       it.effect("R-PERSIST-2 a batch whose every record exists fails with DuplicateRecord naming the ids", () =>
         withStore((store) =>
           Effect.gen(function* () {
