@@ -235,7 +235,7 @@ export const layer = (settings: StoreSettings): Layer.Layer<Stores, CliFailure> 
       return Layer.provideMerge(memoryProbe, Layer.merge(dlq, MemoryLeaseStore.layer))
     }
     case "sqlite": {
-      const database = SqliteDatabase.layer({ filename: settings.sqliteFile })
+      const database = SqliteDatabase.layer({ filename: settings.sqliteFile, synchronous: settings.sqliteSynchronous })
       const outbox = SqliteOutboxStore.layer
       const stores = Layer.mergeAll(
         Layer.provideMerge(SqliteDeadLetterStore.layer, outbox),

@@ -1,14 +1,57 @@
 /**
- * placeholder
+ * `effect-outbox demo` (what `npm start` runs): see {@link Demo.run}. Exits 0 when the verification
+ * holds, 1 otherwise.
  *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
+import * as Observability from "../Observability.js"
+import * as Demo from "./Demo.js"
+import { CliFailure } from "./Settings.js"
 
 /**
  * The `demo` command.
  *
  * @since 0.1.0
  */
-export const command = Command.make("demo", {}, () => Effect.void)
+export const command = Command.make(
+  "demo",
+  {
+    records: Options.integer("records").pipe(
+      Options.withDescription("Records to enqueue (default 20000)"),
+      Options.withDefault(20_000)
+    ),
+    partitions: Options.integer("partitions").pipe(
+      Options.withDescription("Partitions to spread them over (default 16)"),
+      Options.withDefault(16)
+    ),
+    dataDir: Options.text("data-dir").pipe(
+      Options.withDescription("Directory of the demo database and log (default .data)"),
+      Options.withDefault(".data")
+    ),
+    timeout: Options.integer("timeout").pipe(
+      Options.withDescription("Seconds before the demo gives up (default 120)"),
+      Options.withDefault(120)
+    )
+  },
+  (flags) =>
+    Effect.gen(function* () {
+      if (flags.records < 1 || flags.partitions < 1 || flags.timeout < 1) {
+        return yield* new CliFailure({ message: "--records, --partitions and --timeout must be at least 1", exitCode: 2 })
+      }
+      const result = yield* Demo.run({
+        records: flags.records,
+        partitions: flags.partitions,
+        dataDir: flags.dataDir,
+        timeoutMillis: flags.timeout * 1000,
+        write: (text) => {
+          process.stdout.write(text)
+        },
+        tty: process.stdout.isTTY === true,
+        tracing: Observability.optionsFromEnv().endpoint !== undefined
+      })
+      if (!result.ok) return yield* new CliFailure({ message: "demo verification failed", exitCode: 1 })
+    })
+).pipe(Command.withDescription("Run the end-to-end demo on an embedded SQLite file (what npm start runs)"))

@@ -47,6 +47,12 @@ export interface StoreSettings {
   readonly backend: BackendName
   /** SQLite database file. */
   readonly sqliteFile: string
+  /**
+   * `PRAGMA synchronous` of the SQLite file (default `FULL`: a commit survives power loss; `NORMAL` in WAL
+   * mode survives a process crash but may lose the last commits on power loss, and is far faster where
+   * an fsync is slow).
+   */
+  readonly sqliteSynchronous: "FULL" | "NORMAL"
   /** DynamoDB endpoint (DynamoDB Local, a VPC endpoint); absent → the SDK default for the region. */
   readonly dynamodbEndpoint: Option.Option<string>
   readonly dynamodbRegion: string
@@ -84,7 +90,7 @@ const nonEmpty = (name: string): Config.Config<string> =>
   Config.nonEmptyString(name).pipe(Config.mapAttempt((s) => s.trim()))
 
 /**
- * The store settings as a `Config` (paths `backend`, `sqlite.file`, `dynamodb.endpoint`,
+ * The store settings as a `Config` (paths `backend`, `sqlite.file`, `sqlite.synchronous`, `dynamodb.endpoint`,
  * `dynamodb.region`, `dynamodb.table`, `dynamodb.deadLetterTable`, `dynamodb.ensureTables`).
  *
  * @since 0.1.0
@@ -92,6 +98,10 @@ const nonEmpty = (name: string): Config.Config<string> =>
 export const storeConfig: Config.Config<StoreSettings> = Config.all({
   backend: Config.literal("sqlite", "dynamodb", "memory")("backend").pipe(Config.withDefault("sqlite" as const)),
   sqliteFile: nonEmpty("file").pipe(Config.nested("sqlite"), Config.withDefault(DefaultSqliteFile)),
+  sqliteSynchronous: Config.literal("FULL", "NORMAL")("synchronous").pipe(
+    Config.nested("sqlite"),
+    Config.withDefault("FULL" as const)
+  ),
   dynamodbEndpoint: Config.option(nonEmpty("endpoint").pipe(Config.nested("dynamodb"))),
   dynamodbRegion: nonEmpty("region").pipe(Config.nested("dynamodb"), Config.withDefault("us-east-1")),
   dynamodbTable: nonEmpty("table").pipe(Config.nested("dynamodb"), Config.withDefault("effect-outbox")),

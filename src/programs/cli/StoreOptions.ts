@@ -29,6 +29,10 @@ export const storeOptions = {
     Options.withDescription("SQLite database file (default .data/outbox.db; env OUTBOX_SQLITE_FILE)"),
     Options.optional
   ),
+  sqliteSynchronous: Options.choice("sqlite-synchronous", ["FULL", "NORMAL"]).pipe(
+    Options.withDescription("SQLite PRAGMA synchronous (default FULL; env OUTBOX_SQLITE_SYNCHRONOUS)"),
+    Options.optional
+  ),
   dynamodbEndpoint: Options.text("dynamodb-endpoint").pipe(
     Options.withDescription("DynamoDB endpoint, e.g. http://127.0.0.1:8000 (env OUTBOX_DYNAMODB_ENDPOINT)"),
     Options.optional
@@ -56,6 +60,7 @@ export interface StoreFlags {
   readonly config: Option.Option<string>
   readonly backend: Option.Option<string>
   readonly sqliteFile: Option.Option<string>
+  readonly sqliteSynchronous: Option.Option<string>
   readonly dynamodbEndpoint: Option.Option<string>
   readonly dynamodbRegion: Option.Option<string>
   readonly dynamodbTable: Option.Option<string>
@@ -84,6 +89,7 @@ export const storeFlagEntries = (flags: StoreFlags): Map<string, string> =>
   flagEntries([
     ["backend", flags.backend],
     ["sqlite.file", flags.sqliteFile],
+    ["sqlite.synchronous", flags.sqliteSynchronous],
     ["dynamodb.endpoint", flags.dynamodbEndpoint],
     ["dynamodb.region", flags.dynamodbRegion],
     ["dynamodb.table", flags.dynamodbTable],

@@ -25,6 +25,7 @@ import * as DlqCommand from "./DlqCommand.js"
 import * as EnqueueCommand from "./EnqueueCommand.js"
 import * as InspectCommand from "./InspectCommand.js"
 import * as RelayCommand from "./RelayCommand.js"
+import { stderrLogger } from "./Logging.js"
 import { CliFailure } from "./Settings.js"
 
 /**
@@ -62,7 +63,7 @@ const logLevel = (text: string | undefined): LogLevel.LogLevel =>
  * @since 0.1.0
  */
 export const loggerLayer: Layer.Layer<never> = Layer.merge(
-  Logger.replace(Logger.defaultLogger, Logger.withConsoleError(Logger.logfmtLogger)),
+  Logger.replace(Logger.defaultLogger, stderrLogger),
   Logger.minimumLogLevel(logLevel(process.env["OUTBOX_LOG_LEVEL"]))
 )
 
