@@ -39,11 +39,13 @@
  */
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberId from "effect/FiberId"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
@@ -355,10 +357,21 @@ class BatchState {
     leftClaimed: 0,
     retryAfterMillis: undefined
   }
+  /** Completions waiting for the next coalesced `complete` call. */
+  completions: Array<Completion> = []
+  flushing = false
   constructor(records: ReadonlyArray<OutboxRecord>) {
     this.held = new Map(records.map((r) => [r.id, r]))
   }
 }
+
+interface Completion {
+  readonly id: string
+  readonly deferred: Deferred.Deferred<void, StaleFencingToken | StoreUnavailable>
+}
+
+/** Most ids per coalesced `complete` call. */
+const completeChunk = 500
 
 /**
  * Builds a drainer. Fails with `InvalidConfiguration` when a policy dead-letters but no
@@ -545,10 +558,74 @@ const makeWith = (
       return "dlq" as const
     })
 
+  /**
+   * Completes one record. Completions of concurrent groups are coalesced (group commit): while one
+   * `complete` call runs, the ids arriving meanwhile wait and go together in the next call, so a store
+   * that pays a transaction (an fsync) per call pays it once per round instead of once per record.
+   * Every caller still learns its own record's outcome before its group moves on. When a multi-id call
+   * fails naming some ids, those fail; the others are completed one by one (a `StaleFencingToken` then
+   * means the batched call already applied them, as SQLite does for the matching ids).
+   */
+  const completeRecord = (
+    state: BatchState,
+    token: LeaseTokenModule.LeaseToken,
+    id: string
+  ): Effect.Effect<void, StaleFencingToken | StoreUnavailable> =>
+    Effect.suspend(() => {
+      const deferred = Deferred.unsafeMake<void, StaleFencingToken | StoreUnavailable>(FiberId.none)
+      state.completions.push({ id, deferred })
+      if (state.flushing) return Deferred.await(deferred)
+      state.flushing = true
+      return Effect.forkDaemon(flushCompletions(state, token)).pipe(Effect.zipRight(Deferred.await(deferred)))
+    })
+
+  const settle = (completion: Completion, result: Either.Either<void, StaleFencingToken | StoreUnavailable>) =>
+    Deferred.done(completion.deferred, Either.isRight(result) ? Exit.void : Exit.fail(result.left))
+
+  const flushCompletions = (state: BatchState, token: LeaseTokenModule.LeaseToken): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      for (;;) {
+        const batch = yield* Effect.sync(() => {
+          const taken = state.completions.splice(0, completeChunk)
+          if (taken.length === 0) state.flushing = false
+          return taken
+        })
+        if (batch.length === 0) return
+        const result = yield* Effect.either(
+          store.complete(
+            batch.map((c) => c.id),
+            token
+          )
+        )
+        if (Either.isRight(result) || batch.length === 1) {
+          for (const completion of batch) yield* settle(completion, result)
+          continue
+        }
+        const error = result.left
+        const named = error._tag === "StaleFencingToken" ? error.recordIds : undefined
+        if (named === undefined) {
+          for (const completion of batch) yield* settle(completion, result)
+          continue
+        }
+        for (const completion of batch) {
+          if (named.includes(completion.id)) {
+            yield* settle(completion, result)
+            continue
+          }
+          const single = yield* Effect.either(store.complete([completion.id], token))
+          yield* settle(
+            completion,
+            Either.isLeft(single) && single.left._tag === "StaleFencingToken" ? Either.right(undefined) : single
+          )
+        }
+      }
+    })
+
   /** Dispose then complete; a failure of either leaves the record claimed. */
   const disposeAndComplete = (
     record: OutboxRecord,
     token: LeaseTokenModule.LeaseToken,
+    state: BatchState,
     category: DeadLetterCategory,
     policy: Disposal,
     reason: string,
@@ -563,7 +640,7 @@ const makeWith = (
             Effect.as<Outcome>({ _tag: "LeftClaimed", delivered: false })
           ),
         onSuccess: (how) =>
-          store.complete([record.id], token).pipe(
+          completeRecord(state, token, record.id).pipe(
             Effect.matchEffect({
               onFailure: (error) =>
                 Effect.logError("complete after disposal failed; record stays claimed").pipe(
@@ -599,6 +676,7 @@ const makeWith = (
         return yield* disposeAndComplete(
           record,
           token,
+          state,
           "expired",
           config.onExpired,
           "expiresAt passed before delivery",
@@ -624,6 +702,7 @@ const makeWith = (
         return yield* disposeAndComplete(
           record,
           token,
+          state,
           "poison",
           config.onPoison,
           `claimed ${record.replayCount} times (max ${config.maxReplayAttempts}) since ${firstAttemptedAt}; budget ${budget} spent`,
@@ -651,6 +730,7 @@ const makeWith = (
         return yield* disposeAndComplete(
           record,
           token,
+          state,
           "permanent",
           config.onPermanentFailure,
           "the sink rejected the record permanently",
@@ -665,7 +745,7 @@ const makeWith = (
         )
         return { _tag: "Lost", error: leaseMoved("complete", token, record.id) } satisfies Outcome
       }
-      const completed = yield* Effect.either(store.complete([record.id], token))
+      const completed = yield* Effect.either(completeRecord(state, token, record.id))
       if (Either.isLeft(completed)) {
         yield* Metric.increment(metrics.duplicateRisk)
         yield* Effect.logError("complete after send failed; record stays claimed").pipe(
