@@ -27,7 +27,9 @@
  *
  * **Retention.** Terminal records are evicted `retention` (default 1 hour) after they became terminal,
  * measured with `Clock`. Eviction is lazy: every operation first evicts what is due from a FIFO of
- * terminal records (amortised O(1) per record). Eviction frees the record's id and identity. If the
+ * terminal records (amortised O(1) per record). Eviction frees the record's id and identity. While retained,
+ * a terminal record keeps only what the identity and id checks need (its payload and headers are dropped when
+ * it becomes terminal, since no operation returns terminal records), about 0.5 KB per record. If the
  * clock moves backwards, eviction of later records waits for the earlier ones. Fence state (the
  * high-water mark and the seq counter of a partition) is never evicted.
  *
@@ -85,6 +87,9 @@ export interface Instrumented {
 }
 
 const defaultRetention = Duration.hours(1)
+
+const noPayload = new Uint8Array(0)
+const noHeaders: OutboxRecord.Headers = {}
 
 // ---------------------------------------------------------------------------------------------------
 // Stored entries
@@ -196,8 +201,10 @@ class Entry implements ClaimOrder.ClaimFacts {
   readonly bindingId: string
   readonly routeId: string
   readonly address: string
-  readonly payload: Uint8Array
-  readonly headers: OutboxRecord.Headers
+  /** Dropped (set to an empty array) once the record is terminal: terminal records are never handed out. */
+  payload: Uint8Array
+  /** Dropped like `payload` once the record is terminal. */
+  headers: OutboxRecord.Headers
   readonly orderingKey: Option.Option<string>
   readonly createdAt: DateTime.Utc
   readonly expiresAt: Option.Option<DateTime.Utc>
@@ -648,6 +655,9 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
     ): void => {
       entry.partition.retire(entry, status, now)
       entry.completedAt = completedAt
+      // a terminal record is never handed out again: keep only what identity and id checks need
+      entry.payload = noPayload
+      entry.headers = noHeaders
       terminal.push(entry)
     }
 
