@@ -214,10 +214,16 @@ const slice = 10
 const timed = <A, E, R>(into: { raw: number; store: number }, side: "raw" | "store", effect: Effect.Effect<A, E, R>) =>
   Effect.gen(function* () {
     const t0 = performance.now()
+    const c0 = process.cpuUsage()
     const result = yield* effect
     into[side] += performance.now() - t0
+    const c1 = process.cpuUsage(c0)
+    cpuMillis[side] += (c1.user + c1.system) / 1000
     return result
   })
+
+/** Process CPU time spent by each side (all phases), in milliseconds. */
+const cpuMillis = { raw: 0, store: 0 }
 
 interface Pair {
   readonly raw: number
@@ -407,6 +413,12 @@ const main = Effect.gen(function* () {
       target: "store end to end >= 0.7x raw better-sqlite3 in the same run",
       met: endToEnd.ratio >= 0.7
     },
+    cpu: {
+      note: "process CPU time over the three throughput phases of every round (same work on both sides)",
+      storeMillis: Math.round(cpuMillis.store),
+      rawMillis: Math.round(cpuMillis.raw),
+      storeToRaw: round3(cpuMillis.store / cpuMillis.raw)
+    },
     claimLatency: {
       limit: batch,
       samples: latencySamples,
@@ -427,6 +439,9 @@ const main = Effect.gen(function* () {
   line("persist→claim→complete", result.endToEnd)
   console.log(
     `claim(100) latency median    1k pending ${at1k.toFixed(3)} ms   100k pending ${at100k.toFixed(3)} ms   ratio ${result.claimLatency.ratio100kTo1k}`
+  )
+  console.log(
+    `CPU time, throughput phases  store ${result.cpu.storeMillis} ms   raw ${result.cpu.rawMillis} ms   ratio ${result.cpu.storeToRaw}`
   )
   console.log(
     `goals: end to end >= 0.7x raw: ${result.endToEnd.met}; claim at 100k <= 2x at 1k: ${result.claimLatency.met}`

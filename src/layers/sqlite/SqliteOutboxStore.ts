@@ -408,33 +408,39 @@ export const make = (
       ).pipe(Effect.tap(() => maybeSweep))
 
     /** The guarded update of complete/release; fails naming the ids that did not match, after committing the rest. */
-    const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
-      transact(
-        operation,
-        undefined,
-        Effect.gen(function* () {
-          const now = yield* Clock.currentTimeMillis
-          const matched = new Set<string>()
-          for (const chunk of chunksOf(Array.from(new Set(ids)), idChunk)) {
-            const rows =
-              operation === "complete"
-                ? yield* query(operation, decodeIds, st.complete(chunk.length), [
-                    now,
-                    now,
-                    ...chunk,
-                    token.owner,
-                    token.version
-                  ])
-                : yield* query(operation, decodeIds, st.release(chunk.length), [...chunk, token.owner, token.version])
-            for (const row of rows) matched.add(row.id)
-          }
-          return ids.filter((id) => !matched.has(id))
-        })
+    const settle = (
+      operation: "complete" | "release",
+      ids: ReadonlyArray<string>,
+      token: LeaseToken.LeaseTokenLike
+    ) => {
+      const unique = Array.from(new Set(ids))
+      const work = Effect.gen(function* () {
+        const now = yield* Clock.currentTimeMillis
+        const matched = new Set<string>()
+        for (const chunk of chunksOf(unique, idChunk)) {
+          const rows =
+            operation === "complete"
+              ? yield* query(operation, decodeIds, st.complete(chunk.length), [
+                  now,
+                  now,
+                  ...chunk,
+                  token.owner,
+                  token.version
+                ])
+              : yield* query(operation, decodeIds, st.release(chunk.length), [...chunk, token.owner, token.version])
+          for (const row of rows) matched.add(row.id)
+        }
+        return ids.filter((id) => !matched.has(id))
+      })
+      // one guarded UPDATE is atomic on its own; several chunks share one transaction
+      return (
+        unique.length <= idChunk ? standalone(operation, undefined, work) : transact(operation, undefined, work)
       ).pipe(
         Effect.flatMap((mismatched) =>
           mismatched.length === 0 ? Effect.void : Effect.fail(notClaimedBy(operation, token, mismatched))
         )
       )
+    }
 
     const expire: Backend["expire"] = (before, partitionKey, token) =>
       transact(
