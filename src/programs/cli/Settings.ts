@@ -256,9 +256,18 @@ export const describeConfigError = (error: ConfigError.ConfigError): ReadonlyArr
     unsupportedCase: (_, path, message) => [`${pathText(path)}: ${message}`]
   })
 
+const camel = (segment: string): string =>
+  /^[A-Z0-9_]+$/.test(segment)
+    ? segment.toLowerCase().replace(/_([a-z0-9])/g, (_, c: string) => c.toUpperCase())
+    : segment
+
+const constant = (segment: string): string => segment.replace(/([a-z0-9])([A-Z])/g, "$1_$2").toUpperCase()
+
+/** `relay.maxPartitions (env OUTBOX_RELAY_MAX_PARTITIONS)`, whichever provider reported the path. */
 const pathText = (path: ReadonlyArray<string>): string => {
-  const cleaned = path[0] === "OUTBOX" ? path.slice(1) : path
-  return cleaned.length === 0 ? "(root)" : cleaned.join(".")
+  const cleaned = (path[0] === "OUTBOX" ? path.slice(1) : path).map(camel)
+  if (cleaned.length === 0) return "(root)"
+  return `${cleaned.join(".")} (env OUTBOX_${cleaned.map(constant).join("_")})`
 }
 
 /**

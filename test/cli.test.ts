@@ -1,0 +1,378 @@
+/**
+ * The `effect-outbox` command line, end to end: every command runs as its own process
+ * (`node --import tsx src/programs/cli/main.ts …`) against a temporary SQLite file, and the tests assert
+ * on its output and exit code.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import { type ChildProcess, spawn } from "node:child_process"
+import * as fs from "node:fs"
+import * as http from "node:http"
+import type { AddressInfo } from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath, pathToFileURL } from "node:url"
+import { afterAll } from "vitest"
+import { DeadLetterEntry } from "../src/domain/DeadLetterEntry.js"
+import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
+import * as SqliteDeadLetterStore from "../src/layers/sqlite/SqliteDeadLetterStore.js"
+import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
+import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const main = path.join(root, "src", "programs", "cli", "main.ts")
+/** tsx's loader by URL, so the CLI can run from any working directory. */
+const tsx = pathToFileURL(path.join(root, "node_modules", "tsx", "dist", "loader.mjs")).href
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-cli-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+let files = 0
+const freshFile = (): string => path.join(directory, `db-${++files}`, "outbox.db")
+
+/** The environment of a spawned CLI: no inherited OUTBOX_* or OTEL_* settings. */
+const baseEnv = (): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!key.startsWith("OUTBOX_") && !key.startsWith("OTEL_")) env[key] = value
+  }
+  return env
+}
+
+interface Result {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}): ChildProcess =>
+  spawn(process.execPath, ["--import", tsx, main, ...args], {
+    cwd: directory,
+    env: { ...baseEnv(), ...env },
+    stdio: ["pipe", "pipe", "pipe"]
+  })
+
+const collect = (child: ChildProcess) => {
+  const output = { stdout: "", stderr: "" }
+  child.stdout?.on("data", (chunk: Buffer) => (output.stdout += chunk.toString("utf8")))
+  child.stderr?.on("data", (chunk: Buffer) => (output.stderr += chunk.toString("utf8")))
+  const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
+  return { output, exited }
+}
+
+/** Runs the CLI to completion with `input` on stdin. */
+const cli = async (
+  args: ReadonlyArray<string>,
+  options: { readonly input?: string; readonly env?: Record<string, string> } = {}
+): Promise<Result> => {
+  const child = start(args, options.env)
+  const { exited, output } = collect(child)
+  child.stdin?.end(options.input ?? "")
+  const code = await exited
+  return { code, ...output }
+}
+
+const waitFor = async (what: string, check: () => boolean | Promise<boolean>, withinMillis = 60_000) => {
+  const deadline = Date.now() + withinMillis
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`)
+    await new Promise((resolve) => setTimeout(resolve, 100))
+  }
+}
+
+const lines = (...records: ReadonlyArray<unknown>): string =>
+  records.map((r) => (typeof r === "string" ? r : JSON.stringify(r))).join("\n") + "\n"
+
+const rec = (partitionKey: string, n: number, extra: Record<string, unknown> = {}) => ({
+  partitionKey,
+  envelopeId: `env-${n}`,
+  bindingId: "b",
+  payload: { n },
+  ...extra
+})
+
+interface InspectJson {
+  readonly backend: string
+  readonly partitions: ReadonlyArray<{
+    readonly partition: string
+    readonly pending: number
+    readonly claimed: number
+    readonly oldestPendingAgeMillis: number | null
+    readonly fenceVersion: number | null
+    readonly leaseOwner: string | null
+    readonly leaseVersion: number | null
+  }>
+  readonly totals: { readonly pending: number; readonly claimed: number }
+  readonly deadLetters: { readonly poison: number; readonly permanent: number; readonly expired: number }
+}
+
+const inspectJson = async (file: string): Promise<InspectJson> => {
+  const result = await cli(["inspect", "--sqlite-file", file, "--json"])
+  expect(result.code, result.stderr).toBe(0)
+  return JSON.parse(result.stdout)
+}
+
+/** A webhook receiver on 127.0.0.1 recording every JSON body. */
+const receiver = async (status: (body: { envelopeId: string }) => number = () => 200) => {
+  const bodies: Array<{ envelopeId: string; partitionKey: string; orderingKey: string | null }> = []
+  const server = http.createServer((request, response) => {
+    let text = ""
+    request.on("data", (chunk: Buffer) => (text += chunk.toString("utf8")))
+    request.on("end", () => {
+      const body = JSON.parse(text)
+      const code = status(body)
+      if (code === 200) bodies.push(body)
+      response.writeHead(code).end()
+    })
+  })
+  await new Promise<void>((resolve) => server.listen(0, "127.0.0.1", resolve))
+  const address: string | AddressInfo | null = server.address()
+  const port = typeof address === "object" && address !== null ? address.port : 0
+  return {
+    url: `http://127.0.0.1:${port}/hook`,
+    bodies,
+    close: () =>
+      new Promise<void>((resolve) => {
+        server.close(() => resolve())
+        server.closeAllConnections()
+      })
+  }
+}
+
+// every command is a fresh Node process (~2-7 s to start on a busy 2-core machine)
+describe("effect-outbox CLI", { timeout: 240_000 }, () => {
+  it("enqueue reads JSON lines, reports bad lines with their number and still enqueues the good ones", async () => {
+    const file = freshFile()
+    const input = lines(
+      rec("p1", 1, { orderingKey: "k" }),
+      "not json at all",
+      rec("", 2),
+      rec("p1", 3, { payload: "a plain string" }),
+      "",
+      { partitionKey: "p2", envelopeId: "env-5", bindingId: "b" },
+      rec("p2", 6, { expiresAt: "2999-01-01T00:00:00Z", headers: { "x-a": "1" } })
+    )
+    const first = await cli(["enqueue", "--sqlite-file", file], { input })
+    expect(first.code).toBe(1)
+    expect(first.stderr).toContain("line 2: not JSON")
+    expect(first.stderr).toMatch(/line 3: partitionKey: /)
+    expect(first.stderr).toMatch(/line 6: .*payload/)
+    expect(first.stderr).not.toMatch(/line (1|4|5|7):/)
+    expect(first.stdout).toContain("enqueued 3 records (0 duplicates skipped, 3 lines rejected) from 7 lines")
+
+    // the same good lines again: idempotent per identity
+    const again = await cli(["enqueue", "--sqlite-file", file], { input: lines(rec("p1", 1), rec("p2", 6)) })
+    expect(again.code).toBe(0)
+    expect(again.stdout).toContain("enqueued 0 records (2 duplicates skipped, 0 lines rejected)")
+
+    const report = await inspectJson(file)
+    expect(report.backend).toBe("sqlite")
+    expect(report.partitions.map((p) => [p.partition, p.pending, p.claimed])).toEqual([
+      ["p1", 2, 0],
+      ["p2", 1, 0]
+    ])
+    expect(report.partitions.every((p) => p.fenceVersion === 0 && p.leaseOwner === null)).toBe(true)
+    expect(report.partitions.every((p) => (p.oldestPendingAgeMillis ?? -1) >= 0)).toBe(true)
+    expect(report.totals).toEqual({ pending: 3, claimed: 0 })
+
+    const text = await cli(["inspect", "--sqlite-file", file])
+    expect(text.code).toBe(0)
+    expect(text.stdout).toMatch(/partition\s+pending\s+claimed\s+oldest pending\s+fence\s+lease/)
+    expect(text.stdout).toMatch(/p1\s+2\s+0\s+\S+\s+0\s+-/)
+    expect(text.stdout).toMatch(/total\s+3\s+0/)
+    expect(text.stdout).toMatch(/permanent\s+0/)
+  })
+
+  it("relay delivers to a webhook in per-key order, shows its lease in inspect, and releases it on SIGTERM", async () => {
+    const file = freshFile()
+    const hook = await receiver()
+    try {
+      const records = [0, 1, 2, 3, 4, 5, 6, 7, 8, 9].map((n) =>
+        rec(n % 2 === 0 ? "even" : "odd", n, n < 6 ? { orderingKey: "k" } : {})
+      )
+      expect((await cli(["enqueue", "--sqlite-file", file], { input: lines(...records) })).code).toBe(0)
+
+      const relay = start([
+        "relay",
+        "webhook",
+        hook.url,
+        "--sqlite-file",
+        file,
+        "--owner",
+        "relay-test",
+        "--discovery-interval",
+        "200 millis",
+        "--lease-ttl",
+        "20 seconds"
+      ])
+      const { exited, output } = collect(relay)
+      await waitFor("10 deliveries", () => hook.bodies.length >= 10)
+      const byKey = (partition: string) =>
+        hook.bodies.filter((b) => b.partitionKey === partition && b.orderingKey === "k").map((b) => b.envelopeId)
+      expect(byKey("even")).toEqual(["env-0", "env-2", "env-4"])
+      expect(byKey("odd")).toEqual(["env-1", "env-3", "env-5"])
+
+      const during = await inspectJson(file)
+      expect(during.partitions.map((p) => p.leaseOwner)).toEqual(["relay-test", "relay-test"])
+      expect(during.partitions.every((p) => (p.fenceVersion ?? 0) >= 1)).toBe(true)
+
+      relay.kill("SIGTERM")
+      expect(await exited).toBe(0)
+      expect(output.stderr).toContain('message="relay started"')
+      expect(output.stderr).toContain('message="relay stopped"')
+
+      const after = await inspectJson(file)
+      expect(after.partitions.map((p) => [p.pending, p.claimed, p.leaseOwner])).toEqual([
+        [0, 0, null],
+        [0, 0, null]
+      ])
+      expect(hook.bodies).toHaveLength(10)
+    } finally {
+      await hook.close()
+    }
+  })
+
+  it("relay stdout writes one JSON line per record and stops on SIGINT; settings come from a config file", async () => {
+    const file = freshFile()
+    const config = path.join(directory, `config-${files}.json`)
+    fs.writeFileSync(config, JSON.stringify({ sqlite: { file }, relay: { owner: "from-file", discoveryInterval: "200 millis" } }))
+    expect((await cli(["enqueue", "--config", config], { input: lines(rec("p", 1), rec("p", 2)) })).code).toBe(0)
+    const relay = start(["relay", "stdout", "--config", config])
+    const { exited, output } = collect(relay)
+    await waitFor("two JSON lines", () => output.stdout.split("\n").filter((l) => l.length > 0).length >= 2)
+    relay.kill("SIGINT")
+    expect(await exited).toBe(0)
+    const delivered = output.stdout
+      .split("\n")
+      .filter((l) => l.length > 0)
+      .map((l) => JSON.parse(l))
+    expect(delivered.map((r) => r.envelopeId).sort()).toEqual(["env-1", "env-2"])
+    expect(delivered.every((r) => r.partitionKey === "p" && typeof r.payload === "string")).toBe(true)
+    expect(JSON.parse(Buffer.from(delivered[0].payload, "base64").toString("utf8"))).toHaveProperty("n")
+    expect(output.stderr).toContain("owner=from-file")
+  })
+
+  it("rejects bad settings with one clear message naming each setting, exit code 2", async () => {
+    const file = freshFile()
+    const badFlag = await cli(["relay", "webhook", "http://127.0.0.1:9/x", "--sqlite-file", file, "--batch-size", "0"])
+    expect(badFlag.code).toBe(2)
+    expect(badFlag.stderr).toContain("invalid configuration")
+    expect(badFlag.stderr).toContain("relay.batchSize (env OUTBOX_RELAY_BATCH_SIZE): Expected an integer of at least 1")
+
+    const badEnv = await cli(["relay", "stdout", "--sqlite-file", file], {
+      env: { OUTBOX_RELAY_LEASE_TTL: "banana", OUTBOX_RELAY_MAX_PARTITIONS: "many" }
+    })
+    expect(badEnv.code).toBe(2)
+    expect(badEnv.stderr).toContain('relay.leaseTtl (env OUTBOX_RELAY_LEASE_TTL): Expected a duration but received "banana"')
+    expect(badEnv.stderr).toContain("relay.maxPartitions (env OUTBOX_RELAY_MAX_PARTITIONS): Expected an integer")
+
+    const noUrl = await cli(["relay", "webhook", "--sqlite-file", file])
+    expect(noUrl.code).toBe(2)
+    expect(noUrl.stderr).toContain("a webhook sink needs a URL")
+
+    const badUrl = await cli(["relay", "--webhook-url", "ftp://example", "--sqlite-file", file])
+    expect(badUrl.code).toBe(2)
+    expect(badUrl.stderr).toContain("sink.url (env OUTBOX_SINK_URL): Expected an http:// or https:// URL")
+
+    const missingFile = await cli(["inspect", "--config", path.join(directory, "absent.json")])
+    expect(missingFile.code).toBe(2)
+    expect(missingFile.stderr).toContain("cannot read config file")
+
+    const unknownBackend = await cli(["inspect"], { env: { OUTBOX_BACKEND: "postgres" } })
+    expect(unknownBackend.code).toBe(2)
+    expect(unknownBackend.stderr).toContain("backend (env OUTBOX_BACKEND): Expected one of (sqlite, dynamodb, memory)")
+  })
+
+  it("dlq list, redrive and purge apply the SPEC §5 filters", async () => {
+    const file = freshFile()
+    const t0 = Date.parse("2026-01-01T00:00:00Z")
+    const entry = (id: string, minutes: number, category: "poison" | "permanent" | "expired", routeId: string) =>
+      new DeadLetterEntry({
+        id,
+        recordId: `rec-${id}`,
+        partitionKey: "p",
+        envelopeId: `env-${id}`,
+        bindingId: "b",
+        payload: new TextEncoder().encode(`{"id":"${id}"}`),
+        headers: {},
+        routeId,
+        category,
+        reason: `failed ${id}`,
+        errorCode: "http-400",
+        lastError: "webhook answered 400",
+        attempts: 1,
+        failedAt: DateTime.unsafeMake(t0 + minutes * 60_000)
+      })
+    await Effect.runPromise(
+      Effect.gen(function* () {
+        const dlq = yield* DeadLetterStore
+        yield* dlq.write(entry("a", 0, "permanent", "billing"))
+        yield* dlq.write(entry("b", 10, "poison", "billing"))
+        yield* dlq.write(entry("c", 20, "permanent", "shipping"))
+        yield* dlq.write(entry("d", 30, "expired", "billing"))
+      }).pipe(
+        Effect.provide(
+          SqliteDeadLetterStore.layer.pipe(
+            Layer.provideMerge(SqliteOutboxStore.layer),
+            Layer.provide(SqliteDatabase.layer({ filename: file }))
+          )
+        )
+      )
+    )
+    const ids = (result: Result) =>
+      result.stdout
+        .split("\n")
+        .filter((l) => l.length > 0)
+        .map((l) => JSON.parse(l).id)
+
+    const all = await cli(["dlq", "list", "--sqlite-file", file, "--json"])
+    expect(all.code).toBe(0)
+    expect(ids(all)).toEqual(["a", "b", "c", "d"])
+    expect(ids(await cli(["dlq", "list", "--sqlite-file", file, "--json", "--route", "billing"]))).toEqual(["a", "b", "d"])
+    expect(ids(await cli(["dlq", "list", "--sqlite-file", file, "--json", "--category", "permanent"]))).toEqual(["a", "c"])
+    expect(
+      ids(
+        await cli([
+          "dlq",
+          "list",
+          "--sqlite-file",
+          file,
+          "--json",
+          "--since",
+          "2026-01-01T00:10:00Z",
+          "--before",
+          "2026-01-01T00:30:00Z",
+          "--limit",
+          "5"
+        ])
+      )
+    ).toEqual(["b", "c"])
+
+    const table = await cli(["dlq", "list", "--sqlite-file", file, "--limit", "2"])
+    expect(table.stdout).toMatch(/failed at\s+id\s+category/)
+    expect(table.stdout).toContain("2 entries")
+
+    const inspected = await inspectJson(file)
+    expect(inspected.deadLetters).toEqual({ poison: 1, permanent: 2, expired: 1, total: 4 })
+
+    const redriven = await cli(["dlq", "redrive", "--sqlite-file", file, "c"])
+    expect(redriven.code).toBe(0)
+    expect(redriven.stdout).toContain("redrove 1 entries into the outbox")
+    const afterRedrive = await inspectJson(file)
+    expect(afterRedrive.partitions.find((p) => p.partition === "p")?.pending).toBe(1)
+    expect(afterRedrive.deadLetters.permanent).toBe(1)
+
+    const refused = await cli(["dlq", "purge", "--sqlite-file", file])
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain("refusing to purge")
+
+    const purged = await cli(["dlq", "purge", "--sqlite-file", file, "--before", "2026-01-01T00:15:00Z"])
+    expect(purged.code).toBe(0)
+    expect(purged.stdout).toContain("purged 2 entries")
+    expect(ids(await cli(["dlq", "list", "--sqlite-file", file, "--json"]))).toEqual(["d"])
+
+    const badTime = await cli(["dlq", "list", "--sqlite-file", file, "--since", "yesterday-ish"])
+    expect(badTime.code).toBe(2)
+    expect(badTime.stderr).toContain("--since")
+  })
+})
