@@ -27,8 +27,6 @@ export interface ModelRecord extends ClaimOrder.ClaimFacts {
   readonly firstAttemptedAt: Option.Option<DateTime.Utc>
   readonly replayCount: number
   readonly status: RecordStatus
-  /** Position in the model's insertion order (for picking records in generated commands). */
-  readonly ordinal: number
 }
 
 /** What the model is asked to persist (plain data; empty strings make an invalid record). */
@@ -73,6 +71,8 @@ export interface ModelTotals {
   readonly completed: number
   readonly expired: number
   readonly persisted: number
+  /** Terminal records removed by a `replaceTerminal` persist (they left the store). */
+  readonly replaced: number
 }
 
 interface PartitionState {
@@ -88,9 +88,21 @@ export class OutboxModel {
   private readonly byIdentity = new Map<string, string>()
   private readonly partitions = new Map<string, PartitionState>()
   private persistedTotal = 0
+  private replacedTotal = 0
 
   /** @param staleClaimAfterMillis wall-clock stale reclaim threshold (R-CLAIM-6), when configured */
   constructor(readonly staleClaimAfterMillis: number | undefined) {}
+
+  /** An independent copy (records are immutable values, so copying the maps suffices). */
+  clone(): OutboxModel {
+    const copy = new OutboxModel(this.staleClaimAfterMillis)
+    for (const [id, record] of this.records) copy.records.set(id, record)
+    for (const [identity, id] of this.byIdentity) copy.byIdentity.set(identity, id)
+    for (const [key, state] of this.partitions) copy.partitions.set(key, { ...state })
+    copy.persistedTotal = this.persistedTotal
+    copy.replacedTotal = this.replacedTotal
+    return copy
+  }
 
   private partition(key: string): PartitionState {
     let state = this.partitions.get(key)
@@ -155,7 +167,14 @@ export class OutboxModel {
 
   /** Totals over every partition. */
   totals(): ModelTotals {
-    const totals = { pending: 0, claimed: 0, completed: 0, expired: 0, persisted: this.persistedTotal }
+    const totals = {
+      pending: 0,
+      claimed: 0,
+      completed: 0,
+      expired: 0,
+      persisted: this.persistedTotal,
+      replaced: this.replacedTotal
+    }
     for (const record of this.records.values()) totals[record.status]++
     return totals
   }
@@ -164,10 +183,15 @@ export class OutboxModel {
    * R-PERSIST-1..5: skips existing identities (keeping the stored id), stores the first of repeated
    * identities of the batch, assigns seq in batch order, stamps `createdAt = now` when absent. Invalid
    * records (empty fields, an id used by another identity) fail the batch with nothing stored; an
-   * all-skipped non-empty batch is a `DuplicateRecord`.
+   * all-skipped non-empty batch is a `DuplicateRecord`. With `replaceTerminal` (dead-letter redrive), a
+   * terminal holder of an identity is removed and the new record stored in its place.
    */
-  persist(inputs: ReadonlyArray<ModelInput>, nowMillis: number): Outcome<ModelPersistReport> {
-    if (inputs.length === 0) return success({ persisted: [], skipped: [], existingIds: [] })
+  persist(
+    inputs: ReadonlyArray<ModelInput>,
+    nowMillis: number,
+    replaceTerminal = false
+  ): Outcome<ModelPersistReport & { readonly replaced: number }> {
+    if (inputs.length === 0) return success({ persisted: [], skipped: [], existingIds: [], replaced: 0 })
     const idIdentity = new Map<string, string>()
     for (const [index, input] of inputs.entries()) {
       if (input.id === "" || input.partitionKey === "" || input.envelopeId === "" || input.bindingId === "") {
@@ -188,11 +212,17 @@ export class OutboxModel {
     const skipped: Array<string> = []
     const existingIds: Array<string> = []
     const staged: Array<ModelRecord> = []
+    const replaced: Array<string> = []
     const firstInBatch = new Map<string, string>()
     const seqs = new Map<string, number>()
     for (const input of inputs) {
       const identity = identityKey(input)
-      const existing = firstInBatch.get(identity) ?? this.byIdentity.get(identity)
+      const inBatch = firstInBatch.get(identity)
+      const holder = inBatch === undefined ? this.byIdentity.get(identity) : undefined
+      const holderStatus = holder === undefined ? undefined : this.records.get(holder)?.status
+      const replaceable = replaceTerminal && (holderStatus === "completed" || holderStatus === "expired")
+      if (holder !== undefined && replaceable) replaced.push(holder)
+      const existing = inBatch ?? (replaceable ? undefined : holder)
       if (existing !== undefined) {
         skipped.push(input.id)
         existingIds.push(existing)
@@ -218,20 +248,25 @@ export class OutboxModel {
         claimVersion: 0,
         claimedAt: Option.none(),
         firstAttemptedAt: Option.none(),
-        replayCount: 0,
-        ordinal: this.records.size + staged.length
+        replayCount: 0
       })
       firstInBatch.set(identity, input.id)
       persisted.push(input.id)
     }
     if (persisted.length === 0) return failure("DuplicateRecord", "every record of the batch exists")
+    for (const id of replaced) {
+      const old = this.records.get(id)
+      this.records.delete(id)
+      if (old !== undefined && this.byIdentity.get(old.identity) === id) this.byIdentity.delete(old.identity)
+      this.replacedTotal++
+    }
     for (const record of staged) {
       this.records.set(record.id, record)
       this.byIdentity.set(record.identity, record.id)
       this.persistedTotal++
     }
     for (const [key, seq] of seqs) this.partition(key).seq = seq
-    return success({ persisted, skipped, existingIds })
+    return success({ persisted, skipped, existingIds, replaced: replaced.length })
   }
 
   private fence(partitionKey: string, token: LeaseToken.LeaseTokenLike): Outcome<void> {
@@ -333,8 +368,10 @@ export class OutboxModel {
    */
   conservationViolation(): string | undefined {
     const totals = this.totals()
-    const sum = totals.pending + totals.claimed + totals.completed + totals.expired
-    if (sum !== totals.persisted) return `states add up to ${sum} but ${totals.persisted} records were persisted`
+    const sum = totals.pending + totals.claimed + totals.completed + totals.expired + totals.replaced
+    if (sum !== totals.persisted) {
+      return `states (and replaced records) add up to ${sum} but ${totals.persisted} records were persisted`
+    }
     for (const record of this.records.values()) {
       const claimedFacts = Option.isSome(record.claimedBy) && Option.isSome(record.claimedAt)
       if (record.status === "claimed" && !claimedFacts) return `claimed record ${record.id} has no owner`

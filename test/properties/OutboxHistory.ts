@@ -35,9 +35,14 @@ import { randomBytes } from "node:crypto"
 import * as ClaimOrder from "../../src/domain/ClaimOrder.js"
 import type { LeaseTokenLike } from "../../src/domain/LeaseToken.js"
 import { NewOutboxRecord, type OutboxRecord } from "../../src/domain/OutboxRecord.js"
-import { normaliseLimit, OutboxStore, type OutboxStoreService } from "../../src/services/OutboxStore.js"
+import {
+  type ClaimBatch,
+  normaliseLimit,
+  OutboxStore,
+  type OutboxStoreService
+} from "../../src/services/OutboxStore.js"
 import type { ContractLayerOptions } from "../contract/OutboxStoreContract.js"
-import { type ModelInput, type ModelRecord, OutboxModel, type Outcome } from "./Model.js"
+import { type ModelClaim, type ModelInput, type ModelRecord, OutboxModel, type Outcome } from "./Model.js"
 
 // vitest refuses to be imported outside its runner; the soak CLI imports this module without it
 const vitest = process.env["VITEST"] !== undefined ? await import("@effect/vitest") : undefined
@@ -54,6 +59,11 @@ export interface HistoryOptions {
   readonly maxSteps?: number
   /** Compare `firstAttemptedAt` of claimed records (default true). */
   readonly firstAttempt?: boolean
+  /**
+   * Also run pairs of concurrent claims and require the outcome of one of the two serial orders (default
+   * false: only for backends whose claim is atomic as a whole, such as memory and SQLite).
+   */
+  readonly concurrentClaims?: boolean
 }
 
 /**
@@ -74,6 +84,8 @@ export interface HistoryStats {
   headOfLineShaped: number
   /** Records skipped by persist as existing identities. */
   skippedDuplicates: number
+  /** Terminal records replaced by a `replaceTerminal` persist. */
+  replacedTerminal: number
 }
 
 /** Fresh, zeroed statistics. */
@@ -85,7 +97,8 @@ export const emptyStats = (): HistoryStats => ({
   preemptions: 0,
   staleReclaims: 0,
   headOfLineShaped: 0,
-  skippedDuplicates: 0
+  skippedDuplicates: 0,
+  replacedTerminal: 0
 })
 
 // ---------------------------------------------------------------------------------------------------
@@ -113,8 +126,22 @@ interface TokenSpec {
 }
 
 type Command =
-  | { readonly _tag: "Persist"; readonly partition: number; readonly records: ReadonlyArray<GenRecord> }
+  | {
+      readonly _tag: "Persist"
+      readonly partition: number
+      readonly records: ReadonlyArray<GenRecord>
+      /** persist as a dead-letter redrive does: terminal holders of an identity are replaced */
+      readonly replaceTerminal: boolean
+    }
   | { readonly _tag: "Claim"; readonly partition: number; readonly token: TokenSpec; readonly limit: number }
+  | {
+      readonly _tag: "ClaimPair"
+      readonly partition: number
+      readonly first: TokenSpec
+      readonly firstLimit: number
+      readonly second: TokenSpec
+      readonly secondLimit: number
+    }
   | {
       readonly _tag: "Complete" | "Release"
       readonly pick: number
@@ -160,13 +187,30 @@ const recordArb: fc.Arbitrary<GenRecord> = fc.record({
   invalid: rare(80)
 })
 
-const commandArb: fc.Arbitrary<Command> = fc.oneof(
+const limitArb = fc.constantFrom(-1, 0, 1, 1, 2, 2, 3, 5, 100)
+
+const claimPairArb: fc.Arbitrary<Command> = fc.record({
+  _tag: fc.constant("ClaimPair" as const),
+  partition: fc.integer({ min: 0, max: PARTITIONS - 1 }),
+  first: tokenArb,
+  firstLimit: limitArb,
+  second: tokenArb,
+  secondLimit: limitArb
+})
+
+const commandArb = (concurrentClaims: boolean): fc.Arbitrary<Command> =>
+  concurrentClaims
+    ? fc.oneof({ weight: 15, arbitrary: serialCommandArb }, { weight: 2, arbitrary: claimPairArb })
+    : serialCommandArb
+
+const serialCommandArb: fc.Arbitrary<Command> = fc.oneof(
   {
     weight: 4,
     arbitrary: fc.record({
       _tag: fc.constant("Persist" as const),
       partition: fc.integer({ min: 0, max: PARTITIONS - 1 }),
-      records: fc.array(recordArb, { minLength: 0, maxLength: 5 })
+      records: fc.array(recordArb, { minLength: 0, maxLength: 5 }),
+      replaceTerminal: rare(3)
     })
   },
   {
@@ -175,7 +219,7 @@ const commandArb: fc.Arbitrary<Command> = fc.oneof(
       _tag: fc.constant("Claim" as const),
       partition: fc.integer({ min: 0, max: PARTITIONS - 1 }),
       token: tokenArb,
-      limit: fc.constantFrom(-1, 0, 1, 1, 2, 2, 3, 5, 100)
+      limit: limitArb
     })
   },
   {
@@ -251,8 +295,17 @@ const millisOrUndefined = (value: Option.Option<DateTime.Utc>): number | undefin
 const describeOutcome = <A>(outcome: Outcome<A>): string =>
   outcome._tag === "Success" ? `ok ${JSON.stringify(outcome.value)}` : `${outcome.error} (${outcome.reason})`
 
-const describeActual = <A>(actual: Either.Either<A, { readonly _tag: string }>): string =>
-  Either.isRight(actual) ? `ok ${JSON.stringify(actual.right)}` : actual.left._tag
+const describeActual = <A>(actual: Either.Either<A, { readonly _tag: string }>): string => {
+  if (Either.isLeft(actual)) return actual.left._tag
+  const value: unknown = actual.right
+  if (typeof value === "object" && value !== null && "records" in value && Array.isArray(value.records)) {
+    // a claim batch: its ids are enough
+    const records: ReadonlyArray<unknown> = value.records
+    const ids = records.map((r) => (typeof r === "object" && r !== null && "id" in r ? String(r.id) : "?"))
+    return `ok [${ids.join(",")}]`
+  }
+  return `ok ${JSON.stringify(value)}`
+}
 
 const runHistory = (
   commands: ReadonlyArray<Command>,
@@ -264,7 +317,7 @@ const runHistory = (
     const origin = yield* Clock.currentTimeMillis
     const prefix = `h${runPrefix}-${++historyCounter}`
     const partitions = Array.from({ length: PARTITIONS }, (_, i) => `${prefix}-p${i}`)
-    const model = new OutboxModel(options.staleClaimAfterMillis)
+    let model = new OutboxModel(options.staleClaimAfterMillis)
     const compareFirstAttempt = options.firstAttempt ?? true
     const holders = new Map<string, Holder>()
     const highWaterMarks = new Map<string, number>()
@@ -337,6 +390,62 @@ const runHistory = (
       const a = JSON.stringify(facts(actual))
       const e = JSON.stringify(facts(expected))
       if (a !== e) mismatch(`${step}: record ${actual.id} is ${a}, model says ${e}`)
+    }
+
+    /** True when a store outcome has the model's tag and, for a claim, the same ids in the same order. */
+    const agrees = (
+      expected: Outcome<ModelClaim>,
+      actual: Either.Either<ClaimBatch, { readonly _tag: string }>
+    ): boolean =>
+      expected._tag === "Failure"
+        ? Either.isLeft(actual) && actual.left._tag === expected.error
+        : Either.isRight(actual) &&
+          actual.right.records.map((r) => r.id).join(",") === expected.value.records.map((r) => r.id).join(",")
+
+    /** Checks a successful claim against the model's and the invariants; records the new holders. */
+    const verifyClaim = (
+      step: string,
+      token: LeaseTokenLike,
+      limit: number,
+      now: number,
+      expected: ModelClaim,
+      batch: ClaimBatch
+    ): void => {
+      if (Option.isSome(batch.truncated)) mismatch(`${step}: unexpected truncated batch`)
+      const actualIds = batch.records.map((r) => r.id)
+      const expectedIds = expected.records.map((r) => r.id)
+      if (actualIds.join(",") !== expectedIds.join(",")) {
+        mismatch(`${step}: store claimed [${actualIds.join(",")}], model [${expectedIds.join(",")}]`)
+      }
+      batch.records.forEach((r, i) => compareClaimed(step, r, expected.records[i]))
+      const blocked = ClaimOrder.headOfLineViolation(expected.partitionBefore, batch.records)
+      if (blocked !== undefined) {
+        mismatch(`${step}: head-of-line violated: ${blocked.recordId} returned before ${blocked.blockedBy}`)
+      }
+      stats.claimedRecords += batch.records.length
+      const rule = { version: token.version, nowMillis: now, staleClaimAfterMillis: options.staleClaimAfterMillis }
+      const oldestClaimable = [...expected.partitionBefore]
+        .filter((r) => ClaimOrder.isClaimable(r, rule))
+        .sort(ClaimOrder.compareAge)
+        .slice(0, normaliseLimit(limit))
+        .map((r) => r.id)
+      if (oldestClaimable.join(",") !== expectedIds.join(",")) stats.headOfLineShaped++
+      for (const record of batch.records) {
+        const previous = holders.get(record.id)
+        if (previous !== undefined) {
+          const stale = options.staleClaimAfterMillis
+          const preempted = token.version > previous.version
+          const reclaimed = stale !== undefined && previous.claimedAtMillis < now - stale
+          if (preempted) stats.preemptions++
+          else if (reclaimed) stats.staleReclaims++
+          else {
+            mismatch(
+              `${step}: ${record.id} handed to ${token.owner}@${token.version} while held by ${previous.owner}@${previous.version}`
+            )
+          }
+        }
+        holders.set(record.id, { owner: token.owner, version: token.version, claimedAtMillis: now })
+      }
     }
 
     /** Counts of every partition; the pending preview of the partitions the step touched. */
@@ -424,15 +533,18 @@ const runHistory = (
               )
             )
           }
-          const step = `${label} persist ${pk} ${JSON.stringify(inputs.map((i) => [i.id, i.envelopeId, i.bindingId, i.orderingKey ?? null]))}`
-          const expected = model.persist(inputs, now)
-          const actual = yield* Effect.either(store.persist(batch))
+          const step = `${label} persist${command.replaceTerminal ? " (replaceTerminal)" : ""} ${pk} ${JSON.stringify(inputs.map((i) => [i.id, i.envelopeId, i.bindingId, i.orderingKey ?? null]))}`
+          const expected = model.persist(inputs, now, command.replaceTerminal)
+          const actual = yield* Effect.either(store.persist(batch, { replaceTerminal: command.replaceTerminal }))
           if (sameTag(step, expected, actual) && expected._tag === "Success") {
+            const { replaced, ...report } = expected.value
             const a = JSON.stringify(actual.right)
-            const e = JSON.stringify(expected.value)
+            const e = JSON.stringify(report)
             if (a !== e) mismatch(`${step}: store reported ${a}, model ${e}`)
+            // a replaced record was terminal already (it stays counted in storeTerminal) and left the store
             storePersisted += actual.right.persisted.length
             stats.skippedDuplicates += actual.right.skipped.length
+            stats.replacedTerminal += replaced
           }
           break
         }
@@ -444,46 +556,50 @@ const runHistory = (
           const expected = model.claim(pk, token, command.limit, now)
           const actual = yield* Effect.either(store.claim(pk, token, command.limit))
           if (sameTag(step, expected, actual) && expected._tag === "Success") {
-            const batch = actual.right
-            if (Option.isSome(batch.truncated)) mismatch(`${step}: unexpected truncated batch`)
-            const actualIds = batch.records.map((r) => r.id)
-            const expectedIds = expected.value.records.map((r) => r.id)
-            if (actualIds.join(",") !== expectedIds.join(",")) {
-              mismatch(`${step}: store claimed [${actualIds.join(",")}], model [${expectedIds.join(",")}]`)
-            }
-            batch.records.forEach((r, i) => compareClaimed(step, r, expected.value.records[i]))
-            const blocked = ClaimOrder.headOfLineViolation(expected.value.partitionBefore, batch.records)
-            if (blocked !== undefined) {
-              mismatch(`${step}: head-of-line violated: ${blocked.recordId} returned before ${blocked.blockedBy}`)
-            }
-            stats.claimedRecords += batch.records.length
-            const rule = {
-              version: token.version,
-              nowMillis: now,
-              staleClaimAfterMillis: options.staleClaimAfterMillis
-            }
-            const oldestClaimable = [...expected.value.partitionBefore]
-              .filter((r) => ClaimOrder.isClaimable(r, rule))
-              .sort(ClaimOrder.compareAge)
-              .slice(0, normaliseLimit(command.limit))
-              .map((r) => r.id)
-            if (oldestClaimable.join(",") !== expectedIds.join(",")) stats.headOfLineShaped++
-            for (const record of batch.records) {
-              const previous = holders.get(record.id)
-              if (previous !== undefined) {
-                const stale = options.staleClaimAfterMillis
-                const preempted = token.version > previous.version
-                const reclaimed = stale !== undefined && previous.claimedAtMillis < now - stale
-                if (preempted) stats.preemptions++
-                else if (reclaimed) stats.staleReclaims++
-                if (!preempted && !reclaimed) {
-                  mismatch(
-                    `${step}: ${record.id} handed to ${token.owner}@${token.version} while held by ${previous.owner}@${previous.version}`
-                  )
-                }
+            verifyClaim(step, token, command.limit, now, expected.value, actual.right)
+          }
+          break
+        }
+        case "ClaimPair": {
+          // two claims at once (R-CLAIM-9): the store must behave as one of the two serial orders
+          const pk = partitionOf(command.partition)
+          touched.add(pk)
+          const first = { token: tokenFor(command.first, pk), limit: command.firstLimit }
+          const second = { token: { ...tokenFor(command.second, pk), owner: `o${OWNERS}` }, limit: command.secondLimit }
+          const show = (c: typeof first) => `${c.token.owner}@${c.token.version} limit ${c.limit}`
+          const step = `${label} concurrent claims ${pk} [${show(first)}] [${show(second)}]`
+          const [a, b] = yield* Effect.all(
+            [
+              Effect.either(store.claim(pk, first.token, first.limit)),
+              Effect.either(store.claim(pk, second.token, second.limit))
+            ],
+            { concurrency: 2 }
+          )
+          const orders = [
+            [first, a, second, b],
+            [second, b, first, a]
+          ] as const
+          let matched = false
+          for (const [x, xActual, y, yActual] of orders) {
+            const candidate = model.clone()
+            const xExpected = candidate.claim(pk, x.token, x.limit, now)
+            const yExpected = candidate.claim(pk, y.token, y.limit, now)
+            if (!agrees(xExpected, xActual) || !agrees(yExpected, yActual)) continue
+            matched = true
+            model = candidate
+            for (const [c, expected, actual] of [
+              [x, xExpected, xActual],
+              [y, yExpected, yActual]
+            ] as const) {
+              const sub = `${step}: ${show(c)}`
+              if (sameTag(sub, expected, actual) && expected._tag === "Success") {
+                verifyClaim(sub, c.token, c.limit, now, expected.value, actual.right)
               }
-              holders.set(record.id, { owner: token.owner, version: token.version, claimedAtMillis: now })
             }
+            break
+          }
+          if (!matched) {
+            mismatch(`${step}: results [${describeActual(a)}] [${describeActual(b)}] match neither serial order`)
           }
           break
         }
@@ -603,7 +719,7 @@ export const checkOutboxHistories = async (
       ? {}
       : { staleClaimAfter: Duration.millis(options.staleClaimAfterMillis) }
   const property = fc.asyncProperty(
-    fc.array(commandArb, {
+    fc.array(commandArb(options.concurrentClaims ?? false), {
       minLength: Math.min(10, options.maxSteps ?? 40),
       maxLength: options.maxSteps ?? 40,
       size: "max"

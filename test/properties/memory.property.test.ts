@@ -7,5 +7,10 @@ const makeLayer = (options: { readonly staleClaimAfter?: Duration.DurationInput 
     ? MemoryOutboxStore.layer
     : MemoryOutboxStore.layerWith({ staleClaimAfter: options.staleClaimAfter })
 
-runOutboxHistories("memory with stale reclaim", makeLayer, { runs: 200, staleClaimAfterMillis: 30_000, maxSteps: 30 })
-runOutboxHistories("memory, version-only reclaim", makeLayer, { runs: 50, maxSteps: 30 })
+runOutboxHistories("memory with stale reclaim", makeLayer, {
+  runs: 200,
+  staleClaimAfterMillis: 30_000,
+  maxSteps: 30,
+  concurrentClaims: true
+})
+runOutboxHistories("memory, version-only reclaim", makeLayer, { runs: 50, maxSteps: 30, concurrentClaims: true })

@@ -52,7 +52,9 @@ const main = async (): Promise<void> => {
     runs,
     maxSteps,
     ...(seed !== undefined ? { seed } : {}),
-    ...(staleMs > 0 ? { staleClaimAfterMillis: staleMs } : {})
+    ...(staleMs > 0 ? { staleClaimAfterMillis: staleMs } : {}),
+    // both backends claim atomically, so concurrent claims must match a serial order
+    concurrentClaims: true
   })
   const seconds = Number(process.hrtime.bigint() - started) / 1e9
   console.log(
