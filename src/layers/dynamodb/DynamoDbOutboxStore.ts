@@ -304,11 +304,12 @@ const decodeItems = (
 const checkIdsUnused = (
   dynamo: DynamoDbService,
   tableName: string,
-  records: ReadonlyArray<OutboxRecord.PreparedRecord>
+  records: ReadonlyArray<OutboxRecord.PreparedRecord>,
+  batchIndex: (position: number) => number = (position) => position
 ): Effect.Effect<void, InvalidRecord | StoreUnavailable> =>
   Effect.forEach(
     records,
-    (record, index) =>
+    (record, position) =>
       dynamo
         .query({
           TableName: tableName,
@@ -327,7 +328,7 @@ const checkIdsUnused = (
               ? Effect.void
               : Effect.fail(
                   new InvalidRecord({
-                    index,
+                    index: batchIndex(position),
                     recordId: record.id,
                     partitionKey: record.partitionKey,
                     reason: `id ${record.id} is already used by a different record (partition ${other["PK"]?.S ?? "?"}, key ${other["SK"]?.S ?? "?"})`
@@ -436,7 +437,7 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
   // a ClaimIndex page only to abandon it); a scan that sees no key sends the partition back to the fast path.
   const keyedPartitions = new KeyedHint()
   const remember = (
-    record: { readonly id: string; readonly partitionKey: string } & Parameters<typeof RecordItem.recordSortKey>[0]
+    record: Pick<OutboxRecord.PreparedRecord, "id" | "partitionKey" | "envelopeId" | "bindingId">
   ): void => cache.set(record.id, record.partitionKey, RecordItem.recordSortKey(record))
 
   // ---------------------------------------------------------------- persist
@@ -505,7 +506,18 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
           unique.push(record)
         }
       }
-      yield* checkIdsUnused(dynamo, tableName, unique)
+      // every id of the batch (skipped duplicates included) must not belong to another stored identity
+      const checked = new Set<string>()
+      const toCheck: Array<OutboxRecord.PreparedRecord> = []
+      const positions: Array<number> = []
+      records.forEach((record, index) => {
+        const pair = `${record.id}\u0000${OutboxRecord.identityKey(record)}`
+        if (checked.has(pair)) return
+        checked.add(pair)
+        toCheck.push(record)
+        positions.push(index)
+      })
+      yield* checkIdsUnused(dynamo, tableName, toCheck, (position) => positions[position] ?? position)
       const seqs = yield* allocateSeqs(dynamo, tableName, unique)
       const outcomes = yield* Effect.forEach(
         unique,
