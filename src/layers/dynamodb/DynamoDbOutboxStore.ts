@@ -15,10 +15,11 @@
  * **Claim** reads the fence consistently, rejects a token below the high-water mark, raises the mark with
  * a conditional update, then chooses candidates and claims each with one `TransactWriteItems` of
  * [ConditionCheck fence `max_claim_version <= v`, Update record with the claimable condition]:
- * - *fast path* (keyless partitions): `ClaimIndex` ascending with a claimable filter, claiming as it
- *   reads and stopping after `limit` claims — O(limit) reads. The moment a page shows an ordering key the
- *   index is abandoned (a GSI can show a younger sibling before its head): with nothing claimed yet the
- *   claim re-runs on the scan path, otherwise what was claimed is returned as a legal short batch.
+ * - *fast path* (keyless partitions): `ClaimIndex` ascending with a claimable filter; it reads the pages
+ *   holding enough candidates for the batch, then claims them, reading on only to replace claims lost to
+ *   other claimers, and stops after `limit` claims — O(limit) reads. The moment a page shows an ordering
+ *   key the index is abandoned (a GSI can show a younger sibling before its head): with nothing claimed
+ *   yet the claim re-runs on the scan path, otherwise what was claimed is returned as a legal short batch.
  * - *scan path* (keyed partitions): a ConsistentRead Query of the base table paged to exhaustion as an
  *   interruptible `Stream`, folded into the oldest `retain = 3 × limit` claimable candidates (trimmed back
  *   to `retain` whenever the set reaches `2 × retain`) plus the oldest non-claimable record of each key
@@ -47,6 +48,18 @@
  * unknown (R-DONE-2). Each id is one conditional update on status, owner, version and id; several ids
  * are not atomic: earlier matches stay applied (R-DONE-3). Complete sets `ttl = now + retention` and
  * removes `claim_sort` and `has_expiry`.
+ *
+ * **Expire** queries `ExpiryIndex` (`has_expiry` = partition, `expires_at < before`) after the same fence
+ * read and raise as a claim, and expires each record with a transaction [ConditionCheck fence, Update
+ * record if still pending and due]; a sweep cut short after some transitions fails with
+ * `ExpireIncomplete` carrying the count.
+ *
+ * **Reads**: `countPending`/`countClaimed` are `ClaimIndex` queries with `Select: COUNT` and a status
+ * filter summed over pages; `queryPending` reads `ClaimIndex` in age order. Both see the index, which
+ * DynamoDB updates asynchronously. `listPartitions` queries the shards of `PartitionIndex`, reading one
+ * fence item per partition and never a record (R-READ-3). A fence item outlives its records, so a
+ * partition stays listed after it empties (a claim on it then finds nothing); a claim alone (without a
+ * persist) never lists a partition.
  *
  * **Stale reclaim** (R-CLAIM-6) defaults to 30 seconds: it must exceed the worst clock skew between
  * the nodes that claim, plus the longest batch.
