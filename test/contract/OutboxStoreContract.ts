@@ -728,6 +728,22 @@ export const outboxStoreContract = (
         )
       )
 
+      it.effect("R-CLAIM-4 equal createdAt across ordering keys and keyless records is still persist order", () =>
+        withStore((store) =>
+          Effect.gen(function* () {
+            const pk = freshPartition("tiekeys")
+            const ids = yield* seed(store, pk, [
+              { env: "zz", key: "K" },
+              { env: "yy" },
+              { env: "xx", key: "J" },
+              { env: "ww" },
+              { env: "vv", key: "K" }
+            ])
+            expect(idsOf(yield* store.claim(pk, token("o", 1), 10))).toEqual(ids)
+          })
+        )
+      )
+
       it.effect("R-CLAIM-4 a claim stamps owner, version, claimedAt = now and counts the claim", () =>
         withStore((store) =>
           Effect.gen(function* () {
