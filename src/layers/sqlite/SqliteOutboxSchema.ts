@@ -436,19 +436,24 @@ export const decodeRowFields = (input: unknown): Either.Either<DecodedRow, Corru
 export interface AppliedClaim {
   readonly owner: string
   readonly version: number
-  readonly atMillis: number
+  readonly at: DateTime.Utc
 }
 
 /**
  * Builds the `OutboxRecord` of a decoded row, optionally with a claim applied (status `claimed`, owner,
- * version, `claimedAt`, `firstAttemptedAt` if empty, one more replay). Every field was validated by
+ * version, `claimedAt`, `firstAttemptedAt` if empty, one more replay). `createdAt` may be passed when the
+ * caller already built it. Every field was validated by
  * {@link decodeRowFields}, so the record is built without a second validation pass.
  *
  * @since 0.1.0
  */
-export const toRecord = (decoded: DecodedRow, claim?: AppliedClaim): OutboxRecord.OutboxRecord => {
+export const toRecord = (
+  decoded: DecodedRow,
+  claim?: AppliedClaim,
+  createdAt: DateTime.Utc = DateTime.unsafeMake(decoded.row.created_at)
+): OutboxRecord.OutboxRecord => {
   const r = decoded.row
-  const claimedAt = claim === undefined ? instant(r.claimed_at) : Option.some(DateTime.unsafeMake(claim.atMillis))
+  const claimedAt = claim === undefined ? instant(r.claimed_at) : Option.some(claim.at)
   return new OutboxRecord.OutboxRecord(
     {
       id: r.id,
@@ -460,7 +465,7 @@ export const toRecord = (decoded: DecodedRow, claim?: AppliedClaim): OutboxRecor
       payload: r.payload,
       headers: decoded.headers,
       orderingKey: Option.fromNullable(r.ordering_key),
-      createdAt: DateTime.unsafeMake(r.created_at),
+      createdAt,
       expiresAt: instant(r.expires_at),
       seq: r.seq,
       status: claim === undefined ? decoded.status : "claimed",

@@ -7,12 +7,22 @@
  * - Persist joins an enclosing `sql.withTransaction` (R-PERSIST-6): business rows and outbox records
  *   commit or roll back together.
  * - Claim is one transaction: raise the fence → select the claimable, head-of-line-respecting
- *   candidates in age order through the claim index → guarded update → read back (RETURNING).
+ *   candidates in age order through the claim index (the final choice is `ClaimOrder.select`) →
+ *   guarded update repeating the predicate, returning the ids it changed → read back: the candidate
+ *   rows were read under the same write lock, so the claimed records are those rows with the claim
+ *   applied.
+ * - Complete and release are one guarded UPDATE per 1000 ids (one transaction when there are more).
+ *   With several ids the matching ones are applied and stay applied; the call then fails with
+ *   `StaleFencingToken` naming the ids that did not match (R-DONE-3: not all-or-nothing).
  * - Every transaction the store starts opens with a write, so it takes the write lock up front (like
  *   `BEGIN IMMEDIATE`): several processes may drain one WAL file, waiting on the busy timeout instead
  *   of failing on a stale read snapshot. A statement still failing with `SQLITE_BUSY`/`SQLITE_LOCKED`
- *   is retried a few times with short sleeps (never inside a caller's own transaction); any other SQL
- *   failure is `StoreUnavailable` with the cause.
+ *   is retried a few times with short sleeps (never inside a caller's own transaction: a caller sharing
+ *   the file between processes should begin its transaction with a write, or retry on
+ *   `StoreUnavailable`); any other SQL failure is `StoreUnavailable` with the cause.
+ * - A stored row that cannot be decoded (unknown status, malformed headers JSON, wrong column types)
+ *   fails the operation that reads it with `CorruptRecord` naming the record; it is never skipped, so a
+ *   corrupt row in the way blocks claims of its partition until it is repaired or removed.
  * - Terminal records are removed after `retention` by a sweep that runs at most once per
  *   `sweepInterval`, on the claim path, in bounded chunks.
  *
@@ -398,10 +408,10 @@ export const make = (
           }
           // read back: the candidates were read under this transaction's write lock; the update changed
           // exactly the claim fields, which are applied to them here
-          const applied = { owner: token.owner, version: token.version, atMillis: now }
+          const applied = { owner: token.owner, version: token.version, at: DateTime.unsafeMake(now) }
           const claimed = chosen
             .filter((c) => updated.has(c.decoded.row.id))
-            .map((c) => SqliteOutboxSchema.toRecord(c.decoded, applied))
+            .map((c) => SqliteOutboxSchema.toRecord(c.decoded, applied, c.createdAt))
           claimed.sort(ClaimOrder.compareAge)
           return ClaimBatch(claimed)
         })
