@@ -221,6 +221,86 @@ describe("DynamoDB store under injected faults", () => {
     }).pipe(Effect.provide(storeLayer(faults)))
   })
 
+  it.effect(
+    "R-EXP-3 an expire sweep throttled after one transition fails with ExpireIncomplete carrying the count",
+    () => {
+      const faults = new Faulty.Faults()
+      const pk = partition("expire-cut")
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* store.persist(
+          Array.range(0, 2).map(
+            (i) =>
+              new OutboxRecord.NewOutboxRecord({
+                partitionKey: pk,
+                envelopeId: envelope(i),
+                bindingId: "b",
+                payload: new Uint8Array([1]),
+                expiresAt: DateTime.unsafeMake(1_000 + i)
+              })
+          )
+        )
+        faults.reset()
+        faults.throttleTransactionAt = 2
+        const error = yield* Effect.flip(store.expire(DateTime.unsafeMake(10_000), pk, token(1)))
+        expect(error._tag).toBe("ExpireIncomplete")
+        if (error._tag === "ExpireIncomplete") expect(error.expired).toBe(1)
+        faults.clear()
+        expect(yield* store.expire(DateTime.unsafeMake(10_000), pk, token(1))).toBe(2)
+        expect(yield* store.countPending(pk)).toBe(0)
+      }).pipe(Effect.provide(storeLayer(faults)))
+    }
+  )
+
+  it.effect(
+    "R-EXP-1 an expire sweep whose fence is raised mid-sweep stops: ExpireIncomplete, or stale with nothing done",
+    () => {
+      const faults = new Faulty.Faults()
+      const pk = partition("expire-fence")
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* store.persist(
+          Array.range(0, 2).map(
+            (i) =>
+              new OutboxRecord.NewOutboxRecord({
+                partitionKey: pk,
+                envelopeId: envelope(i),
+                bindingId: "b",
+                payload: new Uint8Array([1]),
+                expiresAt: DateTime.unsafeMake(1_000 + i)
+              })
+          )
+        )
+        faults.reset()
+        faults.raiseFenceAfter = { transactions: 1, partitionKey: pk, version: 7 }
+        const cut = yield* Effect.flip(store.expire(DateTime.unsafeMake(10_000), pk, token(1)))
+        expect(cut._tag).toBe("ExpireIncomplete")
+        if (cut._tag === "ExpireIncomplete") expect(cut.expired).toBe(1)
+        faults.clear()
+        const stale = yield* Effect.flip(store.expire(DateTime.unsafeMake(10_000), pk, token(1)))
+        expect(stale._tag).toBe("StaleFencingToken")
+        expect(yield* store.countPending(pk)).toBe(2)
+      }).pipe(Effect.provide(storeLayer(faults)))
+    }
+  )
+
+  it.effect("R-CLAIM-9 two store instances claiming one partition at once never share a record", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("two-instances")
+    return Effect.gen(function* () {
+      yield* Effect.provide(seed(pk, 30), storeLayer(faults))
+      const claimWith = (owner: string) =>
+        Effect.flatMap(OutboxStore, (store) => store.claim(pk, token(1, owner), 30)).pipe(
+          Effect.provide(storeLayer(faults))
+        )
+      const [left, right] = yield* Effect.all([claimWith("left"), claimWith("right")], { concurrency: 2 })
+      const leftIds = left.records.map((r) => r.id)
+      const rightIds = right.records.map((r) => r.id)
+      expect(leftIds.filter((id) => rightIds.includes(id))).toEqual([])
+      expect(leftIds.length + rightIds.length).toBe(30)
+    })
+  })
+
   it.effect("a partition whose last scan saw ordering keys skips ClaimIndex until a scan sees none", () => {
     const faults = new Faulty.Faults()
     const pk = partition("hint")
