@@ -235,7 +235,10 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
   it("relay stdout writes one JSON line per record and stops on SIGINT; settings come from a config file", async () => {
     const file = freshFile()
     const config = path.join(directory, `config-${files}.json`)
-    fs.writeFileSync(config, JSON.stringify({ sqlite: { file }, relay: { owner: "from-file", discoveryInterval: "200 millis" } }))
+    fs.writeFileSync(
+      config,
+      JSON.stringify({ sqlite: { file }, relay: { owner: "from-file", discoveryInterval: "200 millis" } })
+    )
     expect((await cli(["enqueue", "--config", config], { input: lines(rec("p", 1), rec("p", 2)) })).code).toBe(0)
     const relay = start(["relay", "stdout", "--config", config])
     const { exited, output } = collect(relay)
@@ -263,7 +266,9 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
       env: { OUTBOX_RELAY_LEASE_TTL: "banana", OUTBOX_RELAY_MAX_PARTITIONS: "many" }
     })
     expect(badEnv.code).toBe(2)
-    expect(badEnv.stderr).toContain('relay.leaseTtl (env OUTBOX_RELAY_LEASE_TTL): Expected a duration but received "banana"')
+    expect(badEnv.stderr).toContain(
+      'relay.leaseTtl (env OUTBOX_RELAY_LEASE_TTL): Expected a duration but received "banana"'
+    )
     expect(badEnv.stderr).toContain("relay.maxPartitions (env OUTBOX_RELAY_MAX_PARTITIONS): Expected an integer")
 
     const noUrl = await cli(["relay", "webhook", "--sqlite-file", file])
@@ -328,8 +333,15 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
     const all = await cli(["dlq", "list", "--sqlite-file", file, "--json"])
     expect(all.code).toBe(0)
     expect(ids(all)).toEqual(["a", "b", "c", "d"])
-    expect(ids(await cli(["dlq", "list", "--sqlite-file", file, "--json", "--route", "billing"]))).toEqual(["a", "b", "d"])
-    expect(ids(await cli(["dlq", "list", "--sqlite-file", file, "--json", "--category", "permanent"]))).toEqual(["a", "c"])
+    expect(ids(await cli(["dlq", "list", "--sqlite-file", file, "--json", "--route", "billing"]))).toEqual([
+      "a",
+      "b",
+      "d"
+    ])
+    expect(ids(await cli(["dlq", "list", "--sqlite-file", file, "--json", "--category", "permanent"]))).toEqual([
+      "a",
+      "c"
+    ])
     expect(
       ids(
         await cli([

@@ -54,8 +54,7 @@ export interface ProbeService {
   readonly fenceVersion: ((partitionKey: string) => Effect.Effect<number, StoreUnavailable>) | undefined
   /** `createdAt` (epoch ms) of the oldest pending record of the partition. */
   readonly oldestPendingAt:
-    | ((partitionKey: string) => Effect.Effect<Option.Option<number>, StoreUnavailable>)
-    | undefined
+    ((partitionKey: string) => Effect.Effect<Option.Option<number>, StoreUnavailable>) | undefined
   /** Dead-letter entries per category. */
   readonly deadLetterCounts: Effect.Effect<DeadLetterCounts, StoreUnavailable>
   /** Human notes on what this backend cannot answer. */
@@ -106,11 +105,11 @@ const sqliteProbe: Layer.Layer<Probe, never, SqlClient.SqlClient> = Layer.effect
   Probe,
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const rows = <A, I>(schema: Schema.Schema<A, I>, operation: string, query: Effect.Effect<ReadonlyArray<unknown>, unknown>) =>
-      query.pipe(
-        Effect.flatMap(Schema.decodeUnknown(Schema.Array(schema))),
-        Effect.mapError(unavailable(operation))
-      )
+    const rows = <A, I>(
+      schema: Schema.Schema<A, I>,
+      operation: string,
+      query: Effect.Effect<ReadonlyArray<unknown>, unknown>
+    ) => query.pipe(Effect.flatMap(Schema.decodeUnknown(Schema.Array(schema))), Effect.mapError(unavailable(operation)))
     return Probe.of({
       backend: "sqlite",
       knownPartitions: Effect.map(
@@ -119,7 +118,11 @@ const sqliteProbe: Layer.Layer<Probe, never, SqlClient.SqlClient> = Layer.effect
       ),
       fenceVersion: (partitionKey) =>
         Effect.map(
-          rows(VersionRow, "inspect.fence", sql`SELECT max_version FROM outbox_fence WHERE partition_key = ${partitionKey}`),
+          rows(
+            VersionRow,
+            "inspect.fence",
+            sql`SELECT max_version FROM outbox_fence WHERE partition_key = ${partitionKey}`
+          ),
           (found) => found[0]?.max_version ?? 0
         ),
       oldestPendingAt: (partitionKey) =>
@@ -133,7 +136,11 @@ const sqliteProbe: Layer.Layer<Probe, never, SqlClient.SqlClient> = Layer.effect
           (found) => Option.fromNullable(found[0]?.oldest)
         ),
       deadLetterCounts: Effect.map(
-        rows(CategoryRow, "inspect.deadLetters", sql`SELECT category, count(*) AS n FROM outbox_dead_letter GROUP BY category`),
+        rows(
+          CategoryRow,
+          "inspect.deadLetters",
+          sql`SELECT category, count(*) AS n FROM outbox_dead_letter GROUP BY category`
+        ),
         (found) => {
           const counts: DeadLetterCounts = { poison: 0, permanent: 0, expired: 0 }
           for (const row of found) {
@@ -160,7 +167,9 @@ const memoryProbe: Layer.Layer<Probe, never, OutboxStore | DeadLetterStore> = La
       fenceVersion: undefined,
       oldestPendingAt: undefined,
       deadLetterCounts: countsThroughPort(dlq),
-      notes: ["the memory backend lives only as long as this process; fence version and oldest pending age are not exposed"]
+      notes: [
+        "the memory backend lives only as long as this process; fence version and oldest pending age are not exposed"
+      ]
     })
   })
 )
@@ -200,17 +209,15 @@ const dynamoProbe = (tableName: string): Layer.Layer<Probe, never, DynamoDb.Dyna
         backend: "dynamodb",
         knownPartitions: listed(store),
         fenceVersion: (partitionKey) =>
-          dynamo
-            .getItem({ TableName: tableName, Key: RecordItem.fenceKey(partitionKey), ConsistentRead: true })
-            .pipe(
-              Effect.mapError(unavailable("inspect.fence")),
-              Effect.flatMap((output) => {
-                const fence = RecordItem.decodeFence(output.Item)
-                return fence._tag === "Right"
-                  ? Effect.succeed(fence.right.highWaterMark)
-                  : Effect.fail(new StoreUnavailable({ operation: "inspect.fence", partitionKey, cause: fence.left }))
-              })
-            ),
+          dynamo.getItem({ TableName: tableName, Key: RecordItem.fenceKey(partitionKey), ConsistentRead: true }).pipe(
+            Effect.mapError(unavailable("inspect.fence")),
+            Effect.flatMap((output) => {
+              const fence = RecordItem.decodeFence(output.Item)
+              return fence._tag === "Right"
+                ? Effect.succeed(fence.right.highWaterMark)
+                : Effect.fail(new StoreUnavailable({ operation: "inspect.fence", partitionKey, cause: fence.left }))
+            })
+          ),
         oldestPendingAt,
         deadLetterCounts: countsThroughPort(dlq),
         notes: ["dead-letter counts list every entry of each category (DynamoDB has no cheap count)"]
@@ -218,8 +225,10 @@ const dynamoProbe = (tableName: string): Layer.Layer<Probe, never, DynamoDb.Dyna
     })
   )
 
-const buildFailure = (backend: string) => (error: { readonly message: string } | unknown): CliFailure =>
-  new CliFailure({ message: `cannot open the ${backend} backend: ${errorText(error)}`, exitCode: 1 })
+const buildFailure =
+  (backend: string) =>
+  (error: { readonly message: string } | unknown): CliFailure =>
+    new CliFailure({ message: `cannot open the ${backend} backend: ${errorText(error)}`, exitCode: 1 })
 
 /**
  * The stores (and probe) for the settings. Building the layer runs the backend's migrations or table

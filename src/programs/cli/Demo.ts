@@ -211,9 +211,9 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
           for (let from = 0; from < total; from += batchSize) {
             const batch: Array<NewOutboxRecord> = []
             for (let n = from; n < Math.min(total, from + batchSize); n++) batch.push(recordOf(n, partitions))
-            yield* enqueue.enqueue(batch).pipe(
-              Effect.retry({ while: (e) => e._tag === "OutboxFull", schedule: Schedule.spaced("200 millis") })
-            )
+            yield* enqueue
+              .enqueue(batch)
+              .pipe(Effect.retry({ while: (e) => e._tag === "OutboxFull", schedule: Schedule.spaced("200 millis") }))
             produced += batch.length
           }
         })
@@ -251,7 +251,9 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
           age(s.atMillis - started)
         ]
         const percent = `${String(Math.floor((done / total) * 100)).padStart(3)}%`
-        return options.tty ? `${bar(done / total, 24)} ${percent}  ${parts.join(" · ")}` : `${percent}  ${parts.join("  ")}`
+        return options.tty
+          ? `${bar(done / total, 24)} ${percent}  ${parts.join(" · ")}`
+          : `${percent}  ${parts.join("  ")}`
       }
 
       let previous: Snapshot = { delivered: 0, pending: 0, claimed: 0, deadLettered: 0, atMillis: started }
@@ -263,8 +265,7 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
         yield* Effect.sleep(interval)
         const s = yield* snapshot
         last = s
-        finished =
-          produced >= total && s.pending === 0 && s.claimed === 0 && s.delivered + s.deadLettered >= total
+        finished = produced >= total && s.pending === 0 && s.claimed === 0 && s.delivered + s.deadLettered >= total
         const timedOut = s.atMillis - started > options.timeoutMillis
         if (options.tty) {
           out(`\r${render(s, previous)}\u001b[K`)
@@ -308,7 +309,7 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
         if (before !== undefined && incoming.n < before) orderViolations += 1
         lastByKey.set(key, Math.max(before ?? -1, incoming.n))
       }
-      const leftover = (yield* snapshot)
+      const leftover = yield* snapshot
       const ok =
         missing === 0 &&
         wronglyDead === 0 &&

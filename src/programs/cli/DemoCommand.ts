@@ -39,7 +39,10 @@ export const command = Command.make(
   (flags) =>
     Effect.gen(function* () {
       if (flags.records < 1 || flags.partitions < 1 || flags.timeout < 1) {
-        return yield* new CliFailure({ message: "--records, --partitions and --timeout must be at least 1", exitCode: 2 })
+        return yield* new CliFailure({
+          message: "--records, --partitions and --timeout must be at least 1",
+          exitCode: 2
+        })
       }
       const result = yield* Demo.run({
         records: flags.records,

@@ -129,7 +129,10 @@ const list = Command.make(
     Effect.gen(function* () {
       const { store } = yield* resolve(flags)
       const filter = yield* toFilter(flags)
-      const entries = yield* withStores(store, Effect.flatMap(DeadLetterStore, (dlq) => dlq.list(filter)))
+      const entries = yield* withStores(
+        store,
+        Effect.flatMap(DeadLetterStore, (dlq) => dlq.list(filter))
+      )
       if (flags.json) {
         for (const entry of entries) yield* Console.log(JSON.stringify(entryJson(entry)))
         return
@@ -160,7 +163,10 @@ const redrive = Command.make(
   {
     ...storeOptions,
     ...filterOptions,
-    ids: Args.text({ name: "id" }).pipe(Args.withDescription("Entry ids (default: every entry matching the filters)"), Args.repeated)
+    ids: Args.text({ name: "id" }).pipe(
+      Args.withDescription("Entry ids (default: every entry matching the filters)"),
+      Args.repeated
+    )
   },
   (flags) =>
     Effect.gen(function* () {

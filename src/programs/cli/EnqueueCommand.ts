@@ -65,9 +65,10 @@ export const parseLine = (text: string): Either.Either<NewOutboxRecord, string> 
     return Either.left(`not JSON: ${errorText(error)}`)
   }
   return Either.mapBoth(decodeLine(json), {
-    onLeft: (error) => ParseResult.ArrayFormatter.formatErrorSync(error)
-      .map((issue) => (issue.path.length > 0 ? `${issue.path.join(".")}: ${issue.message}` : issue.message))
-      .join("; "),
+    onLeft: (error) =>
+      ParseResult.ArrayFormatter.formatErrorSync(error)
+        .map((issue) => (issue.path.length > 0 ? `${issue.path.join(".")}: ${issue.message}` : issue.message))
+        .join("; "),
     onRight: (line) =>
       new NewOutboxRecord(
         {
@@ -125,7 +126,11 @@ export const enqueueLines = (
     const enqueueBatch = (batch: ReadonlyArray<Numbered>): Effect.Effect<void> =>
       service.enqueue(batch.map((item) => item.record)).pipe(
         // a full partition drains while we wait (a relay runs elsewhere); give up after ~30 s
-        Effect.retry({ while: (error) => error._tag === "OutboxFull", schedule: Schedule.spaced("1 second"), times: 30 }),
+        Effect.retry({
+          while: (error) => error._tag === "OutboxFull",
+          schedule: Schedule.spaced("1 second"),
+          times: 30
+        }),
         Effect.matchEffect({
           onSuccess: (persisted) =>
             Effect.sync(() => {

@@ -14,8 +14,8 @@ export const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<Readon
   const widths = headers.map((header, column) =>
     Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length))
   )
-  const numeric = headers.map((_, column) =>
-    rows.length > 0 && rows.every((row) => /^-?[\d,.]+( ?[a-z%/]+)?$|^-$/.test(row[column] ?? ""))
+  const numeric = headers.map(
+    (_, column) => rows.length > 0 && rows.every((row) => /^-?[\d,.]+( ?[a-z%/]+)?$|^-$/.test(row[column] ?? ""))
   )
   const line = (cells: ReadonlyArray<string>): string =>
     cells

@@ -73,7 +73,8 @@ export const report: Effect.Effect<InspectReport, StoreUnavailable, OutboxStore 
           const claimed = yield* Effect.either(store.countClaimed(partition))
           const oldest =
             probe.oldestPendingAt === undefined ? undefined : yield* Effect.either(probe.oldestPendingAt(partition))
-          const fence = probe.fenceVersion === undefined ? undefined : yield* Effect.either(probe.fenceVersion(partition))
+          const fence =
+            probe.fenceVersion === undefined ? undefined : yield* Effect.either(probe.fenceVersion(partition))
           const lease = yield* Effect.either(leases.current(partition))
           const oldestAt = oldest === undefined ? null : orNull(oldest)
           return {
@@ -130,10 +131,10 @@ export const render = (r: InspectReport): string => {
     "",
     r.partitions.length === 0
       ? "no partitions with records"
-      : table(["partition", "pending", "claimed", "oldest pending", "fence", "lease"], [
-          ...rows,
-          ["total", count(r.totals.pending), count(r.totals.claimed), "", "", ""]
-        ]),
+      : table(
+          ["partition", "pending", "claimed", "oldest pending", "fence", "lease"],
+          [...rows, ["total", count(r.totals.pending), count(r.totals.claimed), "", "", ""]]
+        ),
     "",
     table(
       ["dead letters", "count"],

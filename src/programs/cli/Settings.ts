@@ -86,8 +86,9 @@ const positiveDuration = (name: string, fallback: Duration.DurationInput): Confi
     Config.withDefault(Duration.decode(fallback))
   )
 
-const nonEmpty = (name: string): Config.Config<string> =>
-  Config.nonEmptyString(name).pipe(Config.mapAttempt((s) => s.trim()))
+const trimmed: Config.Config<string> = Config.nonEmptyString().pipe(Config.mapAttempt((s) => s.trim()))
+
+const nonEmpty = (name: string): Config.Config<string> => Config.nested(trimmed, name)
 
 /**
  * The store settings as a `Config` (paths `backend`, `sqlite.file`, `sqlite.synchronous`, `dynamodb.endpoint`,
@@ -98,10 +99,10 @@ const nonEmpty = (name: string): Config.Config<string> =>
 export const storeConfig: Config.Config<StoreSettings> = Config.all({
   backend: Config.literal("sqlite", "dynamodb", "memory")("backend").pipe(Config.withDefault("sqlite" as const)),
   sqliteFile: nonEmpty("file").pipe(Config.nested("sqlite"), Config.withDefault(DefaultSqliteFile)),
-  sqliteSynchronous: Config.literal("FULL", "NORMAL")("synchronous").pipe(
-    Config.nested("sqlite"),
-    Config.withDefault("FULL" as const)
-  ),
+  sqliteSynchronous: Config.literal(
+    "FULL",
+    "NORMAL"
+  )("synchronous").pipe(Config.nested("sqlite"), Config.withDefault("FULL" as const)),
   dynamodbEndpoint: Config.option(nonEmpty("endpoint").pipe(Config.nested("dynamodb"))),
   dynamodbRegion: nonEmpty("region").pipe(Config.nested("dynamodb"), Config.withDefault("us-east-1")),
   dynamodbTable: nonEmpty("table").pipe(Config.nested("dynamodb"), Config.withDefault("effect-outbox")),
@@ -118,8 +119,7 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
  * @since 0.1.0
  */
 export type SinkSettings =
-  | { readonly _tag: "webhook"; readonly url: string; readonly timeout: Duration.Duration }
-  | { readonly _tag: "stdout" }
+  { readonly _tag: "webhook"; readonly url: string; readonly timeout: Duration.Duration } | { readonly _tag: "stdout" }
 
 /**
  * Relay tuning.
@@ -136,8 +136,7 @@ export interface RelaySettings {
   readonly sink: SinkSettings
 }
 
-const urlConfig = nonEmpty("url").pipe(
-  Config.nested("sink"),
+const urlConfig = trimmed.pipe(
   Config.validate({
     message: "Expected an http:// or https:// URL",
     validation: (url) => {
@@ -148,7 +147,9 @@ const urlConfig = nonEmpty("url").pipe(
         return false
       }
     }
-  })
+  }),
+  Config.nested("url"),
+  Config.nested("sink")
 )
 
 const sinkConfig: Config.Config<SinkSettings> = Config.all({
@@ -189,8 +190,7 @@ export const relayConfig: Config.Config<RelaySettings> = Config.all({
 export const fileProvider = (file: string): Effect.Effect<ConfigProvider.ConfigProvider, CliFailure> =>
   Effect.try({
     try: () => fs.readFileSync(file, "utf8"),
-    catch: (error) =>
-      new CliFailure({ message: `cannot read config file ${file}: ${errorText(error)}`, exitCode: 2 })
+    catch: (error) => new CliFailure({ message: `cannot read config file ${file}: ${errorText(error)}`, exitCode: 2 })
   }).pipe(
     Effect.flatMap((text) =>
       Effect.try({
@@ -275,10 +275,7 @@ const pathText = (path: ReadonlyArray<string>): string => {
  *
  * @since 0.1.0
  */
-export const load = <A>(
-  config: Config.Config<A>,
-  from: ConfigProvider.ConfigProvider
-): Effect.Effect<A, CliFailure> =>
+export const load = <A>(config: Config.Config<A>, from: ConfigProvider.ConfigProvider): Effect.Effect<A, CliFailure> =>
   Effect.withConfigProvider(config, from).pipe(
     Effect.mapError((error) => {
       const lines = Array.from(new Set(describeConfigError(error)))

@@ -120,5 +120,4 @@ export const resolve = (
 export const withStores = <A, E, R>(
   settings: StoreSettings,
   program: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | CliFailure, Exclude<R, Backends.Stores>> =>
-  Effect.provide(program, Backends.layer(settings))
+): Effect.Effect<A, E | CliFailure, Exclude<R, Backends.Stores>> => Effect.provide(program, Backends.layer(settings))

@@ -1,0 +1,52 @@
+/**
+ * The `npm start` demo with a small workload: two relays drain a SQLite outbox into a local webhook that
+ * fails some deliveries on purpose; the demo verifies delivery, dead-lettering, per-key order and
+ * duplicates, and prints its summary.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Effect from "effect/Effect"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll } from "vitest"
+import * as Demo from "../src/programs/cli/Demo.js"
+
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-demo-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+
+describe("demo", () => {
+  it.live(
+    "delivers or dead-letters every record, holds per-key order, and prints the verification and summary",
+    () =>
+      Effect.gen(function* () {
+        let screen = ""
+        const dataDir = path.join(directory, "data")
+        const result = yield* Demo.run({
+          records: 400,
+          partitions: 4,
+          dataDir,
+          timeoutMillis: 150_000,
+          write: (text) => {
+            screen += text
+          },
+          tty: false,
+          tracing: false
+        })
+        expect(result.ok).toBe(true)
+        expect(result.enqueued).toBe(400)
+        // every 400th record (n = 123) is answered 400 and dead-lettered; the rest are delivered
+        expect(result.deadLettered).toBe(1)
+        expect(result.delivered).toBe(399)
+        expect(result.missing).toBe(0)
+        expect(result.orderViolations).toBe(0)
+        expect(fs.existsSync(path.join(dataDir, "demo.db"))).toBe(true)
+        expect(screen).toContain("✔ verified: 399 delivered + 1 dead-lettered = 400 enqueued")
+        expect(screen).toMatch(/100%\s+delivered 399/)
+        expect(screen).toMatch(/partitions drained\s+\d+\s+\d+\s+4/)
+        expect(screen).toMatch(/transient failures \(503\) retried\s+16/)
+        expect(screen).toContain("relay-a")
+        expect(screen).toContain("relay-b")
+      }),
+    { timeout: 180_000 }
+  )
+})
