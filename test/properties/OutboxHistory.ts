@@ -5,9 +5,11 @@
  * random ordering keys (from a small set, plus keyless and the empty key), colliding `createdAt`,
  * repeated identities and reused ids, occasional invalid records; claims by several owners with rising,
  * equal and stale versions and random limits (including 0 and negative); completes and releases by the
- * right and by wrong tokens (single ids, and several ids that all match); expiry sweeps; and clock
- * advances around the stale-reclaim threshold. Each history runs on a fresh layer, with fresh partition
- * keys, under a `TestClock`, so clock jumps are deterministic.
+ * right and by wrong tokens (single ids, and several ids that all match); expiry sweeps (some aimed at
+ * a record's expiry ±1 ms); persists that replace terminal holders (dead-letter redrive); optionally
+ * pairs of concurrent claims, which must match one of the two serial orders; and clock advances around
+ * the stale-reclaim threshold. Each history runs on a fresh layer, with fresh partition keys, under a
+ * `TestClock` (one per run, shared by its histories), so clock jumps are deterministic.
  *
  * After every step: the outcome (value or error tag) equals the model's — claim results are the same
  * ids in the same order with the same claim facts; and the invariants hold — no record handed to a
@@ -53,7 +55,10 @@ export interface HistoryOptions {
   readonly runs: number
   /** fast-check seed (the `OUTBOX_SEED` environment variable overrides it). */
   readonly seed?: number
-  /** Stale-reclaim threshold given to the layer and the model (R-CLAIM-6); none when absent. */
+  /**
+   * Stale-reclaim threshold given to the layer and the model (R-CLAIM-6); none when absent. A backend with
+   * a default threshold (DynamoDB: 30 s) must be given it here, or the model will not expect reclaims.
+   */
   readonly staleClaimAfterMillis?: number
   /** Maximum commands per history (default 40). */
   readonly maxSteps?: number
