@@ -172,7 +172,7 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
       const perRelayStats = new Map<string, { delivered: number; partitions: Set<string> }>()
       const httpClient = yield* Layer.build(NodeHttpClient.layerUndici).pipe(Scope.extend(relayScope))
       for (const owner of ["relay-a", "relay-b"]) {
-        const webhook = yield* WebhookSink.make({ url: receiver.url, timeout: "5 seconds" }).pipe(
+        const webhook = yield* WebhookSink.make({ url: receiver.url, timeout: "30 seconds" }).pipe(
           Effect.provide(httpClient)
         )
         const stats = { delivered: 0, partitions: new Set<string>() }
@@ -193,8 +193,9 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
           discoveryInterval: "200 millis",
           drainer: {
             batchSize: 100,
-            maxConcurrency: 10,
-            sendTimeout: "5 seconds",
+            // a receiver in the same busy process can be slow: a short timeout would only cause redeliveries
+            maxConcurrency: 4,
+            sendTimeout: "30 seconds",
             idleBackoffMin: "20 millis",
             idleBackoffMax: "250 millis",
             finalDrainBudget: "5 seconds"

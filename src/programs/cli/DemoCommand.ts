@@ -20,8 +20,8 @@ export const command = Command.make(
   "demo",
   {
     records: Options.integer("records").pipe(
-      Options.withDescription("Records to enqueue (default 20000)"),
-      Options.withDefault(20_000)
+      Options.withDescription("Records to enqueue (default 5000)"),
+      Options.withDefault(5_000)
     ),
     partitions: Options.integer("partitions").pipe(
       Options.withDescription("Partitions to spread them over (default 16)"),
