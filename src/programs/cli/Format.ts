@@ -15,7 +15,8 @@ export const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<Readon
     Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length))
   )
   const numeric = headers.map(
-    (_, column) => rows.length > 0 && rows.every((row) => /^-?[\d,.]+( ?[a-z%/]+)?$|^-$/.test(row[column] ?? ""))
+    (_, column) =>
+      rows.length > 0 && rows.every((row) => /^-?[\d,.]+[a-z]*(\d+[a-z]+)?( ?[a-z%/]+)?$|^-$/.test(row[column] ?? ""))
   )
   const line = (cells: ReadonlyArray<string>): string =>
     cells
