@@ -196,6 +196,44 @@ describe("SqliteOutboxStore", () => {
     )
   })
 
+  describe("complete, release and failures", () => {
+    it.effect("R-DONE-3 with several ids the matching ones stay completed and the call names the others", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* store.persist([record("multi", "a"), record("multi", "b"), record("multi", "c")])
+        const t = token("o", 1)
+        yield* store.claim("multi", t, 2)
+        const error = yield* Effect.flip(store.complete(["multi.a", "multi.c", "multi.b"], t))
+        expect(error._tag).toBe("StaleFencingToken")
+        if (error._tag === "StaleFencingToken") expect(error.recordIds).toEqual(["multi.c"])
+        expect(yield* store.countClaimed("multi")).toBe(0)
+        expect((yield* store.queryPending("multi", 10)).map((r) => r.id)).toEqual(["multi.c"])
+        const releaseError = yield* Effect.flip(store.release(["multi.a"], t))
+        expect(releaseError._tag).toBe("StaleFencingToken")
+      }).pipe(Effect.provide(memory))
+    )
+
+    it.effect("SQL failures are StoreUnavailable with the cause, never defects", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        yield* sql`DROP TABLE outbox`
+        const failures = [
+          yield* Effect.flip(store.countPending("p")),
+          yield* Effect.flip(store.claim("p", token("o", 1), 10)),
+          yield* Effect.flip(store.persist([record("p", "e")])),
+          yield* Effect.flip(store.complete(["x"], token("o", 1))),
+          yield* Effect.flip(store.queryPending("p", 10)),
+          yield* Effect.flip(Stream.runCollect(store.listPartitions))
+        ]
+        for (const failure of failures) {
+          expect(failure._tag).toBe("StoreUnavailable")
+          if (failure._tag === "StoreUnavailable") expect(failure.cause).toBeInstanceOf(SqlError)
+        }
+      }).pipe(Effect.provide(memory))
+    )
+  })
+
   describe("crash recovery", () => {
     it.effect("R-CLAIM-6 a claim survives closing the database and is reclaimable only after staleClaimAfter", () =>
       Effect.gen(function* () {
