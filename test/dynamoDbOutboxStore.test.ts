@@ -219,6 +219,82 @@ describe("DynamoDB store layout (SPEC §3.3)", () => {
   })
 })
 
+describe("listPartitions (R-READ-3)", () => {
+  const listed = Effect.flatMap(OutboxStore, (store) =>
+    Effect.map(Stream.runCollect(store.listPartitions), Chunk.toReadonlyArray)
+  )
+
+  it.effect("a keyed partition found empty by the consistent scan is de-listed, and listed again by a persist", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("delist-scan")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* store.persist([record(pk, { envelopeId: "e", orderingKey: "K" })])
+      const batch = yield* store.claim(pk, token(1), 1)
+      yield* store.complete(
+        batch.records.map((r) => r.id),
+        token(1)
+      )
+      expect(yield* listed).toContain(pk)
+      expect((yield* store.claim(pk, token(1), 1)).records).toHaveLength(0)
+      expect(yield* listed).not.toContain(pk)
+      yield* store.persist([record(pk, { envelopeId: "f", orderingKey: "K" })])
+      expect(yield* listed).toContain(pk)
+    }).pipe(Effect.provide(storeLayer(faults)))
+  })
+
+  it.effect("a keyless partition empty in ClaimIndex is de-listed only after the listing grace", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("delist-index")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      yield* store.persist([record(pk, { envelopeId: "e" })])
+      const batch = yield* store.claim(pk, token(1), 1)
+      yield* store.complete(
+        batch.records.map((r) => r.id),
+        token(1)
+      )
+      yield* TestClock.adjust("30 seconds")
+      yield* store.claim(pk, token(1), 1)
+      expect(yield* listed).toContain(pk)
+      yield* TestClock.adjust(DynamoDbOutboxStore.ListingGrace)
+      yield* store.claim(pk, token(1), 1)
+      expect(yield* listed).not.toContain(pk)
+    }).pipe(Effect.provide(storeLayer(faults)))
+  })
+
+  it.effect("a persist that lists the partition while a claim finds it empty keeps it listed", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("delist-race")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      const dynamo = yield* DynamoDb.DynamoDb
+      yield* store.persist([record(pk, { envelopeId: "e" })])
+      const batch = yield* store.claim(pk, token(1), 1)
+      yield* store.complete(
+        batch.records.map((r) => r.id),
+        token(1)
+      )
+      yield* TestClock.adjust("2 minutes")
+      // between the claim's fence read and its de-listing, "another producer" lists the partition again
+      faults.beforeQuery = (input) =>
+        input.ExpressionAttributeValues?.[":pk"]?.S === pk
+          ? dynamo
+              .updateItem({
+                TableName: tableName,
+                Key: RecordItem.fenceKey(pk),
+                UpdateExpression: "ADD listing_epoch :one",
+                ExpressionAttributeValues: { ":one": RecordItem.num(1) }
+              })
+              .pipe(Effect.orDie, Effect.asVoid)
+          : Effect.void
+      yield* store.claim(pk, token(1), 1)
+      faults.clear()
+      expect(yield* listed).toContain(pk)
+    }).pipe(Effect.provide(storeLayer(faults)))
+  })
+})
+
 describe("schema preflight", () => {
   const createRaw = (name: string, definition: Parameters<DynamoDb.DynamoDbService["createTable"]>[0]) =>
     Effect.flatMap(DynamoDb.DynamoDb, (d) => d.createTable({ ...definition, TableName: name }))
@@ -307,6 +383,7 @@ describe("transactional enqueue (R-PERSIST-6)", () => {
         ]
       })
       expect((yield* rawItem({ PK: { S: `business-${pk}` }, SK: { S: "ORDER#1" } }))?.["total"]?.N).toBe("42")
+      expect(Chunk.toReadonlyArray(yield* Stream.runCollect(store.listPartitions))).toContain(pk)
       const batch = yield* store.claim(pk, token(1), 10)
       expect(batch.records.map((r) => [r.envelopeId, r.seq])).toEqual([
         ["order-created", 1],
@@ -347,7 +424,8 @@ describe("transactional enqueue (R-PERSIST-6)", () => {
         })
       )
       expect(error.kind).toBe("TransactionCanceled")
-      expect(error.cancellationReasons).toEqual(["ConditionalCheckFailed", "None"])
+      // the business update, the outbox put, the partition's listing update
+      expect(error.cancellationReasons).toEqual(["ConditionalCheckFailed", "None", "None"])
       expect(yield* store.countPending(pk)).toBe(0)
       const none = yield* store.claim(pk, token(1), 10)
       expect(none.records).toHaveLength(0)

@@ -57,9 +57,12 @@
  * **Reads**: `countPending`/`countClaimed` are `ClaimIndex` queries with `Select: COUNT` and a status
  * filter summed over pages; `queryPending` reads `ClaimIndex` in age order. Both see the index, which
  * DynamoDB updates asynchronously. `listPartitions` queries the shards of `PartitionIndex`, reading one
- * fence item per partition and never a record (R-READ-3). A fence item outlives its records, so a
- * partition stays listed after it empties (a claim on it then finds nothing); a claim alone (without a
- * persist) never lists a partition.
+ * fence item per partition and never a record (R-READ-3). Persist lists a partition (sets its shard
+ * and bumps `listing_epoch`, before and after writing); a claim that finds the partition empty de-lists
+ * it with a removal conditional on the epoch it read, so a persist racing the claim keeps it listed. The
+ * consistent scan path de-lists at once; the fast path only when `ClaimIndex` shows nothing at all and
+ * the last persist is older than {@link ListingGrace} (the index may lag). A claim alone never lists a
+ * partition.
  *
  * **Stale reclaim** (R-CLAIM-6) defaults to 30 seconds: it must exceed the worst clock skew between
  * the nodes that claim, plus the longest batch.
@@ -209,6 +212,8 @@ class ScanFold {
   maxCandidates = 0
   /** Whether any non-terminal record of the partition carries an ordering key. */
   sawKey = false
+  /** Non-terminal records seen. */
+  nonTerminal = 0
 
   constructor(
     limit: number,
@@ -236,6 +241,7 @@ class ScanFold {
     const claimable: Array<OutboxRecord.OutboxRecord> = []
     for (const record of records) {
       if (!ClaimOrder.isNonTerminal(record)) continue
+      this.nonTerminal++
       if (Option.isSome(record.orderingKey)) this.sawKey = true
       if (ClaimOrder.isClaimable(record, this.rule)) {
         claimable.push(record)
@@ -362,6 +368,7 @@ const allocateSeqs = (
   records: ReadonlyArray<OutboxRecord.PreparedRecord>
 ): Effect.Effect<Array<number>, StoreUnavailable> =>
   Effect.gen(function* () {
+    const now = yield* Clock.currentTimeMillis
     const counts = new Map<string, number>()
     for (const record of records) counts.set(record.partitionKey, (counts.get(record.partitionKey) ?? 0) + 1)
     const next = new Map<string, number>()
@@ -370,9 +377,11 @@ const allocateSeqs = (
         .updateItem({
           TableName: tableName,
           Key: RecordItem.fenceKey(partitionKey),
-          UpdateExpression: "ADD seq_counter :n SET partitions_shard = :shard",
+          UpdateExpression: "ADD seq_counter :n, listing_epoch :one SET partitions_shard = :shard, listed_at = :now",
           ExpressionAttributeValues: {
             ":n": RecordItem.num(n),
+            ":one": RecordItem.num(1),
+            ":now": RecordItem.num(now),
             ":shard": RecordItem.num(OutboxTable.partitionShard(partitionKey))
           },
           ReturnValues: "UPDATED_NEW"
@@ -396,9 +405,35 @@ const allocateSeqs = (
   })
 
 /**
+ * The fence update that lists a partition for `listPartitions` after records were written: sets the
+ * shard and `listed_at`, and bumps `listing_epoch` so that a claim which read the fence earlier cannot
+ * de-list the partition (its conditional removal fails).
+ */
+const listingUpdate = (tableName: string, partitionKey: string, now: number) => ({
+  TableName: tableName,
+  Key: RecordItem.fenceKey(partitionKey),
+  UpdateExpression: "SET partitions_shard = :shard, listed_at = :now ADD listing_epoch :one",
+  ExpressionAttributeValues: {
+    ":shard": RecordItem.num(OutboxTable.partitionShard(partitionKey)),
+    ":now": RecordItem.num(now),
+    ":one": RecordItem.num(1)
+  }
+})
+
+/**
+ * How long after its last persist a partition may be de-listed on the word of `ClaimIndex` alone (an
+ * eventually consistent index may not show records written just before). The consistent scan path
+ * de-lists without waiting.
+ *
+ * @since 0.1.0
+ */
+export const ListingGrace = Duration.minutes(1)
+
+/**
  * Transactional enqueue (R-PERSIST-6): validates the records like `persist`, allocates their seqs and
  * returns one conditional `Put` per record (`attribute_not_exists(SK)`) for the caller to add to its own
- * `TransactWriteItems` next to its business writes — they commit or roll back together. A record whose
+ * `TransactWriteItems` next to its business writes — they commit or roll back together. One more entry
+ * per partition updates its fence item so that `listPartitions` lists it. A record whose
  * identity already exists cancels the caller's transaction (`ConditionalCheckFailed` on its entry).
  * A batch may not hold the same identity twice (one transaction cannot write an item twice), and a
  * transaction holds at most 100 entries in all. Seqs of a rolled-back transaction are left as gaps.
@@ -431,13 +466,19 @@ export const transactItems = (
     }
     yield* checkIdsUnused(dynamo, tableName, prepared)
     const seqs = yield* allocateSeqs(dynamo, tableName, prepared)
-    return prepared.map((record, index): TransactWriteItem => ({
+    const now = yield* Clock.currentTimeMillis
+    const puts = prepared.map((record, index): TransactWriteItem => ({
       Put: {
         TableName: tableName,
         Item: RecordItem.encodeNew(record, seqs[index] ?? 0),
         ConditionExpression: "attribute_not_exists(SK)"
       }
     }))
+    const partitions = Array.from(new Set(prepared.map((record) => record.partitionKey)))
+    return [
+      ...puts,
+      ...partitions.map((partitionKey): TransactWriteItem => ({ Update: listingUpdate(tableName, partitionKey, now) }))
+    ]
   }).pipe(Effect.withSpan("DynamoDbOutboxStore.transactItems"))
 
 /**
@@ -544,6 +585,19 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
         holderOf.set(OutboxRecord.identityKey(record), holder)
         if (outcome?.stored === true) remember(record)
       })
+      const storedPartitions = new Set<string>()
+      unique.forEach((record, index) => {
+        if (outcomes[index]?.stored === true) storedPartitions.add(record.partitionKey)
+      })
+      const now = yield* Clock.currentTimeMillis
+      yield* Effect.forEach(
+        storedPartitions,
+        (partitionKey) =>
+          dynamo
+            .updateItem(listingUpdate(tableName, partitionKey, now))
+            .pipe(Effect.mapError(unavailable("persist", partitionKey))),
+        { discard: true }
+      )
       const persisted: Array<string> = []
       const skipped: Array<string> = []
       const existingIds: Array<string> = []
@@ -597,13 +651,13 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
     partitionKey: string,
     token: LeaseToken.LeaseTokenLike,
     operation: string
-  ): Effect.Effect<void, StaleFencingToken | StoreUnavailable> =>
+  ): Effect.Effect<RecordItem.Fence, StaleFencingToken | StoreUnavailable> =>
     Effect.gen(function* () {
       const fence = yield* readFence(partitionKey, operation)
       if (token.version < fence.highWaterMark) {
         return yield* OutboxStore.belowHighWaterMark(operation, partitionKey, token, fence.highWaterMark)
       }
-      if (token.version === fence.highWaterMark) return
+      if (token.version === fence.highWaterMark) return fence
       yield* dynamo
         .updateItem({
           TableName: tableName,
@@ -618,7 +672,27 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
             error._tag === "DynamoDbError" ? unavailable(operation, partitionKey)(error) : error
           )
         )
+      return fence
     })
+
+  /**
+   * Removes a partition found empty from `listPartitions`, unless a persist listed it again since the
+   * claim read the fence (`listing_epoch` changed). Best effort: a failure leaves it listed.
+   */
+  const delist = (partitionKey: string, fence: RecordItem.Fence): Effect.Effect<void> =>
+    dynamo
+      .updateItem({
+        TableName: tableName,
+        Key: RecordItem.fenceKey(partitionKey),
+        UpdateExpression: "REMOVE partitions_shard",
+        ...(fence.listingEpoch === undefined
+          ? { ConditionExpression: "attribute_not_exists(listing_epoch)" }
+          : {
+              ConditionExpression: "listing_epoch = :epoch",
+              ExpressionAttributeValues: { ":epoch": RecordItem.num(fence.listingEpoch) }
+            })
+      })
+      .pipe(Effect.ignore)
 
   // ---------------------------------------------------------------- claim
 
@@ -798,6 +872,7 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
             return "done"
           }
           const output: QueryCommandOutput = page.right.output
+          state.indexScanned += output.ScannedCount ?? output.Items?.length ?? 0
           if (page.right.records.some((record) => Option.isSome(record.orderingKey))) {
             return state.claimed.length === 0 ? "scan" : "done"
           }
@@ -872,19 +947,28 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
         )
       }
       keyedPartitions.set(partitionKey, fold.sawKey)
+      state.scanNonTerminal = fold.nonTerminal
       yield* claimInOrder(partitionKey, token, rule, limit, state, fold.select(limit))
     })
 
   const claim: OutboxStore.Backend["claim"] = (partitionKey, token, limit) =>
     Effect.gen(function* () {
-      yield* raiseFence(partitionKey, token, "claim")
+      const fence = yield* raiseFence(partitionKey, token, "claim")
       if (limit <= 0) return OutboxStore.ClaimBatch([])
       const rule: ClaimOrder.ClaimRule = {
         version: token.version,
         nowMillis: yield* Clock.currentTimeMillis,
         staleClaimAfterMillis: options.staleClaimAfterMillis
       }
-      const state: ClaimState = { claimed: [], lost: 0, conflicts: 0, skippedKeys: new Set(), stop: undefined }
+      const state: ClaimState = {
+        claimed: [],
+        indexScanned: 0,
+        scanNonTerminal: undefined,
+        lost: 0,
+        conflicts: 0,
+        skippedKeys: new Set(),
+        stop: undefined
+      }
       const path = keyedPartitions.has(partitionKey)
         ? "scan"
         : yield* claimFast(partitionKey, token, rule, limit, state)
@@ -913,6 +997,15 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
       }
       if (state.claimed.length === 0 && state.conflicts > 0 && state.lost === 0) {
         return yield* new TransactionConflict({ partitionKey, operation: "claim" })
+      }
+      if (state.claimed.length === 0 && fence.listed) {
+        // the partition holds no non-terminal record: stop listing it (R-READ-3 lists partitions with work)
+        const emptyByScan = state.scanNonTerminal === 0
+        const emptyByIndex =
+          state.scanNonTerminal === undefined &&
+          state.indexScanned === 0 &&
+          (fence.listedAt === undefined || fence.listedAt < rule.nowMillis - Duration.toMillis(ListingGrace))
+        if (emptyByScan || emptyByIndex) yield* delist(partitionKey, fence)
       }
       return OutboxStore.ClaimBatch(state.claimed)
     })
@@ -1194,6 +1287,10 @@ const noCursor: Cursor = { cursor: undefined }
 
 interface ClaimState {
   readonly claimed: Array<OutboxRecord.OutboxRecord>
+  /** Items the fast path's ClaimIndex queries evaluated (before the claimable filter). */
+  indexScanned: number
+  /** Non-terminal records the scan path saw, when it ran. */
+  scanNonTerminal: number | undefined
   lost: number
   conflicts: number
   readonly skippedKeys: Set<string>

@@ -273,31 +273,53 @@ export const decode = (item: Item): Either.Either<OutboxRecord.OutboxRecord, Cor
 }
 
 /**
- * The fence item's state: the high-water mark (0 when never raised) and the seq counter.
+ * The fence item's state: the high-water mark (0 when never raised), the seq counter, and the listing
+ * facts used by `listPartitions` (whether the partition is listed, the listing epoch every persist bumps,
+ * and when it was last listed, in epoch ms).
  *
  * @since 0.1.0
  */
 export interface Fence {
   readonly highWaterMark: number
   readonly seqCounter: number
+  readonly listed: boolean
+  readonly listingEpoch: number | undefined
+  readonly listedAt: number | undefined
 }
 
 const FenceItem = Schema.Struct({
   max_claim_version: Schema.optional(N),
-  seq_counter: Schema.optional(N)
+  seq_counter: Schema.optional(N),
+  partitions_shard: Schema.optional(N),
+  listing_epoch: Schema.optional(N),
+  listed_at: Schema.optional(N)
 })
 
 const decodeFenceItem = Schema.decodeUnknownEither(FenceItem)
 
 /**
- * Decodes a fence item (absent → zeros), or describes why it is malformed.
+ * Decodes a fence item (absent → zeros, not listed), or describes why it is malformed.
  *
  * @since 0.1.0
  */
 export const decodeFence = (item: Item | undefined): Either.Either<Fence, string> => {
-  if (item === undefined) return Either.right({ highWaterMark: 0, seqCounter: 0 })
+  if (item === undefined) {
+    return Either.right({
+      highWaterMark: 0,
+      seqCounter: 0,
+      listed: false,
+      listingEpoch: undefined,
+      listedAt: undefined
+    })
+  }
   return Either.mapBoth(decodeFenceItem(item), {
     onLeft: (error) => ParseResult.TreeFormatter.formatErrorSync(error),
-    onRight: (v) => ({ highWaterMark: v.max_claim_version?.N ?? 0, seqCounter: v.seq_counter?.N ?? 0 })
+    onRight: (v) => ({
+      highWaterMark: v.max_claim_version?.N ?? 0,
+      seqCounter: v.seq_counter?.N ?? 0,
+      listed: v.partitions_shard !== undefined,
+      listingEpoch: v.listing_epoch?.N,
+      listedAt: v.listed_at?.N
+    })
   })
 }
