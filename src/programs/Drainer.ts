@@ -455,15 +455,24 @@ const makeWith = (
   const toRelease = new Map<string, OutboxRecord>()
 
   /** The live lease's token when it is this owner's, valid and unexpired. */
-  const liveToken: Effect.Effect<Option.Option<LeaseTokenModule.LeaseToken>> = Effect.gen(function* () {
+  /**
+   * The live lease's token when it is this owner's, valid and unexpired; `none` when it is not;
+   * `"unknown"` when the lease store could not be read (a transient failure is not a lost lease).
+   */
+  const readLease: Effect.Effect<Option.Option<LeaseTokenModule.LeaseToken> | "unknown"> = Effect.gen(function* () {
     const lease = yield* Effect.either(leases.current(partitionKey))
-    if (Either.isLeft(lease)) return Option.none()
+    if (Either.isLeft(lease)) return lease.left._tag === "LeaseNotFound" ? Option.none() : "unknown"
     const now = yield* Clock.currentTimeMillis
     const { expiresAt, token } = lease.right
     if (token.owner !== config.owner || !LeaseTokenModule.isValid(token)) return Option.none()
     if (DateTime.toEpochMillis(expiresAt) <= now) return Option.none()
     return Option.some(token)
   })
+
+  /** The live lease's token when this owner holds it (an unreadable lease counts as not held). */
+  const liveToken: Effect.Effect<Option.Option<LeaseTokenModule.LeaseToken>> = Effect.map(readLease, (read) =>
+    read === "unknown" ? Option.none() : read
+  )
 
   const leaseMoved = (operation: string, token: LeaseTokenModule.LeaseTokenLike, recordId: string) =>
     new StaleFencingToken({
@@ -475,8 +484,42 @@ const makeWith = (
       reason: `the live lease of ${config.owner} no longer carries version ${token.version}`
     })
 
-  const checkLease = (token: LeaseTokenModule.LeaseTokenLike): Effect.Effect<boolean> =>
-    Effect.map(liveToken, (live) => Option.isSome(live) && live.value.version === token.version)
+  /**
+   * Whether the live lease still carries the token's version. Checks of concurrent groups are
+   * coalesced: waiting checks are answered together by one lease read that starts after every one of
+   * them was asked (so a post-send check never reuses a read older than its send).
+   */
+  let leaseWaiters: Array<Deferred.Deferred<Option.Option<LeaseTokenModule.LeaseToken> | "unknown">> = []
+  let leaseReading = false
+  const readLeaseForWaiters: Effect.Effect<void> = Effect.gen(function* () {
+    for (;;) {
+      // let the other ready groups ask first
+      yield* Effect.yieldNow()
+      const waiters = leaseWaiters
+      leaseWaiters = []
+      if (waiters.length === 0) {
+        leaseReading = false
+        return
+      }
+      const live = yield* readLease
+      for (const waiter of waiters) yield* Deferred.succeed(waiter, live)
+    }
+  })
+  const checkLease = (token: LeaseTokenModule.LeaseTokenLike): Effect.Effect<"held" | "lost" | "unknown"> =>
+    Effect.suspend(() => {
+      const deferred = Deferred.unsafeMake<Option.Option<LeaseTokenModule.LeaseToken> | "unknown">(FiberId.none)
+      leaseWaiters.push(deferred)
+      const answer = Effect.map(Deferred.await(deferred), (live) =>
+        live === "unknown"
+          ? ("unknown" as const)
+          : Option.isSome(live) && live.value.version === token.version
+            ? ("held" as const)
+            : ("lost" as const)
+      )
+      if (leaseReading) return answer
+      leaseReading = true
+      return Effect.zipRight(Effect.forkDaemon(readLeaseForWaiters), answer)
+    })
 
   const refreshGauges = (claimed: number): Effect.Effect<void> =>
     Effect.gen(function* () {
@@ -585,6 +628,8 @@ const makeWith = (
   const flushCompletions = (state: BatchState, token: LeaseTokenModule.LeaseToken): Effect.Effect<void> =>
     Effect.gen(function* () {
       for (;;) {
+        // let the other ready groups queue their completions first
+        yield* Effect.yieldNow()
         const batch = yield* Effect.sync(() => {
           const taken = state.completions.splice(0, completeChunk)
           if (taken.length === 0) state.flushing = false
@@ -652,7 +697,7 @@ const makeWith = (
                   ),
                   Effect.as<Outcome>({ _tag: "LeftClaimed", delivered: true })
                 ),
-              onSuccess: () => Metric.increment(metrics.completions).pipe(Effect.as<Outcome>({ _tag: "Disposed", how }))
+              onSuccess: () => Effect.succeed<Outcome>({ _tag: "Disposed", how })
             })
           )
       })
@@ -710,8 +755,13 @@ const makeWith = (
           ""
         )
       }
-      if (!(yield* checkLease(token))) {
+      const before = yield* checkLease(token)
+      if (before === "lost") {
         return { _tag: "Fenced", error: leaseMoved("send", token, record.id) } satisfies Outcome
+      }
+      if (before === "unknown") {
+        // the lease cannot be verified right now: do not send; try again in a later cycle
+        return { _tag: "Deferred", retryAfterMillis: undefined } satisfies Outcome
       }
       state.inFlight.add(record.id)
       const sent = yield* sink
@@ -738,7 +788,16 @@ const makeWith = (
           error.message
         )
       }
-      if (!(yield* checkLease(token))) {
+      const after = yield* checkLease(token)
+      if (after === "unknown") {
+        // sent, but the lease cannot be verified: leave it claimed and complete it in a later cycle
+        yield* Effect.logWarning("lease unreadable after send; completing in a later cycle").pipe(
+          Effect.annotateLogs({ recordId: record.id })
+        )
+        toComplete.set(record.id, record)
+        return { _tag: "LeftClaimed", delivered: true } satisfies Outcome
+      }
+      if (after === "lost") {
         yield* Metric.increment(metrics.duplicateRisk)
         yield* Effect.logWarning("lease lost during send; not completing (may be delivered again)").pipe(
           Effect.annotateLogs({ recordId: record.id, version: token.version })
@@ -755,7 +814,6 @@ const makeWith = (
         return { _tag: "LeftClaimed", delivered: true } satisfies Outcome
       }
       const doneAt = yield* Clock.currentTimeMillis
-      yield* Metric.increment(metrics.completions)
       yield* Metric.update(metrics.latency, Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)))
       return { _tag: "Delivered" } satisfies Outcome
     })
@@ -838,6 +896,14 @@ const makeWith = (
       Effect.asVoid
     )
 
+  /** Counts the batch's completions once (per batch rather than per record). */
+  const countCompletions = (state: BatchState): Effect.Effect<void> =>
+    Effect.suspend(() => {
+      const c = state.counters
+      const completed = c.delivered + c.deadLettered + c.dropped
+      return completed > 0 ? Metric.incrementBy(metrics.completions, completed) : Effect.void
+    })
+
   /** Stops taking records, lets in-flight ones finish within the budget, then releases the rest. */
   const finalDrain = (
     state: BatchState,
@@ -852,6 +918,7 @@ const makeWith = (
       )
       if (Option.isNone(finished)) yield* Fiber.interruptFork(fiber)
       yield* releaseHeld(state, token)
+      yield* countCompletions(state)
       yield* Effect.logInfo("drain interrupted; final drain done").pipe(
         Effect.annotateLogs({ released: state.counters.deferred })
       )
@@ -879,6 +946,7 @@ const makeWith = (
           state.stopRequested = true
           yield* Fiber.interruptFork(fiber)
           yield* Metric.increment(metrics.stalled)
+          yield* countCompletions(state)
           const now = yield* Clock.currentTimeMillis
           const held = state.held.size
           // in-flight records may still be sent by the wedged fiber; release only the untried ones
@@ -889,6 +957,7 @@ const makeWith = (
           )
           return yield* new DrainStalled({ partitionKey, held, elapsedMillis: now - startedAt })
         }
+        yield* countCompletions(state)
         const exit = finished.value
         if (Exit.isFailure(exit)) return yield* Effect.failCause(exit.cause)
         if (state.fenced !== undefined) return yield* state.fenced

@@ -1,0 +1,360 @@
+/**
+ * End-to-end relay benchmark (run: `npx tsx bench/drain.ts`, `--quick` for a short run).
+ *
+ * One relay drains 8 partitions into the memory sink; half of the records carry ordering keys (16 keys
+ * per partition), half are keyless. For each backend (memory, SQLite file):
+ *
+ * 1. **Throughput**: a backlog is persisted first, then the relay is started and the time until the
+ *    sink has received every record is measured (records/s of wall time and of this process's CPU time).
+ * 2. **Latency**: a producer enqueues batches of 100 at a steady pace (half the measured throughput)
+ *    while the relay runs; p50/p99 of enqueue-to-delivery (`createdAt` to the sink's delivery time).
+ *
+ * On SQLite the same run also measures a raw better-sqlite3 baseline of the same work without Effect,
+ * leases or a sink: persist 100 → claim 100 → complete 100 with the store's own statements
+ * (`SqliteOutboxSchema.statements`), on a file with the same pragmas (WAL, `synchronous = FULL`).
+ *
+ * Goals: memory ≥ 50k records/s end to end; SQLite ≥ 0.6× the raw baseline. Writes
+ * bench/results/drain.json.
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as DateTime from "effect/DateTime"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { formatTimeOrderedId, NewOutboxRecord, type PreparedRecord } from "../src/domain/OutboxRecord.js"
+import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
+import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
+import * as MemorySink from "../src/layers/sinks/MemorySink.js"
+import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
+import * as SqliteLeaseStore from "../src/layers/sqlite/SqliteLeaseStore.js"
+import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
+import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
+import * as Relay from "../src/programs/Relay.js"
+import type { LeaseStore } from "../src/services/LeaseStore.js"
+import { OutboxStore } from "../src/services/OutboxStore.js"
+import { Sink } from "../src/services/Sink.js"
+
+const quick = process.argv.includes("--quick")
+const partitions = Array.from({ length: 8 }, (_, i) => `p${i}`)
+const keysPerPartition = 16
+const payload = new Uint8Array(64).fill(7)
+const here = path.dirname(fileURLToPath(import.meta.url))
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-drain-bench-"))
+let files = 0
+const freshFile = (): string => path.join(directory, `drain-${++files}.db`)
+
+const relayOptions: Relay.RelayOptions = {
+  owner: "bench-relay",
+  leaseTtl: "30 seconds",
+  discoveryInterval: "20 millis",
+  drainer: {
+    onExpired: "drop",
+    onPermanentFailure: "drop",
+    onPoison: "drop",
+    batchSize: 100,
+    maxBatchSize: 500,
+    maxConcurrency: 10,
+    idleBackoffMin: "1 millis",
+    idleBackoffMax: "10 millis"
+  }
+}
+
+let envelope = 0
+/** `count` records spread over the partitions; every other record has an ordering key. */
+const makeRecords = (count: number): Array<NewOutboxRecord> =>
+  Array.from({ length: count }, (_, i) => {
+    const n = envelope++
+    const partitionKey = partitions[i % partitions.length] ?? "p0"
+    return new NewOutboxRecord(
+      {
+        partitionKey,
+        envelopeId: `e${n}`,
+        bindingId: "b",
+        payload,
+        ...(n % 2 === 0 ? { orderingKey: `k${(n >> 1) % keysPerPartition}` } : {})
+      },
+      true
+    )
+  })
+
+const chunk = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  const out: Array<ReadonlyArray<A>> = []
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
+  return out
+}
+
+const percentile = (values: ReadonlyArray<number>, p: number): number => {
+  if (values.length === 0) return 0
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))] ?? 0
+}
+
+const cpuMillis = (): number => {
+  const usage = process.cpuUsage()
+  return (usage.user + usage.system) / 1000
+}
+
+interface Throughput {
+  readonly records: number
+  readonly wallSeconds: number
+  readonly recordsPerSecondWall: number
+  readonly recordsPerSecondCpu: number
+}
+
+interface Latency {
+  readonly records: number
+  readonly offeredPerSecond: number
+  readonly p50Millis: number
+  readonly p99Millis: number
+  readonly maxMillis: number
+}
+
+type Stores = Layer.Layer<OutboxStore | LeaseStore>
+
+/** Persists a backlog, runs the relay until the sink has every record. */
+const throughput = (stores: Stores, count: number): Effect.Effect<Throughput> =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    for (const part of chunk(makeRecords(count), 500)) yield* store.persist(part)
+    const recorder = yield* MemorySink.make()
+    const startWall = performance.now()
+    const startCpu = cpuMillis()
+    const relay = yield* Effect.fork(Relay.run(relayOptions).pipe(Effect.provideService(Sink, recorder.sink)))
+    yield* recorder.awaitAttempts(count)
+    while ((yield* recorder.deliveredIds).length < count) yield* Effect.sleep("1 millis")
+    const wall = (performance.now() - startWall) / 1000
+    const cpu = (cpuMillis() - startCpu) / 1000
+    yield* Fiber.interrupt(relay)
+    return {
+      records: count,
+      wallSeconds: Number(wall.toFixed(3)),
+      recordsPerSecondWall: Math.round(count / wall),
+      recordsPerSecondCpu: Math.round(count / cpu)
+    }
+  }).pipe(Effect.provide(stores), Effect.orDie)
+
+/** Enqueues batches of 100 at `perSecond` for `seconds` while the relay drains; latency percentiles. */
+const latency = (stores: Stores, perSecond: number, seconds: number): Effect.Effect<Latency> =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    const recorder = yield* MemorySink.make()
+    const relay = yield* Effect.fork(Relay.run(relayOptions).pipe(Effect.provideService(Sink, recorder.sink)))
+    const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
+    const interval = (seconds * 1000) / batches
+    const start = performance.now()
+    for (let i = 0; i < batches; i++) {
+      const due = start + i * interval
+      const wait = due - performance.now()
+      if (wait > 0) yield* Effect.sleep(`${Math.ceil(wait)} millis`)
+      yield* store.persist(makeRecords(100))
+    }
+    const total = batches * 100
+    while ((yield* recorder.deliveredIds).length < total) yield* Effect.sleep("5 millis")
+    yield* Fiber.interrupt(relay)
+    const samples = (yield* recorder.deliveries).map(
+      (d) => d.deliveredAtMillis - DateTime.toEpochMillis(d.record.createdAt)
+    )
+    return {
+      records: total,
+      offeredPerSecond: Math.round(perSecond),
+      p50Millis: percentile(samples, 50),
+      p99Millis: percentile(samples, 99),
+      maxMillis: percentile(samples, 100)
+    }
+  }).pipe(Effect.provide(stores), Effect.orDie)
+
+// ---------------------------------------------------------------------------------------------------
+// Raw better-sqlite3 baseline: persist 100 → claim 100 → complete 100 with the store's statements
+// ---------------------------------------------------------------------------------------------------
+
+interface RawStatement {
+  run(...params: ReadonlyArray<unknown>): { readonly changes: number }
+  all(...params: ReadonlyArray<unknown>): Array<Record<string, unknown>>
+}
+interface RawDatabase {
+  prepare(sql: string): RawStatement
+  exec(sql: string): void
+  pragma(sql: string): unknown
+  close(): void
+}
+type RawDatabaseConstructor = new (filename: string) => RawDatabase
+const RawSqlite: RawDatabaseConstructor = createRequire(import.meta.url)("better-sqlite3")
+const names = Either.getOrThrow(SqliteOutboxSchema.tableNames(""))
+const statements = SqliteOutboxSchema.statements(names, { staleReclaim: false })
+
+const rawBaseline = (count: number): Throughput => {
+  const db = new RawSqlite(freshFile())
+  db.pragma("journal_mode = WAL")
+  db.pragma("synchronous = FULL")
+  db.pragma("busy_timeout = 5000")
+  for (const ddl of SqliteOutboxSchema.createStatements(names)) db.exec(ddl)
+  const cache = new Map<string, RawStatement>()
+  const st = (sql: string): RawStatement => {
+    let prepared = cache.get(sql)
+    if (prepared === undefined) {
+      prepared = db.prepare(sql)
+      cache.set(sql, prepared)
+    }
+    return prepared
+  }
+  const tx = <A>(body: () => A): A => {
+    st("BEGIN").run()
+    try {
+      const result = body()
+      st("COMMIT").run()
+      return result
+    } catch (error) {
+      st("ROLLBACK").run()
+      throw error
+    }
+  }
+  const version = 1
+  const startWall = performance.now()
+  const startCpu = cpuMillis()
+  let done = 0
+  let n = 0
+  while (done < count) {
+    const partitionKey = partitions[(n >> 7) % partitions.length] ?? "p0"
+    const now = Date.now()
+    const batch: Array<PreparedRecord> = Array.from({ length: 100 }, (_, i) => ({
+      id: formatTimeOrderedId(now, i, n, Math.floor(Math.random() * 0xffffffff)),
+      partitionKey,
+      envelopeId: `raw-${n}-${i}`,
+      bindingId: "b",
+      routeId: "",
+      address: "",
+      payload,
+      headers: {},
+      orderingKey: i % 2 === 0 ? Option.some(`k${(i >> 1) % keysPerPartition}`) : Option.none(),
+      createdAt: DateTime.unsafeMake(now),
+      expiresAt: Option.none()
+    }))
+    n++
+    tx(() => {
+      const [row] = st(statements.allocateSeq).all(partitionKey, batch.length)
+      let seq = Number(row?.["seq_counter"]) - batch.length + 1
+      const values: Array<unknown> = []
+      for (const record of batch) values.push(...SqliteOutboxSchema.insertValues(record, seq++))
+      st(statements.insert(batch.length)).all(...values)
+    })
+    const claimed = tx(() => {
+      st(statements.raiseFence).all(partitionKey, version)
+      const candidates = st(statements.selectClaimable).all(partitionKey, version, version, 100)
+      const ids = candidates.map((row) => row["id"])
+      if (ids.length === 0) return []
+      return st(statements.claimUpdate(ids.length)).all(
+        "raw",
+        version,
+        Date.now(),
+        Date.now(),
+        ...ids,
+        partitionKey,
+        version
+      )
+    })
+    const ids = claimed.map((row) => row["id"])
+    tx(() => st(statements.complete(ids.length)).all(Date.now(), Date.now(), ...ids, "raw", version))
+    done += ids.length
+  }
+  const wall = (performance.now() - startWall) / 1000
+  const cpu = (cpuMillis() - startCpu) / 1000
+  db.close()
+  return {
+    records: count,
+    wallSeconds: Number(wall.toFixed(3)),
+    recordsPerSecondWall: Math.round(count / wall),
+    recordsPerSecondCpu: Math.round(count / cpu)
+  }
+}
+
+const memoryStores: () => Stores = () => Layer.mergeAll(MemoryOutboxStore.layer, MemoryLeaseStore.layer)
+const sqliteStores: () => Stores = () =>
+  Layer.mergeAll(SqliteOutboxStore.layer, SqliteLeaseStore.layer).pipe(
+    Layer.provide(SqliteDatabase.layer({ filename: freshFile() })),
+    Layer.orDie
+  )
+
+const best = (runs: ReadonlyArray<Throughput>): Throughput =>
+  runs.reduce((a, b) => (b.recordsPerSecondWall > a.recordsPerSecondWall ? b : a))
+
+const main = Effect.gen(function* () {
+  const rounds = quick ? 1 : 3
+  const memoryCount = quick ? 50_000 : 200_000
+  const sqliteCount = quick ? 10_000 : 40_000
+  const loadBefore = os.loadavg()[0] ?? 0
+
+  const memoryRuns: Array<Throughput> = []
+  for (let r = 0; r < rounds; r++) {
+    memoryRuns.push(yield* throughput(memoryStores(), memoryCount))
+    console.log("memory throughput", memoryRuns[memoryRuns.length - 1])
+  }
+  const memory = best(memoryRuns)
+  const memoryLatency = yield* latency(memoryStores(), Math.min(25_000, memory.recordsPerSecondWall / 2), quick ? 1 : 3)
+  console.log("memory latency", memoryLatency)
+
+  // SQLite: raw and relay alternate so both see the same machine load
+  const rawRuns: Array<Throughput> = []
+  const sqliteRuns: Array<Throughput> = []
+  for (let r = 0; r < rounds; r++) {
+    rawRuns.push(rawBaseline(sqliteCount))
+    console.log("raw sqlite", rawRuns[rawRuns.length - 1])
+    sqliteRuns.push(yield* throughput(sqliteStores(), sqliteCount))
+    console.log("sqlite relay", sqliteRuns[sqliteRuns.length - 1])
+  }
+  const raw = best(rawRuns)
+  const sqlite = best(sqliteRuns)
+  const sqliteLatency = yield* latency(sqliteStores(), sqlite.recordsPerSecondWall / 2, quick ? 1 : 3)
+  console.log("sqlite latency", sqliteLatency)
+
+  const ratioWall = Number((sqlite.recordsPerSecondWall / raw.recordsPerSecondWall).toFixed(3))
+  const ratioCpu = Number((sqlite.recordsPerSecondCpu / raw.recordsPerSecondCpu).toFixed(3))
+  const result = {
+    date: new Date().toISOString(),
+    node: process.version,
+    platform: `${os.platform()} ${os.arch()}, ${os.cpus().length} cores`,
+    loadAverage1m: { before: Number(loadBefore.toFixed(2)), after: Number((os.loadavg()[0] ?? 0).toFixed(2)) },
+    quick,
+    note:
+      "End to end through Relay.run with the memory sink: 8 partitions, half the records keyed (16 keys per partition). " +
+      "Throughput = backlog persisted first, then drained; best of the rounds. wall = records per second of elapsed time; " +
+      "cpu = records per second of this process's CPU time (steadier when other processes compete for the cores). " +
+      "Latency = createdAt to delivery with a paced producer at half the measured throughput.",
+    relay: relayOptions,
+    memory: {
+      throughput: memory,
+      runs: memoryRuns,
+      latency: memoryLatency,
+      target: "≥ 50000 records/s end to end",
+      met: memory.recordsPerSecondWall >= 50_000
+    },
+    sqlite: {
+      throughput: sqlite,
+      runs: sqliteRuns,
+      latency: sqliteLatency,
+      rawBaseline: {
+        best: raw,
+        runs: rawRuns,
+        work: "persist 100 → claim 100 → complete 100, store statements, no Effect"
+      },
+      ratioWall,
+      ratioCpu,
+      target: "≥ 0.6 × raw better-sqlite3 baseline",
+      met: ratioWall >= 0.6
+    }
+  }
+  fs.mkdirSync(path.join(here, "results"), { recursive: true })
+  fs.writeFileSync(path.join(here, "results", "drain.json"), JSON.stringify(result, null, 2) + "\n")
+  console.log(JSON.stringify({ memory: result.memory.met, sqlite: result.sqlite.met, ratioWall, ratioCpu }))
+  fs.rmSync(directory, { recursive: true, force: true })
+})
+
+Effect.runPromise(Effect.scoped(main)).catch((error: unknown) => {
+  console.error(error)
+  process.exit(1)
+})
