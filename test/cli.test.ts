@@ -20,6 +20,7 @@ import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteDeadLetterStore from "../src/layers/sqlite/SqliteDeadLetterStore.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
+import { dynamoEndpoint, randomTableName } from "./support/DynamoLocal.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const main = path.join(root, "src", "programs", "cli", "main.ts")
@@ -386,5 +387,34 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
     const badTime = await cli(["dlq", "list", "--sqlite-file", file, "--since", "yesterday-ish"])
     expect(badTime.code).toBe(2)
     expect(badTime.stderr).toContain("--since")
+  })
+  it("enqueue and inspect on DynamoDB Local: depths, oldest pending age and fence version from the table", async () => {
+    const table = randomTableName("cli-outbox")
+    const env = {
+      OUTBOX_BACKEND: "dynamodb",
+      OUTBOX_DYNAMODB_ENDPOINT: dynamoEndpoint(),
+      OUTBOX_DYNAMODB_TABLE: table,
+      OUTBOX_DYNAMODB_DEAD_LETTER_TABLE: `${table}-dlq`,
+      AWS_ACCESS_KEY_ID: "local",
+      AWS_SECRET_ACCESS_KEY: "local",
+      AWS_EC2_METADATA_DISABLED: "true",
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true"
+    }
+    const enqueued = await cli(["enqueue"], {
+      input: lines(rec("d1", 1, { orderingKey: "k" }), rec("d1", 2), rec("d2", 3)),
+      env
+    })
+    expect(enqueued.code, enqueued.stderr).toBe(0)
+    expect(enqueued.stdout).toContain("enqueued 3 records")
+    const result = await cli(["inspect", "--json"], { env })
+    expect(result.code, result.stderr).toBe(0)
+    const report: InspectJson = JSON.parse(result.stdout)
+    expect(report.backend).toBe("dynamodb")
+    expect(report.partitions.map((p) => [p.partition, p.pending, p.claimed, p.fenceVersion, p.leaseOwner])).toEqual([
+      ["d1", 2, 0, 0, null],
+      ["d2", 1, 0, 0, null]
+    ])
+    expect(report.partitions.every((p) => (p.oldestPendingAgeMillis ?? -1) >= 0)).toBe(true)
+    expect(report.deadLetters).toEqual({ poison: 0, permanent: 0, expired: 0, total: 0 })
   })
 })
