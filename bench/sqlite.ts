@@ -378,6 +378,7 @@ const claimLatency = (backlogs: ReadonlyArray<number>) =>
 const round3 = (n: number): number => Math.round(n * 1000) / 1000
 
 const main = Effect.gen(function* () {
+  const loadBefore = os.loadavg()[0] ?? 0
   const runs: Array<{ persist: Pair; claimComplete: Pair; endToEnd: Pair }> = []
   for (let r = 0; r < rounds; r++) runs.push(yield* round)
   const section = (key: "persist" | "claimComplete" | "endToEnd") => {
@@ -401,6 +402,8 @@ const main = Effect.gen(function* () {
     date: new Date().toISOString(),
     node: process.version,
     platform: `${process.platform} ${process.arch}`,
+    cores: os.cpus().length,
+    loadAverage1m: { before: round3(loadBefore), after: round3(os.loadavg()[0] ?? 0) },
     quick,
     database: "file, WAL, synchronous=FULL (one fsync per commit)",
     batch,
