@@ -7,6 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { type ChildProcess, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
@@ -92,35 +93,56 @@ const rec = (partitionKey: string, n: number, extra: Record<string, unknown> = {
   ...extra
 })
 
-interface InspectJson {
-  readonly backend: string
-  readonly partitions: ReadonlyArray<{
-    readonly partition: string
-    readonly pending: number
-    readonly claimed: number
-    readonly oldestPendingAgeMillis: number | null
-    readonly fenceVersion: number | null
-    readonly leaseOwner: string | null
-    readonly leaseVersion: number | null
-  }>
-  readonly totals: { readonly pending: number; readonly claimed: number }
-  readonly deadLetters: { readonly poison: number; readonly permanent: number; readonly expired: number }
-}
+const InspectJson = Schema.Struct({
+  backend: Schema.String,
+  partitions: Schema.Array(
+    Schema.Struct({
+      partition: Schema.String,
+      pending: Schema.Number,
+      claimed: Schema.Number,
+      oldestPendingAgeMillis: Schema.NullOr(Schema.Number),
+      fenceVersion: Schema.NullOr(Schema.Number),
+      leaseOwner: Schema.NullOr(Schema.String),
+      leaseVersion: Schema.NullOr(Schema.Number)
+    })
+  ),
+  totals: Schema.Struct({ pending: Schema.Number, claimed: Schema.Number }),
+  deadLetters: Schema.Struct({
+    poison: Schema.Number,
+    permanent: Schema.Number,
+    expired: Schema.Number,
+    total: Schema.Number
+  })
+})
+type InspectJson = typeof InspectJson.Type
+const decodeInspect = Schema.decodeUnknownSync(Schema.parseJson(InspectJson))
+
+/** The JSON form of a delivered record (as the webhook and stdout sinks write it), as far as tests read it. */
+const Delivered = Schema.Struct({
+  id: Schema.String,
+  envelopeId: Schema.String,
+  partitionKey: Schema.String,
+  orderingKey: Schema.NullOr(Schema.String),
+  payload: Schema.String
+})
+const decodeDelivered = Schema.decodeUnknownSync(Schema.parseJson(Delivered))
+const decodeIdLine = Schema.decodeUnknownSync(Schema.parseJson(Schema.Struct({ id: Schema.String })))
+const decodePayload = Schema.decodeUnknownSync(Schema.parseJson(Schema.Struct({ n: Schema.Number })))
 
 const inspectJson = async (file: string): Promise<InspectJson> => {
   const result = await cli(["inspect", "--sqlite-file", file, "--json"])
   expect(result.code, result.stderr).toBe(0)
-  return JSON.parse(result.stdout)
+  return decodeInspect(result.stdout)
 }
 
 /** A webhook receiver on 127.0.0.1 recording every JSON body. */
-const receiver = async (status: (body: { envelopeId: string }) => number = () => 200) => {
-  const bodies: Array<{ envelopeId: string; partitionKey: string; orderingKey: string | null }> = []
+const receiver = async (status: (body: typeof Delivered.Type) => number = () => 200) => {
+  const bodies: Array<typeof Delivered.Type> = []
   const server = http.createServer((request, response) => {
     let text = ""
     request.on("data", (chunk: Buffer) => (text += chunk.toString("utf8")))
     request.on("end", () => {
-      const body = JSON.parse(text)
+      const body = decodeDelivered(text)
       const code = status(body)
       if (code === 200) bodies.push(body)
       response.writeHead(code).end()
@@ -249,10 +271,14 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
     const delivered = output.stdout
       .split("\n")
       .filter((l) => l.length > 0)
-      .map((l) => JSON.parse(l))
+      .map((l) => decodeDelivered(l))
     expect(delivered.map((r) => r.envelopeId).sort()).toEqual(["env-1", "env-2"])
     expect(delivered.every((r) => r.partitionKey === "p" && typeof r.payload === "string")).toBe(true)
-    expect(JSON.parse(Buffer.from(delivered[0].payload, "base64").toString("utf8"))).toHaveProperty("n")
+    for (const record of delivered) {
+      expect(decodePayload(Buffer.from(record.payload, "base64").toString("utf8")).n).toBe(
+        Number(record.envelopeId.slice("env-".length))
+      )
+    }
     expect(output.stderr).toContain("owner=from-file")
   })
 
@@ -329,7 +355,7 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
       result.stdout
         .split("\n")
         .filter((l) => l.length > 0)
-        .map((l) => JSON.parse(l).id)
+        .map((l) => decodeIdLine(l).id)
 
     const all = await cli(["dlq", "list", "--sqlite-file", file, "--json"])
     expect(all.code).toBe(0)
@@ -408,7 +434,7 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
     expect(enqueued.stdout).toContain("enqueued 3 records")
     const result = await cli(["inspect", "--json"], { env })
     expect(result.code, result.stderr).toBe(0)
-    const report: InspectJson = JSON.parse(result.stdout)
+    const report = decodeInspect(result.stdout)
     expect(report.backend).toBe("dynamodb")
     expect(report.partitions.map((p) => [p.partition, p.pending, p.claimed, p.fenceVersion, p.leaseOwner])).toEqual([
       ["d1", 2, 0, 0, null],
