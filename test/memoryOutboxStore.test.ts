@@ -8,12 +8,14 @@ import * as Chunk from "effect/Chunk"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Equal from "effect/Equal"
 import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import * as ClaimOrder from "../src/domain/ClaimOrder.js"
 import { LeaseToken } from "../src/domain/LeaseToken.js"
-import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
+import { NewOutboxRecord, OutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
 import type { OutboxStoreService } from "../src/services/OutboxStore.js"
 
@@ -376,6 +378,22 @@ describe("MemoryOutboxStore", () => {
         expect((yield* store.queryPending("p", 1)).length).toBe(0)
         yield* store.release(["r1"], token(1))
         expect((yield* store.queryPending("p", 1))[0]?.payload).toEqual(new Uint8Array([1, 2, 3]))
+      })
+    )
+
+    it.effect("returned records are OutboxRecord instances, equal to constructor-built ones and schema-valid", () =>
+      Effect.gen(function* () {
+        const store = yield* MemoryOutboxStore.make()
+        yield* store.persist([record("e1", { id: "r1", orderingKey: "k", expiresAt: at(10_000) })])
+        const [claimed] = (yield* store.claim("p", token(3), 1)).records
+        expect(claimed).toBeInstanceOf(OutboxRecord)
+        expect(claimed === undefined ? false : Schema.is(OutboxRecord)(claimed)).toBe(true)
+        if (claimed !== undefined) {
+          expect(Equal.equals(claimed, new OutboxRecord({ ...claimed }, true))).toBe(true)
+          expect(Object.keys(claimed)).toEqual(Object.keys(new OutboxRecord({ ...claimed }, true)))
+        }
+        expect(claimed?.claimVersion).toBe(3)
+        expect(claimed?.orderingKey).toEqual(Option.some("k"))
       })
     )
 
