@@ -285,8 +285,8 @@ const best = (runs: ReadonlyArray<Throughput>): Throughput =>
 
 const main = Effect.gen(function* () {
   const rounds = quick ? 1 : 3
-  const memoryCount = quick ? 50_000 : 200_000
-  const sqliteCount = quick ? 10_000 : 40_000
+  const memoryCount = quick ? 20_000 : 100_000
+  const sqliteCount = quick ? 4_000 : 20_000
   const loadBefore = os.loadavg()[0] ?? 0
 
   const memoryRuns: Array<Throughput> = []

@@ -202,6 +202,37 @@ describe("Drainer", () => {
     }).pipe(Effect.provide(baseLayer))
   )
 
+  it.effect(
+    "completes of concurrent groups are coalesced; a failed coalesced call is completed by the next cycle",
+    () =>
+      Effect.gen(function* () {
+        const p = "d-coalesce"
+        yield* setup(
+          p,
+          Array.from({ length: 20 }, (_, i) => rec(p, `r${String(i).padStart(2, "0")}`))
+        )
+        const faults = yield* Faulty.FaultyOutboxStore
+        const sink = yield* recorder
+        const d = yield* drainer(p, { maxConcurrency: 10 })
+        const first = yield* d.drainOnce(10)
+        expect(first).toMatchObject({ claimed: 10, delivered: 10 })
+        const completes = (yield* faults.calls).filter((c) => c.operation === "complete")
+        expect(completes.length).toBeLessThan(10)
+        expect(completes.flatMap((c) => c.ids ?? []).sort()).toEqual((yield* sink.deliveredIds).slice().sort())
+        // the next coalesced call fails as a whole: its records stay claimed (sent), nothing is re-sent
+        yield* faults.inject({ operation: "complete" })
+        const second = yield* d.drainOnce(10)
+        expect(second.leftClaimed).toBeGreaterThan(0)
+        expect(yield* claimedCount(p)).toBe(second.leftClaimed)
+        yield* d.drainOnce(10)
+        expect(yield* claimedCount(p)).toBe(0)
+        expect(yield* pendingIds(p)).toEqual([])
+        const ids = yield* sink.deliveredIds
+        expect(new Set(ids).size).toBe(20)
+        expect(ids).toHaveLength(20)
+      }).pipe(Effect.provide(withSink))
+  )
+
   it.effect("a transient failure never lets a younger same-key record overtake", () =>
     Effect.gen(function* () {
       const p = "d-transient"

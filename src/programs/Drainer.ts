@@ -933,10 +933,24 @@ const makeWith = (
         const state = new BatchState(records)
         const groups = groupByKey(records)
         const startedAt = yield* Clock.currentTimeMillis
-        const work = Effect.forEach(groups, (group) => processGroup(group, token, state), {
-          concurrency: config.maxConcurrency,
-          discard: true
+        // at most maxConcurrency lanes, each taking the next group (in age order of its head) when free:
+        // one fiber per lane rather than one per group
+        let nextGroup = 0
+        const lane = Effect.gen(function* () {
+          for (;;) {
+            const group = groups[nextGroup++]
+            if (group === undefined) return
+            yield* processGroup(group, token, state)
+          }
         })
+        const lanes = Math.min(config.maxConcurrency, groups.length)
+        const work =
+          lanes <= 1
+            ? lane
+            : Effect.all(
+                Array.from({ length: lanes }, () => lane),
+                { concurrency: "unbounded", discard: true }
+              )
         // a daemon: interrupting the cycle must not interrupt the batch before the final drain ran
         const fiber = yield* Effect.forkDaemon(restore(work))
         const finished = yield* restore(Fiber.await(fiber).pipe(Effect.timeoutOption(watchdog))).pipe(
