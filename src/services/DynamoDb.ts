@@ -48,6 +48,8 @@ import {
   type UpdateTimeToLiveCommandInput,
   type UpdateTimeToLiveCommandOutput
 } from "@aws-sdk/client-dynamodb"
+import type * as Config from "effect/Config"
+import type * as ConfigError from "effect/ConfigError"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -346,3 +348,17 @@ export const layer = (config: DynamoDbConfig): Layer.Layer<DynamoDb> => Layer.sc
  */
 export const layerFromClient = (client: DynamoDBClient): Layer.Layer<DynamoDb> =>
   Layer.succeed(DynamoDb, fromClient(client))
+
+/**
+ * The service as a scoped layer whose settings come from `Config` (e.g. `Config.all({ region:
+ * Config.string("AWS_REGION"), … })`; keep the secret in `Config.redacted`).
+ *
+ * @since 0.1.0
+ */
+export const layerConfig = (config: Config.Config<DynamoDbConfig>): Layer.Layer<DynamoDb, ConfigError.ConfigError> =>
+  Layer.scoped(
+    DynamoDb,
+    Effect.gen(function* () {
+      return yield* make(yield* config)
+    })
+  )
