@@ -6,6 +6,8 @@ import * as Option from "effect/Option"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
 import { OutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as MemorySink from "../src/layers/sinks/MemorySink.js"
+import * as StdoutSink from "../src/layers/sinks/StdoutSink.js"
 import * as WebhookSink from "../src/layers/sinks/WebhookSink.js"
 import { Sink } from "../src/services/Sink.js"
 
@@ -201,4 +203,56 @@ describe("WebhookSink", () => {
     expect(WebhookSink.parseRetryAfter("soon", 0)).toBeUndefined()
     expect(WebhookSink.parseRetryAfter(new Date(10_000).toUTCString(), 20_000)).toBe(0)
   })
+})
+
+describe("StdoutSink", () => {
+  it.effect("writes one JSON line per record and waits for the stream", () =>
+    Effect.gen(function* () {
+      const lines: Array<string> = []
+      const sink = yield* StdoutSink.make({
+        stream: {
+          write: (chunk, callback) => {
+            lines.push(chunk)
+            callback()
+            return true
+          }
+        }
+      })
+      yield* sink.send(record)
+      yield* sink.send(record)
+      expect(lines).toHaveLength(2)
+      expect(lines[0]?.endsWith("\n")).toBe(true)
+      const parsed: unknown = JSON.parse(lines[0] ?? "null")
+      expect(parsed).toMatchObject({ id: "rec-1", orderingKey: "k1", payload: Buffer.from("hello").toString("base64") })
+    })
+  )
+
+  it.effect("a write error is a retryable SendError", () =>
+    Effect.gen(function* () {
+      const sink = yield* StdoutSink.make({
+        stream: { write: (_chunk, callback) => callback(new Error("EPIPE")) }
+      })
+      const error = yield* Effect.flip(sink.send(record))
+      expect(error).toMatchObject({ retryable: true, code: "write-failed" })
+    })
+  )
+})
+
+describe("MemorySink", () => {
+  it.effect("records deliveries in order and applies scripted failures per record and per call", () =>
+    Effect.gen(function* () {
+      const recorder = yield* MemorySink.make()
+      const other = new OutboxRecord({ ...record, id: "rec-2" })
+      yield* recorder.failRecord("rec-1", { failure: "permanent", code: "nope" })
+      yield* recorder.failCalls({ failure: "transient", times: 1, retryAfterMillis: 500 })
+      const first = yield* Effect.flip(recorder.sink.send(record))
+      expect(first).toMatchObject({ retryable: false, code: "nope" })
+      const second = yield* Effect.flip(recorder.sink.send(other))
+      expect(second).toMatchObject({ retryable: true, retryAfterMillis: 500 })
+      yield* recorder.sink.send(other)
+      yield* recorder.sink.send(record)
+      expect(yield* recorder.deliveredIds).toEqual(["rec-2", "rec-1"])
+      expect(yield* recorder.attempts).toEqual(["rec-1", "rec-2", "rec-2", "rec-1"])
+    })
+  )
 })
