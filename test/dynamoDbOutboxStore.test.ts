@@ -7,6 +7,8 @@ import { TransactionCanceledException } from "@aws-sdk/client-dynamodb"
 import { describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
+import * as Config from "effect/Config"
+import * as ConfigProvider from "effect/ConfigProvider"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -525,6 +527,31 @@ describe("DynamoDb service", () => {
       )
     )
   )
+
+  it.effect("layerConfig reads endpoint, region and a redacted secret from Config", () => {
+    const local = makeTestClientConfig()
+    const config = Config.all({
+      region: Config.string("REGION"),
+      endpoint: Config.string("ENDPOINT"),
+      credentials: Config.all({
+        accessKeyId: Config.string("KEY_ID"),
+        secretAccessKey: Config.redacted("SECRET")
+      })
+    })
+    const provider = ConfigProvider.fromMap(
+      new Map([
+        ["REGION", local.region],
+        ["ENDPOINT", local.endpoint],
+        ["KEY_ID", "local"],
+        ["SECRET", "local"]
+      ])
+    )
+    return Effect.gen(function* () {
+      const dynamo = yield* DynamoDb.DynamoDb
+      const described = yield* dynamo.describeTable({ TableName: tableName })
+      expect(described.Table?.TableName).toBe(tableName)
+    }).pipe(Effect.provide(DynamoDb.layerConfig(config)), Effect.withConfigProvider(provider))
+  })
 
   it("keeps the cancellation reason codes of a cancelled transaction, in item order", () => {
     const error = DynamoDb.fromSdkError(
