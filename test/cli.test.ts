@@ -443,4 +443,35 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
     expect(report.partitions.every((p) => (p.oldestPendingAgeMillis ?? -1) >= 0)).toBe(true)
     expect(report.deadLetters).toEqual({ poison: 0, permanent: 0, expired: 0, total: 0 })
   })
+  it("exports spans over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set", async () => {
+    const file = freshFile()
+    const received: Array<{ readonly path: string; readonly body: string }> = []
+    const collector = http.createServer((request, response) => {
+      let body = ""
+      request.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")))
+      request.on("end", () => {
+        received.push({ path: request.url ?? "", body })
+        response.writeHead(200, { "content-type": "application/json" }).end("{}")
+      })
+    })
+    await new Promise<void>((resolve) => collector.listen(0, "127.0.0.1", resolve))
+    const address: string | AddressInfo | null = collector.address()
+    const port = typeof address === "object" && address !== null ? address.port : 0
+    try {
+      const result = await cli(["enqueue", "--sqlite-file", file], {
+        input: lines(rec("otel", 1)),
+        env: { OTEL_EXPORTER_OTLP_ENDPOINT: `http://127.0.0.1:${port}`, OTEL_SERVICE_NAME: "outbox-cli-test" }
+      })
+      expect(result.code, result.stderr).toBe(0)
+      const traces = received.filter((r) => r.path === "/v1/traces").map((r) => r.body)
+      expect(traces.length).toBeGreaterThan(0)
+      expect(traces.join("")).toContain("OutboxStore.persist")
+      expect(traces.join("")).toContain("outbox-cli-test")
+    } finally {
+      await new Promise<void>((resolve) => {
+        collector.close(() => resolve())
+        collector.closeAllConnections()
+      })
+    }
+  })
 })
