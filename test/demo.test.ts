@@ -9,7 +9,12 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
+import { spawn } from "node:child_process"
+import { fileURLToPath, pathToFileURL } from "node:url"
 import * as Demo from "../src/programs/cli/Demo.js"
+
+const root = fileURLToPath(new URL("..", import.meta.url))
+const tsx = pathToFileURL(path.join(root, "node_modules", "tsx", "dist", "loader.mjs")).href
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-demo-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
@@ -49,4 +54,34 @@ describe("demo", () => {
       }),
     { timeout: 180_000 }
   )
+  it("`effect-outbox demo` runs as a command: periodic plain lines off a TTY, the verification line, exit code 0", async () => {
+    const dataDir = path.join(directory, "command")
+    const child = spawn(
+      process.execPath,
+      [
+        "--import",
+        tsx,
+        path.join(root, "src", "programs", "cli", "main.ts"),
+        "demo",
+        "--records",
+        "120",
+        "--partitions",
+        "2",
+        "--data-dir",
+        dataDir
+      ],
+      { cwd: directory, stdio: ["ignore", "pipe", "pipe"] }
+    )
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    const code = await new Promise<number | null>((resolve) => child.on("close", resolve))
+    expect(code, stderr).toBe(0)
+    expect(stdout).toContain("producer  120 records over 2 partitions")
+    expect(stdout).toMatch(/^100%\s+delivered 120\s+pending 0\s+claimed 0\s+dlq 0/m)
+    expect(stdout).not.toContain("\r")
+    expect(stdout).toContain("✔ verified: 120 delivered + 0 dead-lettered = 120 enqueued")
+    expect(fs.existsSync(path.join(dataDir, "demo.log"))).toBe(true)
+  }, 180_000)
 })
