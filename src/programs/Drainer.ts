@@ -269,6 +269,17 @@ export const groupByKey = (records: ReadonlyArray<OutboxRecord>): Array<Array<Ou
   return groups
 }
 
+/** Resolves on the next turn of the event loop (a macrotask), whatever the `Clock`. */
+const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const done = () => resume(Effect.void)
+  if (typeof setImmediate === "function") {
+    const handle = setImmediate(done)
+    return Effect.sync(() => clearImmediate(handle))
+  }
+  const handle = setTimeout(done, 0)
+  return Effect.sync(() => clearTimeout(handle))
+})
+
 /**
  * What one cycle did.
  *
@@ -1066,6 +1077,9 @@ const makeWith = (
     const idle = yield* Schedule.driver(idleSchedule)
     const pause = idle.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(config.idleBackoffMax)))
     for (;;) {
+      // a cycle against an in-memory store and sink never leaves the microtask queue; give the event
+      // loop a turn so that timers (lease renewals, sleeps of other fibers) are not starved
+      yield* yieldToEventLoop
       const result = yield* drainOnce().pipe(
         Effect.catchTags({
           TransactionConflict: () => Effect.succeed(undefined),
