@@ -6,7 +6,6 @@
  *
  * @since 0.1.0
  */
-import type { QueryCommandOutput } from "@aws-sdk/client-dynamodb"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
@@ -16,11 +15,6 @@ import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import { DeadLetterCategory } from "../../domain/DeadLetterEntry.js"
 import { StoreUnavailable } from "../../domain/OutboxError.js"
-import * as DynamoDbDeadLetterStore from "../../layers/dynamodb/DynamoDbDeadLetterStore.js"
-import * as DynamoDbLeaseStore from "../../layers/dynamodb/DynamoDbLeaseStore.js"
-import * as DynamoDbOutboxStore from "../../layers/dynamodb/DynamoDbOutboxStore.js"
-import * as OutboxTable from "../../layers/dynamodb/OutboxTable.js"
-import * as RecordItem from "../../layers/dynamodb/RecordItem.js"
 import * as MemoryDeadLetterStore from "../../layers/memory/MemoryDeadLetterStore.js"
 import * as MemoryLeaseStore from "../../layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../../layers/memory/MemoryOutboxStore.js"
@@ -29,7 +23,6 @@ import * as SqliteDeadLetterStore from "../../layers/sqlite/SqliteDeadLetterStor
 import * as SqliteLeaseStore from "../../layers/sqlite/SqliteLeaseStore.js"
 import * as SqliteOutboxStore from "../../layers/sqlite/SqliteOutboxStore.js"
 import { DeadLetterStore, type DeadLetterStoreService } from "../../services/DeadLetterStore.js"
-import * as DynamoDb from "../../services/DynamoDb.js"
 import type { LeaseStore } from "../../services/LeaseStore.js"
 import { OutboxStore, type OutboxStoreService } from "../../services/OutboxStore.js"
 import { CliFailure, errorText, type StoreSettings } from "./Settings.js"
@@ -77,8 +70,12 @@ export type Stores = OutboxStore | LeaseStore | DeadLetterStore | Probe
 
 const categories: ReadonlyArray<DeadLetterCategory> = DeadLetterCategory.literals
 
-/** Counts through the port: lists every entry of each category (fine for an operator command). */
-const countsThroughPort = (dlq: DeadLetterStoreService): Effect.Effect<DeadLetterCounts, StoreUnavailable> =>
+/**
+ * Counts through the port: lists every entry of each category (fine for an operator command).
+ *
+ * @since 0.1.0
+ */
+export const countsThroughPort = (dlq: DeadLetterStoreService): Effect.Effect<DeadLetterCounts, StoreUnavailable> =>
   Effect.gen(function* () {
     const counts: DeadLetterCounts = { poison: 0, permanent: 0, expired: 0 }
     for (const category of categories) {
@@ -88,10 +85,20 @@ const countsThroughPort = (dlq: DeadLetterStoreService): Effect.Effect<DeadLette
     return counts
   })
 
-const listed = (store: OutboxStoreService): Effect.Effect<ReadonlyArray<string>, StoreUnavailable> =>
+/**
+ * The partitions `listPartitions` reports.
+ *
+ * @since 0.1.0
+ */
+export const listed = (store: OutboxStoreService): Effect.Effect<ReadonlyArray<string>, StoreUnavailable> =>
   Effect.map(Stream.runCollect(store.listPartitions), (chunk) => Array.from(chunk))
 
-const unavailable =
+/**
+ * Wraps a cause as `StoreUnavailable` for an operation.
+ *
+ * @since 0.1.0
+ */
+export const unavailable =
   (operation: string) =>
   (cause: unknown): StoreUnavailable =>
     new StoreUnavailable({ operation, cause })
@@ -174,57 +181,6 @@ const memoryProbe: Layer.Layer<Probe, never, OutboxStore | DeadLetterStore> = La
   })
 )
 
-const dynamoProbe = (tableName: string): Layer.Layer<Probe, never, DynamoDb.DynamoDb | OutboxStore | DeadLetterStore> =>
-  Layer.effect(
-    Probe,
-    Effect.gen(function* () {
-      const dynamo = yield* DynamoDb.DynamoDb
-      const store = yield* OutboxStore
-      const dlq = yield* DeadLetterStore
-      const oldestPendingAt = (partitionKey: string): Effect.Effect<Option.Option<number>, StoreUnavailable> =>
-        Effect.gen(function* () {
-          // ClaimIndex is in age order: the first pending item is the oldest (the index may lag the table)
-          let startKey: Record<string, RecordItem.Item[string]> | undefined = undefined
-          for (;;) {
-            const page: QueryCommandOutput = yield* dynamo
-              .query({
-                TableName: tableName,
-                IndexName: OutboxTable.ClaimIndex,
-                KeyConditionExpression: "PK = :pk",
-                FilterExpression: "#status = :pending",
-                ExpressionAttributeNames: { "#status": "status" },
-                ExpressionAttributeValues: { ":pk": { S: partitionKey }, ":pending": { S: "pending" } },
-                ProjectionExpression: "created_at",
-                Limit: 100,
-                ...(startKey !== undefined ? { ExclusiveStartKey: startKey } : {})
-              })
-              .pipe(Effect.mapError(unavailable("inspect.oldest")))
-            const first = page.Items?.[0]?.["created_at"]?.N
-            if (first !== undefined) return Option.some(Number(first))
-            if (page.LastEvaluatedKey === undefined) return Option.none()
-            startKey = page.LastEvaluatedKey
-          }
-        })
-      return Probe.of({
-        backend: "dynamodb",
-        knownPartitions: listed(store),
-        fenceVersion: (partitionKey) =>
-          dynamo.getItem({ TableName: tableName, Key: RecordItem.fenceKey(partitionKey), ConsistentRead: true }).pipe(
-            Effect.mapError(unavailable("inspect.fence")),
-            Effect.flatMap((output) => {
-              const fence = RecordItem.decodeFence(output.Item)
-              return fence._tag === "Right"
-                ? Effect.succeed(fence.right.highWaterMark)
-                : Effect.fail(new StoreUnavailable({ operation: "inspect.fence", partitionKey, cause: fence.left }))
-            })
-          ),
-        oldestPendingAt,
-        deadLetterCounts: countsThroughPort(dlq),
-        notes: ["dead-letter counts list every entry of each category (DynamoDB has no cheap count)"]
-      })
-    })
-  )
-
 const buildFailure =
   (backend: string) =>
   (error: { readonly message: string } | unknown): CliFailure =>
@@ -253,22 +209,13 @@ export const layer = (settings: StoreSettings): Layer.Layer<Stores, CliFailure> 
       )
       return stores.pipe(Layer.provide(database), Layer.mapError(buildFailure(`sqlite (${settings.sqliteFile})`)))
     }
-    case "dynamodb": {
-      const client = DynamoDb.layer({
-        region: settings.dynamodbRegion,
-        ...(Option.isSome(settings.dynamodbEndpoint) ? { endpoint: settings.dynamodbEndpoint.value } : {})
-      })
-      const ensureTable = settings.dynamodbEnsureTables
-      const outbox = DynamoDbOutboxStore.layerWith({ tableName: settings.dynamodbTable, ensureTable })
-      const dlq = Layer.provideMerge(
-        DynamoDbDeadLetterStore.layerWith({ tableName: settings.dynamodbDeadLetterTable, ensureTable }),
-        outbox
-      )
-      const stores = Layer.provideMerge(
-        dynamoProbe(settings.dynamodbTable),
-        Layer.merge(dlq, DynamoDbLeaseStore.layerWith({ tableName: settings.dynamodbTable, ensureTable }))
-      )
-      return stores.pipe(Layer.provide(client), Layer.mapError(buildFailure(`dynamodb (${settings.dynamodbTable})`)))
-    }
+    case "dynamodb":
+      // loaded on demand: the AWS SDK is the heaviest import of the CLI
+      return Layer.unwrapEffect(
+        Effect.map(
+          Effect.promise(() => import("./DynamoBackend.js")),
+          (backend) => backend.layer(settings)
+        )
+      ).pipe(Layer.mapError(buildFailure(`dynamodb (${settings.dynamodbTable})`)))
   }
 }
