@@ -720,6 +720,23 @@ const makeWith = (
     message: `send did not finish within ${sendTimeoutMillis} ms`
   })
 
+  /**
+   * Sends with `sendTimeout`. The send runs in a child fiber; a sink that answers without waiting
+   * (in-memory, buffered) is done after one yield and costs no timer, otherwise the wait is bounded by
+   * the timeout and a send that outlives it is interrupted in the background.
+   */
+  const sendWithTimeout = (record: OutboxRecord): Effect.Effect<void, SendError> =>
+    Effect.gen(function* () {
+      const fiber = yield* Effect.fork(sink.send(record))
+      yield* Effect.yieldNow()
+      const early = fiber.unsafePoll()
+      if (early !== null) return yield* early
+      return yield* Fiber.join(fiber).pipe(
+        Effect.timeoutFail({ duration: config.sendTimeout, onTimeout: () => timeoutError }),
+        Effect.onError(() => Fiber.interruptFork(fiber))
+      )
+    })
+
   const processRecord = (
     record: OutboxRecord,
     token: LeaseTokenModule.LeaseToken,
@@ -775,9 +792,7 @@ const makeWith = (
         return { _tag: "Deferred", retryAfterMillis: undefined } satisfies Outcome
       }
       state.inFlight.add(record.id)
-      const sent = yield* sink
-        .send(record)
-        .pipe(Effect.timeoutFail({ duration: config.sendTimeout, onTimeout: () => timeoutError }), Effect.either)
+      const sent = yield* Effect.either(sendWithTimeout(record))
       state.inFlight.delete(record.id)
       if (Either.isLeft(sent)) {
         const error: SendError = sent.left
