@@ -179,7 +179,7 @@ const hex = (n: number, width: number): string => n.toString(16).padStart(width,
 export const formatTimeOrderedId = (millis: number, randA: number, randB: number, randC: number): string => {
   const ms = hex(Math.max(0, Math.floor(millis)) % 2 ** 48, 12)
   const a = hex(0x7000 | (randA & 0x0fff), 4)
-  const b = hex(0x80000000 | (randB & 0x3fffffff), 8)
+  const b = hex((0x80000000 | (randB & 0x3fffffff)) >>> 0, 8)
   const c = hex(randC >>> 0, 8)
   return `${ms.slice(0, 8)}-${ms.slice(8, 12)}-${a}-${b.slice(0, 4)}-${b.slice(4, 8)}${c}`
 }
