@@ -40,6 +40,21 @@
  * A store instance remembers which partitions its last scan found keyed and sends their next claims
  * straight to the scan path; a scan that finds no ordering key sends the partition back to the fast path.
  *
+ * **Local claim index** (opt-in, `localClaimIndex: true`; design record 0005, deferred upgrade path 1):
+ * the table carries the local secondary index `ClaimLocalIndex (PK, claim_sort)` (see `OutboxTable.ts`;
+ * an LSI can only be created with the table, so an existing table needs a new table and a data
+ * migration — the layer fails with `InvalidConfiguration` when the table lacks it). Every claim, keyed or
+ * keyless, then takes the *local path*: it walks the index with `ConsistentRead: true` from the oldest
+ * record (`claim_sort` ascending), page by page as an interruptible `Stream`, keeping the claimable
+ * records that no blocking head holds back and the blocking heads themselves (the oldest non-claimable
+ * non-terminal record of each ordering key; younger records of that key are dropped as they come), and
+ * stops reading as soon as `limit` records are selected. Everything younger than the last record read
+ * cannot change the choice (age order is index order), so a claim reads O(limit + records it must skip)
+ * items, never the whole backlog. The final choice is `ClaimOrder.selectFrom` over the kept records and
+ * heads; claiming then goes through the same per-record transactions and cancellation rules as the other
+ * paths (records lost to other claimers leave a short batch, as on the scan path). Terminal records have
+ * no `claim_sort` and never appear in the index.
+ *
  * The claim transaction also pins the `replay_count` it read, so the returned record is exactly what
  * was stored without a read-back.
  *
@@ -120,6 +135,25 @@ export interface ScanFoldReport {
 }
 
 /**
+ * What one local-path claim read, reported to {@link DynamoDbOutboxStoreOptions.onLocalWalk}.
+ *
+ * @since 0.1.0
+ */
+export interface LocalWalkReport {
+  readonly partitionKey: string
+  /** `ClaimLocalIndex` query pages read. */
+  readonly pages: number
+  /** Index items read (DynamoDB `ScannedCount`, summed over pages). */
+  readonly scanned: number
+  /** Records selected for claiming. */
+  readonly selected: number
+  /** Blocking heads met (one per ordering key at most). */
+  readonly blockingHeads: number
+  /** Whether the walk reached the end of the partition (rather than stopping at `limit`). */
+  readonly exhausted: boolean
+}
+
+/**
  * Options of the DynamoDB store.
  *
  * @since 0.1.0
@@ -140,6 +174,14 @@ export interface DynamoDbOutboxStoreOptions extends OutboxStore.StoreOptions {
   readonly indexLagDelay?: Duration.DurationInput | undefined
   /** Called after every scan-path fold (tests and diagnostics). */
   readonly onScanFold?: ((report: ScanFoldReport) => void) | undefined
+  /**
+   * Claim by walking the local secondary index `ClaimLocalIndex` consistently (O(limit) reads on keyed
+   * partitions too). Default `false`. The table must have been created with the index (`ensureTable`
+   * creates it for a new table); on a table without it the layer fails with `InvalidConfiguration`.
+   */
+  readonly localClaimIndex?: boolean | undefined
+  /** Called after every local-path walk (tests and diagnostics). */
+  readonly onLocalWalk?: ((report: LocalWalkReport) => void) | undefined
 }
 
 /**
@@ -157,6 +199,8 @@ export const DefaultTableName = "effect-outbox"
 export const DeepBacklogPageWarn = 8
 
 const RetentionFactor = 3
+/** Smallest `Limit` of a `ClaimLocalIndex` page (a page for one missing record would cost a request). */
+const LocalMinPage = 16
 const CacheCapacity = 100_000
 
 const unavailable =
@@ -265,6 +309,49 @@ class ScanFold {
   }
 }
 
+/**
+ * The local-path fold over `ClaimLocalIndex` pages, which arrive in age order: claimable records not held
+ * back by a blocking head, and the oldest non-claimable non-terminal record of each ordering key. Done
+ * once `limit` records are selected.
+ */
+class LocalWalk {
+  readonly selected: Array<OutboxRecord.OutboxRecord> = []
+  readonly heads = new Map<string, OutboxRecord.OutboxRecord>()
+  pages = 0
+  scanned = 0
+  nonTerminal = 0
+  exhausted = false
+
+  constructor(
+    readonly limit: number,
+    private readonly rule: ClaimOrder.ClaimRule
+  ) {}
+
+  get done(): boolean {
+    return this.selected.length >= this.limit
+  }
+
+  addPage(records: ReadonlyArray<OutboxRecord.OutboxRecord>, scanned: number, last: boolean): this {
+    this.pages++
+    this.scanned += scanned
+    if (last) this.exhausted = true
+    for (const record of records) {
+      if (this.done) break
+      if (!ClaimOrder.isNonTerminal(record)) continue
+      this.nonTerminal++
+      const key = Option.getOrUndefined(record.orderingKey)
+      if (key !== undefined && this.heads.has(key)) continue
+      if (ClaimOrder.isClaimable(record, this.rule)) this.selected.push(record)
+      else if (key !== undefined) this.heads.set(key, record)
+    }
+    return this
+  }
+
+  select(): Array<OutboxRecord.OutboxRecord> {
+    return ClaimOrder.selectFrom([...this.selected, ...this.heads.values()], this.limit, this.rule)
+  }
+}
+
 type ClaimOutcome =
   | { readonly _tag: "Claimed"; readonly record: OutboxRecord.OutboxRecord }
   | { readonly _tag: "Lost" }
@@ -292,6 +379,8 @@ interface Resolved {
   readonly indexLagRetries: number
   readonly indexLagDelay: Duration.Duration
   readonly onScanFold: ((report: ScanFoldReport) => void) | undefined
+  readonly localClaimIndex: boolean
+  readonly onLocalWalk: ((report: LocalWalkReport) => void) | undefined
 }
 
 const resolve = (options: DynamoDbOutboxStoreOptions): Resolved => ({
@@ -301,7 +390,9 @@ const resolve = (options: DynamoDbOutboxStoreOptions): Resolved => ({
   pageSize: options.pageSize,
   indexLagRetries: options.indexLagRetries ?? 3,
   indexLagDelay: Duration.decode(options.indexLagDelay ?? "100 millis"),
-  onScanFold: options.onScanFold
+  onScanFold: options.onScanFold,
+  localClaimIndex: options.localClaimIndex ?? false,
+  onLocalWalk: options.onLocalWalk
 })
 
 const decodeItems = (
@@ -951,6 +1042,69 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
       yield* claimInOrder(partitionKey, token, rule, limit, state, fold.select(limit))
     })
 
+  /**
+   * The local path: walks `ClaimLocalIndex` consistently in age order, stops once `limit` records are
+   * selected (or the partition ends), then claims the selection in order.
+   */
+  const claimLocal = (
+    partitionKey: string,
+    token: LeaseToken.LeaseTokenLike,
+    rule: ClaimOrder.ClaimRule,
+    limit: number,
+    state: ClaimState
+  ): Effect.Effect<void, StoreUnavailable | CorruptRecord> =>
+    Effect.gen(function* () {
+      const walk = new LocalWalk(limit, rule)
+      const pages = Stream.paginateChunkEffect(noCursor, ({ cursor }) =>
+        Effect.suspend(() =>
+          queryPage(
+            "claim",
+            partitionKey,
+            {
+              IndexName: OutboxTable.ClaimLocalIndex,
+              KeyConditionExpression: "PK = :pk",
+              ExpressionAttributeValues: { ":pk": RecordItem.str(partitionKey) },
+              ConsistentRead: true,
+              ScanIndexForward: true,
+              Limit: options.pageSize ?? Math.max(limit - walk.selected.length, LocalMinPage)
+            },
+            cursor
+          )
+        ).pipe(
+          Effect.flatMap((output) =>
+            Either.match(decodeItems(output.Items ?? []), {
+              onLeft: Effect.fail,
+              onRight: (records) =>
+                Effect.succeed([
+                  Chunk.of({
+                    records,
+                    scanned: output.ScannedCount ?? records.length,
+                    last: output.LastEvaluatedKey === undefined
+                  }),
+                  Option.map(Option.fromNullable(output.LastEvaluatedKey), (next): Cursor => ({ cursor: next }))
+                ] as const)
+            })
+          )
+        )
+      )
+      yield* Stream.runFoldWhile(
+        pages,
+        walk,
+        (acc) => !acc.done,
+        (acc, page) => acc.addPage(page.records, page.scanned, page.last)
+      )
+      options.onLocalWalk?.({
+        partitionKey,
+        pages: walk.pages,
+        scanned: walk.scanned,
+        selected: walk.selected.length,
+        blockingHeads: walk.heads.size,
+        exhausted: walk.exhausted
+      })
+      state.scanNonTerminal = walk.nonTerminal
+      yield* claimInOrder(partitionKey, token, rule, limit, state, walk.select())
+    })
+
   const claim: OutboxStore.Backend["claim"] = (partitionKey, token, limit) =>
     Effect.gen(function* () {
       const fence = yield* raiseFence(partitionKey, token, "claim")
@@ -969,9 +1123,11 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
         skippedKeys: new Set(),
         stop: undefined
       }
-      const path = keyedPartitions.has(partitionKey)
-        ? "scan"
-        : yield* claimFast(partitionKey, token, rule, limit, state)
+      const path = options.localClaimIndex
+        ? yield* Effect.as(claimLocal(partitionKey, token, rule, limit, state), "local" as const)
+        : keyedPartitions.has(partitionKey)
+          ? "scan"
+          : yield* claimFast(partitionKey, token, rule, limit, state)
       if (path === "scan") {
         const first = yield* Ref.getAndSet(bypassLogged, true)
         if (!first) {
@@ -1309,8 +1465,9 @@ export const make = (
   Effect.gen(function* () {
     const dynamo = yield* DynamoDb
     const resolved = resolve(options)
-    if (options.ensureTable ?? true) yield* OutboxTable.ensureTable(resolved.tableName)
-    else yield* OutboxTable.preflight(resolved.tableName)
+    const tableOptions = { localClaimIndex: resolved.localClaimIndex }
+    if (options.ensureTable ?? true) yield* OutboxTable.ensureTable(resolved.tableName, tableOptions)
+    else yield* OutboxTable.preflight(resolved.tableName, tableOptions)
     const bypassLogged = yield* Ref.make(false)
     return makeBackend(dynamo, resolved, bypassLogged)
   })

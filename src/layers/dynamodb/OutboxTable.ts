@@ -13,11 +13,19 @@
  *   is set only on non-terminal records with an `expiresAt`, so an expire sweep queries one partition.
  * - `PartitionIndex (partitions_shard, PK)` keys only, sparse over fence items — see {@link PartitionShards}.
  * - TTL attribute `ttl` (epoch seconds), set when a record becomes terminal.
+ * - Optional (`localClaimIndex: true`): the local secondary index `ClaimLocalIndex (PK, claim_sort)`
+ *   projection ALL — the same age-ordered sparse view as `ClaimIndex`, but readable with
+ *   `ConsistentRead: true`, so claims on keyed partitions can walk it from the oldest record and stop after
+ *   `limit` selections instead of scanning the whole partition. An LSI can only be created together with
+ *   the table: an existing table without it cannot gain it, and moving to it needs a new table and a data
+ *   migration. It also caps each partition's item collection (all items with one `PK`, index entries
+ *   included) at 10 GB.
  *
  * @since 0.1.0
  */
 import type {
   AttributeDefinition,
+  LocalSecondaryIndexDescription,
   CreateTableCommandInput,
   GlobalSecondaryIndexDescription,
   KeySchemaElement,
@@ -29,6 +37,26 @@ import { DynamoDb, type DynamoDbError } from "../../services/DynamoDb.js"
 
 /** Name of the age-ordered index over non-terminal records. @since 0.1.0 */
 export const ClaimIndex = "ClaimIndex"
+/**
+ * Name of the optional local secondary index `(PK, claim_sort)`, projection ALL, read consistently by
+ * claims when the store is built with `localClaimIndex: true`.
+ *
+ * @since 0.1.0
+ */
+export const ClaimLocalIndex = "ClaimLocalIndex"
+/**
+ * Options of the table definition, the preflight and `ensureTable`.
+ *
+ * @since 0.1.0
+ */
+export interface TableOptions {
+  /**
+   * The table has (or, when created, gets) the local secondary index {@link ClaimLocalIndex}. Default
+   * `false`. An LSI can only be created with the table: the preflight fails on an existing table that
+   * lacks it.
+   */
+  readonly localClaimIndex?: boolean | undefined
+}
 /** Name of the id → key index. @since 0.1.0 */
 export const RecordIdIndex = "RecordIdIndex"
 /** Name of the sparse expiry index. @since 0.1.0 */
@@ -101,7 +129,7 @@ const keySchema = (hash: string, range?: string): Array<KeySchemaElement> =>
  *
  * @since 0.1.0
  */
-export const tableDefinition = (tableName: string): CreateTableCommandInput => ({
+export const tableDefinition = (tableName: string, options: TableOptions = {}): CreateTableCommandInput => ({
   TableName: tableName,
   BillingMode: "PAY_PER_REQUEST",
   AttributeDefinitions: Object.entries(attributeTypes).map(([AttributeName, AttributeType]): AttributeDefinition => ({
@@ -113,8 +141,27 @@ export const tableDefinition = (tableName: string): CreateTableCommandInput => (
     IndexName: index.name,
     KeySchema: keySchema(index.hash, index.range),
     Projection: { ProjectionType: index.projection }
-  }))
+  })),
+  ...(options.localClaimIndex === true
+    ? {
+        LocalSecondaryIndexes: [
+          {
+            IndexName: ClaimLocalIndex,
+            KeySchema: keySchema("PK", "claim_sort"),
+            Projection: { ProjectionType: "ALL" }
+          }
+        ]
+      }
+    : {})
 })
+
+/**
+ * Whether a described table has the local secondary index {@link ClaimLocalIndex} (any key schema).
+ *
+ * @since 0.1.0
+ */
+export const hasLocalClaimIndex = (table: TableDescription): boolean =>
+  (table.LocalSecondaryIndexes ?? []).some((index) => index.IndexName === ClaimLocalIndex)
 
 const describeKeys = (elements: ReadonlyArray<KeySchemaElement> | undefined): string =>
   (elements ?? []).map((e) => `${e.AttributeName ?? "?"} ${e.KeyType ?? "?"}`).join(", ") || "none"
@@ -129,7 +176,8 @@ const sameKeys = (elements: ReadonlyArray<KeySchemaElement> | undefined, hash: s
  */
 export const schemaProblems = (
   table: TableDescription,
-  ttl: { readonly status: string | undefined; readonly attribute: string | undefined }
+  ttl: { readonly status: string | undefined; readonly attribute: string | undefined },
+  options: TableOptions = {}
 ): Array<string> => {
   const problems: Array<string> = []
   const name = table.TableName ?? "?"
@@ -169,6 +217,27 @@ export const schemaProblems = (
       problems.push(`table ${name}: index ${index.name} has projection ${projection ?? "none"}, expected ALL`)
     }
   }
+  if (options.localClaimIndex === true) {
+    const lsi = (table.LocalSecondaryIndexes ?? []).find(
+      (index): index is LocalSecondaryIndexDescription => index.IndexName === ClaimLocalIndex
+    )
+    if (lsi === undefined) {
+      problems.push(
+        `table ${name}: local secondary index ${ClaimLocalIndex} (PK, claim_sort) is missing; an LSI can only be created together with the table, so using localClaimIndex needs a new table (created with the index) and a data migration, or set localClaimIndex: false`
+      )
+    } else {
+      if (!sameKeys(lsi.KeySchema, "PK", "claim_sort")) {
+        problems.push(
+          `table ${name}: index ${ClaimLocalIndex} has key schema [${describeKeys(lsi.KeySchema)}], expected [PK HASH, claim_sort RANGE]`
+        )
+      }
+      checkType("claim_sort")
+      const projection = lsi.Projection?.ProjectionType
+      if (projection !== "ALL") {
+        problems.push(`table ${name}: index ${ClaimLocalIndex} has projection ${projection ?? "none"}, expected ALL`)
+      }
+    }
+  }
   const ttlEnabled = ttl.status === "ENABLED" || ttl.status === "ENABLING"
   if (!ttlEnabled) {
     problems.push(`table ${name}: time to live is ${ttl.status ?? "unknown"}, expected ENABLED on attribute ttl`)
@@ -205,11 +274,15 @@ const describeTtl = Effect.fnUntraced(function* (tableName: string) {
 
 /**
  * Schema preflight: reads the table description and fails with `InvalidConfiguration` listing every
- * mismatch (missing table, key schema, indexes, projections, attribute types, TTL).
+ * mismatch (missing table, key schema, indexes, projections, attribute types, TTL; with
+ * `localClaimIndex`, a missing or different {@link ClaimLocalIndex}).
  *
  * @since 0.1.0
  */
-export const preflight = Effect.fn("DynamoDbOutboxTable.preflight")(function* (tableName: string) {
+export const preflight = Effect.fn("DynamoDbOutboxTable.preflight")(function* (
+  tableName: string,
+  options: TableOptions = {}
+) {
   const table = yield* describe(tableName)
   if (table === undefined) {
     return yield* new InvalidConfiguration({
@@ -218,7 +291,7 @@ export const preflight = Effect.fn("DynamoDbOutboxTable.preflight")(function* (t
     })
   }
   const ttl = yield* describeTtl(tableName)
-  const problems = schemaProblems(table, ttl)
+  const problems = schemaProblems(table, ttl, options)
   if (problems.length > 0) {
     return yield* new InvalidConfiguration({ component: `DynamoDB outbox table ${tableName}`, problems })
   }
@@ -239,15 +312,20 @@ const waitActive = Effect.fnUntraced(function* (tableName: string) {
 
 /**
  * Creates the table exactly as {@link tableDefinition} says (when it does not exist), waits until it
- * is active, enables TTL on `ttl`, then runs the {@link preflight}.
+ * is active, enables TTL on `ttl`, then runs the {@link preflight}. With `localClaimIndex` a new table
+ * gets {@link ClaimLocalIndex}; an existing table without it is not changed (an LSI cannot be added
+ * later) and the preflight fails with `InvalidConfiguration`.
  *
  * @since 0.1.0
  */
-export const ensureTable = Effect.fn("DynamoDbOutboxTable.ensureTable")(function* (tableName: string) {
+export const ensureTable = Effect.fn("DynamoDbOutboxTable.ensureTable")(function* (
+  tableName: string,
+  options: TableOptions = {}
+) {
   const dynamo = yield* DynamoDb
   const existing = yield* describe(tableName)
   if (existing === undefined) {
-    yield* dynamo.createTable(tableDefinition(tableName)).pipe(
+    yield* dynamo.createTable(tableDefinition(tableName, options)).pipe(
       Effect.catchIf(
         (error) => error.kind === "ResourceInUse",
         () => Effect.void
@@ -265,5 +343,5 @@ export const ensureTable = Effect.fn("DynamoDbOutboxTable.ensureTable")(function
       })
       .pipe(Effect.mapError(unavailable("updateTimeToLive")))
   }
-  yield* preflight(tableName)
+  yield* preflight(tableName, options)
 })
