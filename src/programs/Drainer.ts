@@ -369,20 +369,15 @@ class BatchState {
     retryAfterMillis: undefined
   }
   /** Completions waiting for the next coalesced `complete` call. */
-  completions: Array<Completion> = []
+  wave: { readonly ids: Array<string>; readonly done: Deferred.Deferred<WaveResult> } | undefined = undefined
   flushing = false
   constructor(records: ReadonlyArray<OutboxRecord>) {
     this.held = new Map(records.map((r) => [r.id, r]))
   }
 }
 
-interface Completion {
-  readonly id: string
-  readonly deferred: Deferred.Deferred<void, StaleFencingToken | StoreUnavailable>
-}
-
-/** Most ids per coalesced `complete` call. */
-const completeChunk = 500
+/** The outcome of one coalesced `complete` call: the ids that failed, with their error. */
+type WaveResult = ReadonlyMap<string, StaleFencingToken | StoreUnavailable>
 
 /**
  * Builds a drainer. Fails with `InvalidConfiguration` when a policy dead-letters but no
@@ -500,27 +495,27 @@ const makeWith = (
    * coalesced: waiting checks are answered together by one lease read that starts after every one of
    * them was asked (so a post-send check never reuses a read older than its send).
    */
-  let leaseWaiters: Array<Deferred.Deferred<Option.Option<LeaseTokenModule.LeaseToken> | "unknown">> = []
+  type LeaseRead = Option.Option<LeaseTokenModule.LeaseToken> | "unknown"
+  // the checks asked since the last read started share one deferred answer
+  let leaseWave: Deferred.Deferred<LeaseRead> | undefined
   let leaseReading = false
-  const readLeaseForWaiters: Effect.Effect<void> = Effect.gen(function* () {
+  const readLeaseWaves: Effect.Effect<void> = Effect.gen(function* () {
     for (;;) {
       // let the other ready groups ask first
       yield* Effect.yieldNow()
-      const waiters = leaseWaiters
-      leaseWaiters = []
-      if (waiters.length === 0) {
+      const wave = leaseWave
+      leaseWave = undefined
+      if (wave === undefined) {
         leaseReading = false
         return
       }
-      const live = yield* readLease
-      for (const waiter of waiters) yield* Deferred.succeed(waiter, live)
+      yield* Deferred.succeed(wave, yield* readLease)
     }
   })
   const checkLease = (token: LeaseTokenModule.LeaseTokenLike): Effect.Effect<"held" | "lost" | "unknown"> =>
     Effect.suspend(() => {
-      const deferred = Deferred.unsafeMake<Option.Option<LeaseTokenModule.LeaseToken> | "unknown">(FiberId.none)
-      leaseWaiters.push(deferred)
-      const answer = Effect.map(Deferred.await(deferred), (live) =>
+      leaseWave ??= Deferred.unsafeMake<LeaseRead>(FiberId.none)
+      const answer = Effect.map(Deferred.await(leaseWave), (live) =>
         live === "unknown"
           ? ("unknown" as const)
           : Option.isSome(live) && live.value.version === token.version
@@ -529,7 +524,7 @@ const makeWith = (
       )
       if (leaseReading) return answer
       leaseReading = true
-      return Effect.zipRight(Effect.forkDaemon(readLeaseForWaiters), answer)
+      return Effect.zipRight(Effect.forkDaemon(readLeaseWaves), answer)
     })
 
   const refreshGauges = (claimed: number): Effect.Effect<void> =>
@@ -626,54 +621,45 @@ const makeWith = (
     id: string
   ): Effect.Effect<void, StaleFencingToken | StoreUnavailable> =>
     Effect.suspend(() => {
-      const deferred = Deferred.unsafeMake<void, StaleFencingToken | StoreUnavailable>(FiberId.none)
-      state.completions.push({ id, deferred })
-      if (state.flushing) return Deferred.await(deferred)
+      if (state.wave === undefined) {
+        state.wave = { ids: [], done: Deferred.unsafeMake<WaveResult>(FiberId.none) }
+      }
+      state.wave.ids.push(id)
+      const answer = Effect.flatMap(Deferred.await(state.wave.done), (result) => {
+        const failure = result.get(id)
+        return failure === undefined ? Effect.void : Effect.fail(failure)
+      })
+      if (state.flushing) return answer
       state.flushing = true
-      return Effect.forkDaemon(flushCompletions(state, token)).pipe(Effect.zipRight(Deferred.await(deferred)))
+      return Effect.zipRight(Effect.forkDaemon(flushCompletions(state, token)), answer)
     })
-
-  const settle = (completion: Completion, result: Either.Either<void, StaleFencingToken | StoreUnavailable>) =>
-    Deferred.done(completion.deferred, Either.isRight(result) ? Exit.void : Exit.fail(result.left))
 
   const flushCompletions = (state: BatchState, token: LeaseTokenModule.LeaseToken): Effect.Effect<void> =>
     Effect.gen(function* () {
       for (;;) {
         // let the other ready groups queue their completions first
         yield* Effect.yieldNow()
-        const batch = yield* Effect.sync(() => {
-          const taken = state.completions.splice(0, completeChunk)
-          if (taken.length === 0) state.flushing = false
-          return taken
-        })
-        if (batch.length === 0) return
-        const result = yield* Effect.either(
-          store.complete(
-            batch.map((c) => c.id),
-            token
-          )
-        )
-        if (Either.isRight(result) || batch.length === 1) {
-          for (const completion of batch) yield* settle(completion, result)
-          continue
+        const wave = state.wave
+        state.wave = undefined
+        if (wave === undefined) {
+          state.flushing = false
+          return
         }
-        const error = result.left
-        const named = error._tag === "StaleFencingToken" ? error.recordIds : undefined
-        if (named === undefined) {
-          for (const completion of batch) yield* settle(completion, result)
-          continue
-        }
-        for (const completion of batch) {
-          if (named.includes(completion.id)) {
-            yield* settle(completion, result)
-            continue
+        const failed: Map<string, StaleFencingToken | StoreUnavailable> = new Map()
+        const result = yield* Effect.either(store.complete(wave.ids, token))
+        if (Either.isLeft(result)) {
+          const error = result.left
+          const named = error._tag === "StaleFencingToken" && wave.ids.length > 1 ? error.recordIds : undefined
+          for (const id of wave.ids) {
+            if (named === undefined || named.includes(id)) {
+              failed.set(id, error)
+              continue
+            }
+            const single = yield* Effect.either(store.complete([id], token))
+            if (Either.isLeft(single) && single.left._tag !== "StaleFencingToken") failed.set(id, single.left)
           }
-          const single = yield* Effect.either(store.complete([completion.id], token))
-          yield* settle(
-            completion,
-            Either.isLeft(single) && single.left._tag === "StaleFencingToken" ? Either.right(undefined) : single
-          )
         }
+        yield* Deferred.succeed(wave.done, failed)
       }
     })
 
