@@ -81,3 +81,9 @@ export * as Drainer from "./programs/Drainer.js"
 
 /** Producer side: persist with backpressure. @since 0.1.0 */
 export * as Enqueue from "./programs/Enqueue.js"
+
+/** Runs drainers for every partition it can lease, renewing and releasing leases. @since 0.1.0 */
+export * as Relay from "./programs/Relay.js"
+
+/** Optional OpenTelemetry (OTLP/HTTP) export of traces, metrics and logs. @since 0.1.0 */
+export * as Observability from "./programs/Observability.js"
