@@ -185,14 +185,31 @@ export const formatTimeOrderedId = (millis: number, randA: number, randB: number
 }
 
 /**
+ * An id generator for one batch: reads `Clock` and `Random` once, then hands out ids that share the
+ * millisecond and random prefix and count up in the low bits — unique and in order within the batch,
+ * random across batches. Cheap enough for the persist hot path.
+ *
+ * @since 0.1.0
+ */
+export const idGenerator: Effect.Effect<() => string> = Effect.gen(function* () {
+  const millis = yield* Clock.currentTimeMillis
+  const a = yield* Random.nextIntBetween(0, 0x1000)
+  let b = yield* Random.nextIntBetween(0, 0x40000000)
+  let c = (yield* Random.nextIntBetween(0, 0x7fffffff)) * 2 + (millis & 1)
+  return () => {
+    const id = formatTimeOrderedId(millis, a, b, c)
+    c = c + 1
+    if (c > 0xffffffff) {
+      c = 0
+      b = (b + 1) & 0x3fffffff
+    }
+    return id
+  }
+})
+
+/**
  * Generates a time-ordered record id from `Clock` and `Random` (so tests control it).
  *
  * @since 0.1.0
  */
-export const generateId: Effect.Effect<string> = Effect.gen(function* () {
-  const millis = yield* Clock.currentTimeMillis
-  const a = yield* Random.nextIntBetween(0, 0x1000)
-  const b = yield* Random.nextIntBetween(0, 0x40000000)
-  const c = yield* Random.nextIntBetween(0, 0x7fffffff)
-  return formatTimeOrderedId(millis, a, b, c * 2 + (millis & 1))
-})
+export const generateId: Effect.Effect<string> = Effect.map(idGenerator, (next) => next())
