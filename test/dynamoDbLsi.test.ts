@@ -374,6 +374,28 @@ describe("ClaimLocalIndex: claims read O(limit)", () => {
     }).pipe(Effect.provide(storeLayer(faults)))
   })
 
+  it.effect(
+    "depth counts and the pending preview read ClaimLocalIndex consistently, not the lagging ClaimIndex",
+    () => {
+      const faults = new Faulty.Faults()
+      const pk = partition("depth")
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* TestClock.setTime(Now)
+        yield* seed(pk, 30, (i) => (i % 2 === 0 ? "K" : undefined))
+        yield* store.claim(pk, token(1), 12)
+        // a ClaimIndex that has not caught up would show nothing; the local index is read consistently
+        faults.hideFromClaimIndex = () => true
+        faults.reset()
+        expect(yield* store.countPending(pk)).toBe(18)
+        expect(yield* store.countClaimed(pk)).toBe(12)
+        const preview = yield* store.queryPending(pk, 5)
+        expect(ids(preview)).toEqual([13, 14, 15, 16, 17].map((i) => `${pk}-${i}`))
+        expect(faults.claimIndexQueries).toBe(0)
+      }).pipe(Effect.provide(storeLayer(faults)))
+    }
+  )
+
   it.effect("R-READ-3 a claim that finds the partition empty through the consistent index de-lists it", () => {
     const faults = new Faulty.Faults()
     const pk = partition("delist")

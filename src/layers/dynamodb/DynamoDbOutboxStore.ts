@@ -71,7 +71,8 @@
  *
  * **Reads**: `countPending`/`countClaimed` are `ClaimIndex` queries with `Select: COUNT` and a status
  * filter summed over pages; `queryPending` reads `ClaimIndex` in age order. Both see the index, which
- * DynamoDB updates asynchronously. `listPartitions` queries the shards of `PartitionIndex`, reading one
+ * DynamoDB updates asynchronously (with `localClaimIndex` they read `ClaimLocalIndex` consistently
+ * instead, so they see every write that completed before them). `listPartitions` queries the shards of `PartitionIndex`, reading one
  * fence item per partition and never a record (R-READ-3). Persist lists a partition (sets its shard
  * and bumps `listing_epoch`, before and after writing); a claim that finds the partition empty de-lists
  * it with a removal conditional on the epoch it read, so a persist racing the claim keeps it listed. The
@@ -1342,6 +1343,12 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
 
   // ---------------------------------------------------------------- reads
 
+  // With the local claim index, depth counts and previews read it consistently (exact counts);
+  // otherwise they read ClaimIndex, which DynamoDB updates asynchronously.
+  const depthIndex: { readonly IndexName: string; readonly ConsistentRead?: boolean } = options.localClaimIndex
+    ? { IndexName: OutboxTable.ClaimLocalIndex, ConsistentRead: true }
+    : { IndexName: OutboxTable.ClaimIndex }
+
   const queryPending: OutboxStore.Backend["queryPending"] = (partitionKey, limit) =>
     Effect.gen(function* () {
       const found: Array<OutboxRecord.OutboxRecord> = []
@@ -1351,7 +1358,7 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
           "queryPending",
           partitionKey,
           {
-            IndexName: OutboxTable.ClaimIndex,
+            ...depthIndex,
             KeyConditionExpression: "PK = :pk",
             FilterExpression: "#status = :pending",
             ExpressionAttributeNames: { "#status": "status" },
@@ -1378,7 +1385,7 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
           operation,
           partitionKey,
           {
-            IndexName: OutboxTable.ClaimIndex,
+            ...depthIndex,
             KeyConditionExpression: "PK = :pk",
             FilterExpression: "#status = :status",
             ExpressionAttributeNames: { "#status": "status" },
