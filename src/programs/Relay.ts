@@ -115,7 +115,22 @@ export const start = (
       Effect.gen(function* () {
         const partitionKey = lease.partitionKey
         const drainer = yield* Drainer.make({ ...drainerOptions, partitionKey, owner })
-        const exit = yield* Effect.exit(Effect.raceFirst(drainer.run, renewLoop(lease)))
+        // not `raceFirst`: interrupting a race does not wait for the loser's finalizers, so the lease
+        // would be released while the drainer's final drain still has sends in flight. Here a failed
+        // renew, or the worker's own interruption, interrupts the drainer and waits for it to stop.
+        const drain = yield* Effect.fork(drainer.run)
+        const renew = yield* Effect.fork(
+          renewLoop(lease).pipe(
+            Effect.catchAll((reason) =>
+              Effect.zipRight(
+                Effect.logWarning("lease renew failed; stopping the drainer").pipe(Effect.annotateLogs({ reason })),
+                Fiber.interrupt(drain)
+              )
+            )
+          )
+        )
+        const exit = yield* Fiber.await(drain).pipe(Effect.onInterrupt(() => Fiber.interrupt(drain)))
+        yield* Fiber.interrupt(renew)
         if (Exit.isFailure(exit)) {
           yield* Effect.logWarning("drainer stopped; partition handed back").pipe(
             Effect.annotateLogs({ cause: Cause.pretty(exit.cause) })
