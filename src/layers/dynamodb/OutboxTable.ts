@@ -341,7 +341,19 @@ export const ensureTable = Effect.fn("DynamoDbOutboxTable.ensureTable")(function
         TableName: tableName,
         TimeToLiveSpecification: { AttributeName: TtlAttribute, Enabled: true }
       })
-      .pipe(Effect.mapError(unavailable("updateTimeToLive")))
+      .pipe(
+        // another process (or another store layer on the same table) may have enabled it meanwhile:
+        // DynamoDB then rejects the second UpdateTimeToLive, which is fine when TTL is now on
+        Effect.catchAll((error) =>
+          describeTtl(tableName).pipe(
+            Effect.flatMap((now) =>
+              now.status === "ENABLED" || now.status === "ENABLING"
+                ? Effect.void
+                : Effect.fail(unavailable("updateTimeToLive")(error))
+            )
+          )
+        )
+      )
   }
   yield* preflight(tableName, options)
 })
