@@ -14,7 +14,8 @@
  * (`SqliteOutboxSchema.statements`), on a file with the same pragmas (WAL, `synchronous = FULL`).
  *
  * Goals: memory ≥ 50k records/s end to end; SQLite ≥ 0.6× the raw baseline. Writes
- * bench/results/drain.json.
+ * bench/results/drain.json. `--only=memory` / `--only=sqlite` runs one backend (throughput only) and
+ * prints its figures without writing the results file, for profiling.
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -41,6 +42,8 @@ import { OutboxStore } from "../src/services/OutboxStore.js"
 import { Sink } from "../src/services/Sink.js"
 
 const quick = process.argv.includes("--quick")
+/** `--only=memory` or `--only=sqlite` runs one backend and prints its figures without writing results. */
+const only = process.argv.find((arg) => arg.startsWith("--only="))?.slice("--only=".length)
 const partitions = Array.from({ length: 8 }, (_, i) => `p${i}`)
 const keysPerPartition = 16
 const payload = new Uint8Array(64).fill(7)
@@ -288,6 +291,18 @@ const main = Effect.gen(function* () {
   const memoryCount = quick ? 20_000 : 100_000
   const sqliteCount = quick ? 4_000 : 20_000
   const loadBefore = os.loadavg()[0] ?? 0
+  console.log("load average (1 min)", loadBefore.toFixed(2))
+  if (only === "memory") {
+    for (let r = 0; r < rounds; r++) console.log("memory throughput", yield* throughput(memoryStores(), memoryCount))
+    return
+  }
+  if (only === "sqlite") {
+    for (let r = 0; r < rounds; r++) {
+      console.log("raw sqlite", rawBaseline(sqliteCount))
+      console.log("sqlite relay", yield* throughput(sqliteStores(), sqliteCount))
+    }
+    return
+  }
 
   const memoryRuns: Array<Throughput> = []
   for (let r = 0; r < rounds; r++) {
@@ -351,10 +366,11 @@ const main = Effect.gen(function* () {
   fs.mkdirSync(path.join(here, "results"), { recursive: true })
   fs.writeFileSync(path.join(here, "results", "drain.json"), JSON.stringify(result, null, 2) + "\n")
   console.log(JSON.stringify({ memory: result.memory.met, sqlite: result.sqlite.met, ratioWall, ratioCpu }))
-  fs.rmSync(directory, { recursive: true, force: true })
 })
 
-Effect.runPromise(Effect.scoped(main)).catch((error: unknown) => {
+Effect.runPromise(
+  Effect.scoped(main).pipe(Effect.ensuring(Effect.sync(() => fs.rmSync(directory, { recursive: true, force: true }))))
+).catch((error: unknown) => {
   console.error(error)
   process.exit(1)
 })

@@ -37,17 +37,18 @@
  *
  * @since 0.1.0
  */
+import * as Cause from "effect/Cause"
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
-import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
-import * as FiberId from "effect/FiberId"
+import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { type DeadLetterCategory, DeadLetterEntry } from "../domain/DeadLetterEntry.js"
@@ -358,6 +359,11 @@ interface Counters {
 class BatchState {
   readonly held: Map<string, OutboxRecord>
   readonly inFlight = new Set<string>()
+  /**
+   * Records done with (sent, or dead-lettered / dropped) that have no successor in their group: their
+   * completes wait for one call at the end of the batch (nothing of their key waits behind them).
+   */
+  toFlush: Array<{ readonly record: OutboxRecord; readonly how: Disposal | "delivered" }> = []
   stopRequested = false
   fenced: StaleFencingToken | undefined = undefined
   readonly counters: Counters = {
@@ -368,16 +374,10 @@ class BatchState {
     leftClaimed: 0,
     retryAfterMillis: undefined
   }
-  /** Completions waiting for the next coalesced `complete` call. */
-  wave: { readonly ids: Array<string>; readonly done: Deferred.Deferred<WaveResult> } | undefined = undefined
-  flushing = false
   constructor(records: ReadonlyArray<OutboxRecord>) {
     this.held = new Map(records.map((r) => [r.id, r]))
   }
 }
-
-/** The outcome of one coalesced `complete` call: the ids that failed, with their error. */
-type WaveResult = ReadonlyMap<string, StaleFencingToken | StoreUnavailable>
 
 /**
  * Builds a drainer. Fails with `InvalidConfiguration` when a policy dead-letters but no
@@ -491,41 +491,17 @@ const makeWith = (
     })
 
   /**
-   * Whether the live lease still carries the token's version. Checks of concurrent groups are
-   * coalesced: waiting checks are answered together by one lease read that starts after every one of
-   * them was asked (so a post-send check never reuses a read older than its send).
+   * Whether the live lease still carries the token's version: one lease read, asked once per wave (before
+   * its sends, and again after them before their complete), never reused across a send.
    */
-  type LeaseRead = Option.Option<LeaseTokenModule.LeaseToken> | "unknown"
-  // the checks asked since the last read started share one deferred answer
-  let leaseWave: Deferred.Deferred<LeaseRead> | undefined
-  let leaseReading = false
-  const readLeaseWaves: Effect.Effect<void> = Effect.gen(function* () {
-    for (;;) {
-      // let the other ready groups ask first
-      yield* Effect.yieldNow()
-      const wave = leaseWave
-      leaseWave = undefined
-      if (wave === undefined) {
-        leaseReading = false
-        return
-      }
-      yield* Deferred.succeed(wave, yield* readLease)
-    }
-  })
   const checkLease = (token: LeaseTokenModule.LeaseTokenLike): Effect.Effect<"held" | "lost" | "unknown"> =>
-    Effect.suspend(() => {
-      leaseWave ??= Deferred.unsafeMake<LeaseRead>(FiberId.none)
-      const answer = Effect.map(Deferred.await(leaseWave), (live) =>
-        live === "unknown"
-          ? ("unknown" as const)
-          : Option.isSome(live) && live.value.version === token.version
-            ? ("held" as const)
-            : ("lost" as const)
-      )
-      if (leaseReading) return answer
-      leaseReading = true
-      return Effect.zipRight(Effect.forkDaemon(readLeaseWaves), answer)
-    })
+    Effect.map(readLease, (live) =>
+      live === "unknown"
+        ? ("unknown" as const)
+        : Option.isSome(live) && live.value.version === token.version
+          ? ("held" as const)
+          : ("lost" as const)
+    )
 
   const refreshGauges = (claimed: number): Effect.Effect<void> =>
     Effect.gen(function* () {
@@ -607,73 +583,55 @@ const makeWith = (
       return "dlq" as const
     })
 
+  /** A record of a wave that is to be completed: sent (`delivered`) or dead-lettered / dropped. */
+  interface Completion {
+    readonly index: number
+    readonly record: OutboxRecord
+    readonly how: Disposal | "delivered"
+  }
+
   /**
-   * Completes one record. Completions of concurrent groups are coalesced (group commit): while one
-   * `complete` call runs, the ids arriving meanwhile wait and go together in the next call, so a store
-   * that pays a transaction (an fsync) per call pays it once per round instead of once per record.
-   * Every caller still learns its own record's outcome before its group moves on. When a multi-id call
-   * fails naming some ids, those fail; the others are completed one by one (a `StaleFencingToken` then
-   * means the batched call already applied them, as SQLite does for the matching ids).
+   * Completes the wave's records in one `complete` call (group commit: a store that pays a transaction
+   * per call pays it once per wave). When a multi-id call fails naming some ids, those fail; the others
+   * are completed one by one (a `StaleFencingToken` then means the batched call already applied them, as
+   * SQLite does for the matching ids). Returns the ids that failed, with their error.
    */
-  const completeRecord = (
-    state: BatchState,
-    token: LeaseTokenModule.LeaseToken,
-    id: string
-  ): Effect.Effect<void, StaleFencingToken | StoreUnavailable> =>
-    Effect.suspend(() => {
-      if (state.wave === undefined) {
-        state.wave = { ids: [], done: Deferred.unsafeMake<WaveResult>(FiberId.none) }
-      }
-      state.wave.ids.push(id)
-      const answer = Effect.flatMap(Deferred.await(state.wave.done), (result) => {
-        const failure = result.get(id)
-        return failure === undefined ? Effect.void : Effect.fail(failure)
-      })
-      if (state.flushing) return answer
-      state.flushing = true
-      return Effect.zipRight(Effect.forkDaemon(flushCompletions(state, token)), answer)
-    })
-
-  const flushCompletions = (state: BatchState, token: LeaseTokenModule.LeaseToken): Effect.Effect<void> =>
+  const completeMany = (
+    ids: ReadonlyArray<string>,
+    token: LeaseTokenModule.LeaseToken
+  ): Effect.Effect<ReadonlyMap<string, StaleFencingToken | StoreUnavailable>> =>
     Effect.gen(function* () {
-      for (;;) {
-        // let the other ready groups queue their completions first
-        yield* Effect.yieldNow()
-        const wave = state.wave
-        state.wave = undefined
-        if (wave === undefined) {
-          state.flushing = false
-          return
+      const failed: Map<string, StaleFencingToken | StoreUnavailable> = new Map()
+      if (ids.length === 0) return failed
+      const result = yield* Effect.either(store.complete(ids, token))
+      if (Either.isRight(result)) return failed
+      const error = result.left
+      const named = error._tag === "StaleFencingToken" && ids.length > 1 ? error.recordIds : undefined
+      for (const id of ids) {
+        if (named === undefined || named.includes(id)) {
+          failed.set(id, error)
+          continue
         }
-        const failed: Map<string, StaleFencingToken | StoreUnavailable> = new Map()
-        const result = yield* Effect.either(store.complete(wave.ids, token))
-        if (Either.isLeft(result)) {
-          const error = result.left
-          const named = error._tag === "StaleFencingToken" && wave.ids.length > 1 ? error.recordIds : undefined
-          for (const id of wave.ids) {
-            if (named === undefined || named.includes(id)) {
-              failed.set(id, error)
-              continue
-            }
-            const single = yield* Effect.either(store.complete([id], token))
-            if (Either.isLeft(single) && single.left._tag !== "StaleFencingToken") failed.set(id, single.left)
-          }
-        }
-        yield* Deferred.succeed(wave.done, failed)
+        const single = yield* Effect.either(store.complete([id], token))
+        if (Either.isLeft(single) && single.left._tag !== "StaleFencingToken") failed.set(id, single.left)
       }
+      return failed
     })
 
-  /** Dispose then complete; a failure of either leaves the record claimed. */
-  const disposeAndComplete = (
+  /**
+   * Dead-letters or drops a record that will not be delivered. On success the record joins the wave's
+   * completions; a failed dead-letter write leaves it claimed (the outcome is returned instead).
+   */
+  const disposeInWave = (
+    index: number,
     record: OutboxRecord,
-    token: LeaseTokenModule.LeaseToken,
-    state: BatchState,
     category: DeadLetterCategory,
     policy: Disposal,
     reason: string,
     errorCode: string,
-    lastError: string
-  ): Effect.Effect<Outcome> =>
+    lastError: string,
+    completions: Array<Completion>
+  ): Effect.Effect<Outcome | undefined> =>
     dispose(record, category, policy, reason, errorCode, lastError).pipe(
       Effect.matchEffect({
         onFailure: (error) =>
@@ -682,21 +640,10 @@ const makeWith = (
             Effect.as<Outcome>({ _tag: "LeftClaimed", delivered: false })
           ),
         onSuccess: (how) =>
-          completeRecord(state, token, record.id).pipe(
-            Effect.matchEffect({
-              onFailure: (error) =>
-                Effect.logError("complete after disposal failed; record stays claimed").pipe(
-                  Effect.annotateLogs({ recordId: record.id, category, error: error.message }),
-                  Effect.zipRight(
-                    Effect.sync(() => {
-                      toComplete.set(record.id, record)
-                    })
-                  ),
-                  Effect.as<Outcome>({ _tag: "LeftClaimed", delivered: true })
-                ),
-              onSuccess: () => Effect.succeed<Outcome>({ _tag: "Disposed", how })
-            })
-          )
+          Effect.sync(() => {
+            completions.push({ index, record, how })
+            return undefined
+          })
       })
     )
 
@@ -707,127 +654,51 @@ const makeWith = (
   })
 
   /**
-   * Sends with `sendTimeout`. The send runs in a child fiber; a sink that answers without waiting
-   * (in-memory, buffered) is done after one yield and costs no timer, otherwise the wait is bounded by
-   * the timeout and a send that outlives it is interrupted in the background.
+   * Sends a wave's records under one deadline of `sendTimeout`. Each send starts at once, in wave order:
+   * a send that finishes without waiting (in-memory, buffered sinks) is done on the spot, with no fiber
+   * or timer of the drainer's own; a send that has to wait keeps running in the background while the
+   * next one starts, so the sends of a wave are in flight together. When some had to wait, they are
+   * awaited together, bounded by `sendTimeout`; a send that outlives it is a transient failure
+   * (`timeout`) and is interrupted in the background. Interrupting the wave interrupts its sends.
    */
-  const sendWithTimeout = (record: OutboxRecord): Effect.Effect<void, SendError> =>
+  const sendWave = (records: ReadonlyArray<OutboxRecord>): Effect.Effect<Array<Either.Either<void, SendError>>> =>
     Effect.gen(function* () {
-      const fiber = yield* Effect.fork(sink.send(record))
-      yield* Effect.yieldNow()
-      const early = fiber.unsafePoll()
-      if (early !== null) return yield* early
-      return yield* Fiber.join(fiber).pipe(
-        Effect.timeoutFail({ duration: config.sendTimeout, onTimeout: () => timeoutError }),
-        Effect.onError(() => Fiber.interruptFork(fiber))
-      )
-    })
-
-  const processRecord = (
-    record: OutboxRecord,
-    token: LeaseTokenModule.LeaseToken,
-    state: BatchState
-  ): Effect.Effect<Outcome> =>
-    Effect.gen(function* () {
-      const now = yield* Clock.currentTimeMillis
-      if (isExpired(record, now)) {
-        yield* Metric.increment(metrics.expired)
-        return yield* disposeAndComplete(
-          record,
-          token,
-          state,
-          "expired",
-          config.onExpired,
-          "expiresAt passed before delivery",
-          "expired",
-          `expired at ${Option.match(record.expiresAt, { onNone: () => "", onSome: DateTime.formatIso })}`
-        )
-      }
-      if (isPoison(record, now, config)) {
-        const firstAttemptedAt = Option.match(record.firstAttemptedAt, {
-          onNone: () => "",
-          onSome: DateTime.formatIso
-        })
-        const budget = Duration.format(config.replayBudget)
-        yield* Effect.logWarning("poison record: replay cap and budget spent; not sending").pipe(
-          Effect.annotateLogs({
-            recordId: record.id,
-            replayCount: record.replayCount,
-            maxReplayAttempts: config.maxReplayAttempts,
-            firstAttemptedAt,
-            replayBudget: budget
+      const runtime = yield* Effect.runtime<never>()
+      const run = Runtime.runSyncExit(runtime)
+      const results: Array<Either.Either<void, SendError> | undefined> = new Array(records.length)
+      const waiting: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+      for (let i = 0; i < records.length; i++) {
+        const record = records[i]
+        if (record === undefined) continue
+        const exit = run(
+          Effect.map(Effect.either(sink.send(record)), (result) => {
+            results[i] = result
           })
         )
-        return yield* disposeAndComplete(
-          record,
-          token,
-          state,
-          "poison",
-          config.onPoison,
-          `claimed ${record.replayCount} times (max ${config.maxReplayAttempts}) since ${firstAttemptedAt}; budget ${budget} spent`,
-          "poison",
-          ""
-        )
-      }
-      const before = yield* checkLease(token)
-      if (before === "lost") {
-        return { _tag: "Fenced", error: leaseMoved("send", token, record.id) } satisfies Outcome
-      }
-      if (before === "unknown") {
-        // the lease cannot be verified right now: do not send; try again in a later cycle
-        return { _tag: "Deferred", retryAfterMillis: undefined } satisfies Outcome
-      }
-      state.inFlight.add(record.id)
-      const sent = yield* Effect.either(sendWithTimeout(record))
-      state.inFlight.delete(record.id)
-      if (Either.isLeft(sent)) {
-        const error: SendError = sent.left
-        yield* Metric.increment(metrics.failures)
-        if (error.retryable) {
-          yield* Effect.logDebug("transient send failure; deferring the rest of the group").pipe(
-            Effect.annotateLogs({ recordId: record.id, code: error.code })
-          )
-          return { _tag: "Deferred", retryAfterMillis: error.retryAfterMillis } satisfies Outcome
+        if (Exit.isSuccess(exit)) continue
+        const defect = Cause.dieOption(exit.cause)
+        if (Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)) {
+          waiting.push(defect.value.fiber)
+          continue
         }
-        return yield* disposeAndComplete(
-          record,
-          token,
-          state,
-          "permanent",
-          config.onPermanentFailure,
-          "the sink rejected the record permanently",
-          error.code,
-          error.message
-        )
+        // a defect of the sink: stop the wave, interrupting the sends still running
+        yield* Effect.forEach(waiting, Fiber.interruptFork, { discard: true })
+        return yield* Effect.failCause(exit.cause)
       }
-      const after = yield* checkLease(token)
-      if (after === "unknown") {
-        // sent, but the lease cannot be verified: leave it claimed and complete it in a later cycle
-        yield* Effect.logWarning("lease unreadable after send; completing in a later cycle").pipe(
-          Effect.annotateLogs({ recordId: record.id })
+      if (waiting.length > 0) {
+        const exits = yield* Effect.forEach(waiting, Fiber.await).pipe(
+          Effect.timeoutOption(config.sendTimeout),
+          Effect.onExit(() => Effect.forEach(waiting, Fiber.interruptFork, { discard: true }))
         )
-        toComplete.set(record.id, record)
-        return { _tag: "LeftClaimed", delivered: true } satisfies Outcome
+        if (Option.isSome(exits)) {
+          for (const exit of exits.value) {
+            if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
+              return yield* Effect.die(Cause.squash(exit.cause))
+            }
+          }
+        }
       }
-      if (after === "lost") {
-        yield* Metric.increment(metrics.duplicateRisk)
-        yield* Effect.logWarning("lease lost during send; not completing (may be delivered again)").pipe(
-          Effect.annotateLogs({ recordId: record.id, version: token.version })
-        )
-        return { _tag: "Lost", error: leaseMoved("complete", token, record.id) } satisfies Outcome
-      }
-      const completed = yield* Effect.either(completeRecord(state, token, record.id))
-      if (Either.isLeft(completed)) {
-        yield* Metric.increment(metrics.duplicateRisk)
-        yield* Effect.logError("complete after send failed; record stays claimed").pipe(
-          Effect.annotateLogs({ recordId: record.id, error: completed.left.message })
-        )
-        toComplete.set(record.id, record)
-        return { _tag: "LeftClaimed", delivered: true } satisfies Outcome
-      }
-      const doneAt = yield* Clock.currentTimeMillis
-      yield* Metric.update(metrics.latency, Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)))
-      return { _tag: "Delivered" } satisfies Outcome
+      return Array.from(results, (result) => result ?? Either.left(timeoutError))
     })
 
   /** Releases records (one call); on failure they are remembered and retried next cycle. */
@@ -853,49 +724,356 @@ const makeWith = (
       )
     })
 
-  const processGroup = (
-    group: ReadonlyArray<OutboxRecord>,
+  /**
+   * One wave: the next record of every group in flight (at most `maxConcurrency`). Expired and poison
+   * records are disposed without a send; the rest are sent together after one lease check, checked once
+   * more after their sends, and completed (with the disposed ones) in one call. Returns each record's
+   * outcome, aligned with `wave`.
+   */
+  const runWave = (
+    wave: ReadonlyArray<OutboxRecord>,
+    hasNext: ReadonlyArray<boolean>,
+    token: LeaseTokenModule.LeaseToken,
+    state: BatchState
+  ): Effect.Effect<Array<Outcome>> =>
+    Effect.gen(function* () {
+      const outcomes: Array<Outcome> = new Array(wave.length)
+      const completions: Array<Completion> = []
+      const sendIndexes: Array<number> = []
+      const now = yield* Clock.currentTimeMillis
+      for (let i = 0; i < wave.length; i++) {
+        const record = wave[i]
+        if (record === undefined) continue
+        if (isExpired(record, now)) {
+          yield* Metric.increment(metrics.expired)
+          const outcome = yield* disposeInWave(
+            i,
+            record,
+            "expired",
+            config.onExpired,
+            "expiresAt passed before delivery",
+            "expired",
+            `expired at ${Option.match(record.expiresAt, { onNone: () => "", onSome: DateTime.formatIso })}`,
+            completions
+          )
+          if (outcome !== undefined) outcomes[i] = outcome
+          continue
+        }
+        if (isPoison(record, now, config)) {
+          const firstAttemptedAt = Option.match(record.firstAttemptedAt, {
+            onNone: () => "",
+            onSome: DateTime.formatIso
+          })
+          const budget = Duration.format(config.replayBudget)
+          yield* Effect.logWarning("poison record: replay cap and budget spent; not sending").pipe(
+            Effect.annotateLogs({
+              recordId: record.id,
+              replayCount: record.replayCount,
+              maxReplayAttempts: config.maxReplayAttempts,
+              firstAttemptedAt,
+              replayBudget: budget
+            })
+          )
+          const outcome = yield* disposeInWave(
+            i,
+            record,
+            "poison",
+            config.onPoison,
+            `claimed ${record.replayCount} times (max ${config.maxReplayAttempts}) since ${firstAttemptedAt}; budget ${budget} spent`,
+            "poison",
+            "",
+            completions
+          )
+          if (outcome !== undefined) outcomes[i] = outcome
+          continue
+        }
+        sendIndexes.push(i)
+      }
+
+      const sent: Array<Completion> = []
+      if (sendIndexes.length > 0) {
+        const before = yield* checkLease(token)
+        if (before !== "held") {
+          for (const i of sendIndexes) {
+            const record = wave[i]
+            if (record === undefined) continue
+            outcomes[i] =
+              before === "lost"
+                ? { _tag: "Fenced", error: leaseMoved("send", token, record.id) }
+                : // the lease cannot be verified right now: do not send; try again in a later cycle
+                  { _tag: "Deferred", retryAfterMillis: undefined }
+          }
+        } else {
+          const records: Array<OutboxRecord> = []
+          for (const i of sendIndexes) {
+            const record = wave[i]
+            if (record === undefined) continue
+            records.push(record)
+            state.inFlight.add(record.id)
+          }
+          const results = yield* sendWave(records)
+          let failures = 0
+          for (let j = 0; j < records.length; j++) {
+            const record = records[j]
+            const result = results[j]
+            const i = sendIndexes[j]
+            if (record === undefined || result === undefined || i === undefined) continue
+            state.inFlight.delete(record.id)
+            if (Either.isRight(result)) {
+              sent.push({ index: i, record, how: "delivered" })
+              continue
+            }
+            failures += 1
+            const error: SendError = result.left
+            if (error.retryable) {
+              yield* Effect.logDebug("transient send failure; deferring the rest of the group").pipe(
+                Effect.annotateLogs({ recordId: record.id, code: error.code })
+              )
+              outcomes[i] = { _tag: "Deferred", retryAfterMillis: error.retryAfterMillis }
+              continue
+            }
+            const outcome = yield* disposeInWave(
+              i,
+              record,
+              "permanent",
+              config.onPermanentFailure,
+              "the sink rejected the record permanently",
+              error.code,
+              error.message,
+              completions
+            )
+            if (outcome !== undefined) outcomes[i] = outcome
+          }
+          if (failures > 0) yield* Metric.incrementBy(metrics.failures, failures)
+        }
+      }
+
+      if (sent.length > 0) {
+        const after = yield* checkLease(token)
+        if (after === "held") {
+          for (const completion of sent) completions.push(completion)
+        } else if (after === "unknown") {
+          // sent, but the lease cannot be verified: leave them claimed and complete them in a later cycle
+          yield* Effect.logWarning("lease unreadable after send; completing in a later cycle").pipe(
+            Effect.annotateLogs({ recordIds: sent.map((c) => c.record.id).join(",") })
+          )
+          for (const { index, record } of sent) {
+            toComplete.set(record.id, record)
+            outcomes[index] = { _tag: "LeftClaimed", delivered: true }
+          }
+        } else {
+          yield* Metric.incrementBy(metrics.duplicateRisk, sent.length)
+          yield* Effect.logWarning("lease lost during send; not completing (may be delivered again)").pipe(
+            Effect.annotateLogs({ recordIds: sent.map((c) => c.record.id).join(","), version: token.version })
+          )
+          for (const { index, record } of sent) {
+            outcomes[index] = { _tag: "Lost", error: leaseMoved("complete", token, record.id) }
+          }
+        }
+      }
+
+      // a record with a younger sibling behind it is completed before that sibling is sent; the others'
+      // completes are deferred to the end of the batch (one call)
+      const completeNow: Array<Completion> = []
+      for (const completion of completions) {
+        if (hasNext[completion.index] === true) {
+          completeNow.push(completion)
+          continue
+        }
+        const { how, index, record } = completion
+        state.toFlush.push({ record, how })
+        // until the deferred complete succeeds, a later cycle of this epoch completes it
+        toComplete.set(record.id, record)
+        outcomes[index] = how === "delivered" ? { _tag: "Delivered" } : { _tag: "Disposed", how }
+      }
+      if (completeNow.length > 0) {
+        const failed = yield* completeMany(
+          completeNow.map((c) => c.record.id),
+          token
+        )
+        const doneAt = yield* Clock.currentTimeMillis
+        const latencies: Array<number> = []
+        let duplicateRisk = 0
+        for (const { how, index, record } of completeNow) {
+          const error = failed.get(record.id)
+          if (error !== undefined) {
+            if (how === "delivered") duplicateRisk += 1
+            yield* Effect.logError(
+              how === "delivered"
+                ? "complete after send failed; record stays claimed"
+                : "complete after disposal failed; record stays claimed"
+            ).pipe(Effect.annotateLogs({ recordId: record.id, error: error.message }))
+            toComplete.set(record.id, record)
+            outcomes[index] = { _tag: "LeftClaimed", delivered: true }
+            continue
+          }
+          if (how === "delivered") {
+            latencies.push(Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)))
+            outcomes[index] = { _tag: "Delivered" }
+          } else outcomes[index] = { _tag: "Disposed", how }
+        }
+        if (duplicateRisk > 0) yield* Metric.incrementBy(metrics.duplicateRisk, duplicateRisk)
+        if (latencies.length > 0) yield* updateAll(metrics.latency, latencies)
+      }
+      return outcomes
+    })
+
+  /** Updates a metric with many values in one step (one read of the fiber's metric labels). */
+  const updateAll = <Type, Out>(metric: Metric.Metric<Type, number, Out>, values: ReadonlyArray<number>) =>
+    FiberRef.getWith(FiberRef.currentMetricLabels, (labels) =>
+      Effect.sync(() => {
+        for (const value of values) metric.unsafeUpdate(value, labels)
+      })
+    )
+
+  /** A group in flight: its records (one ordering key, age order) and the index of its next record. */
+  interface Lane {
+    readonly group: ReadonlyArray<OutboxRecord>
+    next: number
+  }
+
+  /**
+   * Completes the records whose completes were deferred to the end of the batch, in one call, after one
+   * more lease check: with the lease known lost (or unreadable) they stay claimed — completed by a later
+   * cycle of this epoch, or claimed again by the next owner — and are counted as left claimed.
+   */
+  const flushDeferred = (token: LeaseTokenModule.LeaseToken, state: BatchState): Effect.Effect<void> =>
+    Effect.gen(function* () {
+      const pending = state.toFlush
+      state.toFlush = []
+      if (pending.length === 0) return
+      const counters = state.counters
+      const unaccount = (how: Disposal | "delivered") => {
+        if (how === "delivered") counters.delivered -= 1
+        else if (how === "dlq") counters.deadLettered -= 1
+        else counters.dropped -= 1
+        counters.leftClaimed += 1
+      }
+      const lease = state.fenced !== undefined ? "lost" : yield* checkLease(token)
+      if (lease !== "held") {
+        const sent = pending.filter((p) => p.how === "delivered").length
+        for (const { how, record } of pending) {
+          unaccount(how)
+          if (lease === "lost") toComplete.delete(record.id)
+        }
+        if (lease === "lost" && sent > 0) yield* Metric.incrementBy(metrics.duplicateRisk, sent)
+        yield* Effect.logWarning(
+          lease === "lost"
+            ? "lease lost before the deferred completes; not completing (may be delivered again)"
+            : "lease unreadable before the deferred completes; completing in a later cycle"
+        ).pipe(Effect.annotateLogs({ records: pending.length, version: token.version }))
+        return
+      }
+      const failed = yield* completeMany(
+        pending.map((p) => p.record.id),
+        token
+      )
+      const doneAt = yield* Clock.currentTimeMillis
+      const latencies: Array<number> = []
+      let duplicateRisk = 0
+      for (const { how, record } of pending) {
+        const error = failed.get(record.id)
+        if (error === undefined) {
+          toComplete.delete(record.id)
+          if (how === "delivered") latencies.push(Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)))
+          continue
+        }
+        unaccount(how)
+        if (how === "delivered") duplicateRisk += 1
+        yield* Effect.logError("deferred complete failed; record stays claimed").pipe(
+          Effect.annotateLogs({ recordId: record.id, error: error.message })
+        )
+      }
+      if (duplicateRisk > 0) yield* Metric.incrementBy(metrics.duplicateRisk, duplicateRisk)
+      if (latencies.length > 0) yield* updateAll(metrics.latency, latencies)
+    })
+
+  /**
+   * Runs the batch in waves. Up to `maxConcurrency` groups are in flight (each taking the next group in
+   * age order of its head when one finishes); a wave sends the next record of each of them, so inside a
+   * group records go strictly one after another. A transient failure releases the record and the rest of
+   * its group; a record left claimed releases the rest of its group; a lost lease stops the batch.
+   */
+  const runWaves = (
+    groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>,
+    token: LeaseTokenModule.LeaseToken,
+    state: BatchState
+  ): Effect.Effect<void> => Effect.zipRight(waves(groups, token, state), flushDeferred(token, state))
+
+  const waves = (
+    groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>,
     token: LeaseTokenModule.LeaseToken,
     state: BatchState
   ): Effect.Effect<void> =>
     Effect.gen(function* () {
-      for (let i = 0; i < group.length; i++) {
-        const record = group[i]
-        if (record === undefined) continue
+      let lanes: Array<Lane> = []
+      let nextGroup = 0
+      const counters = state.counters
+      for (;;) {
+        while (lanes.length < config.maxConcurrency && nextGroup < groups.length) {
+          const group = groups[nextGroup++]
+          if (group !== undefined && group.length > 0) lanes.push({ group, next: 0 })
+        }
+        if (lanes.length === 0) return
         // interrupted: the rest stays held and the final drain releases it in one call
         if (state.stopRequested) return
-        if (state.fenced !== undefined) return yield* release(group.slice(i), token, state)
-        const outcome = yield* processRecord(record, token, state)
-        const counters = state.counters
-        switch (outcome._tag) {
-          case "Delivered":
-            state.held.delete(record.id)
-            counters.delivered += 1
-            continue
-          case "Disposed":
-            state.held.delete(record.id)
-            if (outcome.how === "dlq") counters.deadLettered += 1
-            else counters.dropped += 1
-            continue
-          case "Deferred":
-            if (outcome.retryAfterMillis !== undefined) {
-              counters.retryAfterMillis = Math.max(counters.retryAfterMillis ?? 0, outcome.retryAfterMillis)
-            }
-            return yield* release(group.slice(i), token, state)
-          case "LeftClaimed":
-            state.held.delete(record.id)
-            counters.leftClaimed += 1
-            if (!outcome.delivered) toRelease.set(record.id, record)
-            return yield* release(group.slice(i + 1), token, state)
-          case "Fenced":
-            state.fenced = outcome.error
-            return yield* release(group.slice(i), token, state)
-          case "Lost":
-            state.held.delete(record.id)
-            counters.leftClaimed += 1
-            state.fenced = outcome.error
-            return yield* release(group.slice(i + 1), token, state)
+        if (state.fenced !== undefined) {
+          const rest: Array<OutboxRecord> = []
+          for (const lane of lanes) rest.push(...lane.group.slice(lane.next))
+          for (let g = nextGroup; g < groups.length; g++) rest.push(...(groups[g] ?? []))
+          return yield* release(rest, token, state)
         }
+        const wave: Array<OutboxRecord> = []
+        const hasNext: Array<boolean> = []
+        for (const lane of lanes) {
+          const record = lane.group[lane.next]
+          if (record !== undefined) {
+            wave.push(record)
+            hasNext.push(lane.next + 1 < lane.group.length)
+          }
+        }
+        const outcomes = yield* runWave(wave, hasNext, token, state)
+        const stillRunning: Array<Lane> = []
+        for (let w = 0; w < lanes.length; w++) {
+          const lane = lanes[w]
+          const record = wave[w]
+          const outcome = outcomes[w]
+          if (lane === undefined || record === undefined || outcome === undefined) continue
+          switch (outcome._tag) {
+            case "Delivered":
+            case "Disposed":
+              state.held.delete(record.id)
+              if (outcome._tag === "Delivered") counters.delivered += 1
+              else if (outcome.how === "dlq") counters.deadLettered += 1
+              else counters.dropped += 1
+              lane.next += 1
+              if (lane.next < lane.group.length) stillRunning.push(lane)
+              continue
+            case "Deferred":
+              if (outcome.retryAfterMillis !== undefined) {
+                counters.retryAfterMillis = Math.max(counters.retryAfterMillis ?? 0, outcome.retryAfterMillis)
+              }
+              yield* release(lane.group.slice(lane.next), token, state)
+              continue
+            case "LeftClaimed":
+              state.held.delete(record.id)
+              counters.leftClaimed += 1
+              if (!outcome.delivered) toRelease.set(record.id, record)
+              yield* release(lane.group.slice(lane.next + 1), token, state)
+              continue
+            case "Fenced":
+              state.fenced = outcome.error
+              yield* release(lane.group.slice(lane.next), token, state)
+              continue
+            case "Lost":
+              state.held.delete(record.id)
+              counters.leftClaimed += 1
+              state.fenced = outcome.error
+              yield* release(lane.group.slice(lane.next + 1), token, state)
+              continue
+          }
+        }
+        lanes = stillRunning
       }
     })
 
@@ -945,24 +1123,7 @@ const makeWith = (
         const state = new BatchState(records)
         const groups = groupByKey(records)
         const startedAt = yield* Clock.currentTimeMillis
-        // at most maxConcurrency lanes, each taking the next group (in age order of its head) when free:
-        // one fiber per lane rather than one per group
-        let nextGroup = 0
-        const lane = Effect.gen(function* () {
-          for (;;) {
-            const group = groups[nextGroup++]
-            if (group === undefined) return
-            yield* processGroup(group, token, state)
-          }
-        })
-        const lanes = Math.min(config.maxConcurrency, groups.length)
-        const work =
-          lanes <= 1
-            ? lane
-            : Effect.all(
-                Array.from({ length: lanes }, () => lane),
-                { concurrency: "unbounded", discard: true }
-              )
+        const work = runWaves(groups, token, state)
         // a daemon: interrupting the cycle must not interrupt the batch before the final drain ran
         const fiber = yield* Effect.forkDaemon(restore(work))
         const finished = yield* restore(Fiber.await(fiber).pipe(Effect.timeoutOption(watchdog))).pipe(
@@ -1054,7 +1215,10 @@ const makeWith = (
       const records = batch.records
       yield* refreshGauges(records.length)
       if (records.length === 0) return { ...empty, leased: true, swept }
-      for (const record of records) yield* Metric.update(metrics.replayCount, record.replayCount)
+      yield* updateAll(
+        metrics.replayCount,
+        records.map((r) => r.replayCount)
+      )
       const counters = yield* runBatch(records, token).pipe(
         Effect.withSpan("Drainer.batch", {
           attributes: { "outbox.partition": partitionKey, "outbox.records": records.length }
