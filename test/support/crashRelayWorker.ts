@@ -7,7 +7,8 @@
  * successor takes over quickly after this process is killed. The sink appends one JSON line per
  * delivery (`{ id, partitionKey, orderingKey, seq, owner }`) to `sinkLog` with `fsync`, after a short
  * pretend send, so a `SIGKILL` can land between a delivery and its complete. Prints `ready` once the
- * relay runs. Mode `run` runs until killed; mode `final` exits 0 once no partition holds a pending or
+ * relay runs. It loads, then waits for a `go` line on stdin before it opens the database (so a standby can be
+ * started while its predecessor still runs). Mode `run` runs until killed; mode `final` exits 0 once no partition holds a pending or
  * claimed record (closing the relay, which releases its leases), or 1 after 60 s.
  */
 import * as Duration from "effect/Duration"
@@ -95,6 +96,16 @@ const layer = Layer.mergeAll(SqliteOutboxStore.layer, SqliteLeaseStore.layer, La
   Layer.provideMerge(SqliteDatabase.layer({ filename: dbFile, synchronous: "NORMAL" }))
 )
 
+/** Resolves on the first line of stdin (`go`): the process loads while its predecessor still runs. */
+const go = new Promise<void>((resolve) => {
+  let input = ""
+  process.stdin.on("data", (chunk: Buffer) => {
+    input += chunk.toString()
+    if (input.includes("\n")) resolve()
+  })
+})
+
+await go
 Effect.runPromise(program.pipe(Effect.provide(layer), Effect.provide(Logger.minimumLogLevel(LogLevel.Error)))).then(
   () => process.exit(0),
   (error: unknown) => {
