@@ -957,6 +957,11 @@ const makeWith = (
           if (lease === "lost") toComplete.delete(record.id)
         }
         if (lease === "lost" && sent > 0) yield* Metric.incrementBy(metrics.duplicateRisk, sent)
+        const first = pending[0]
+        // found lost here: the cycle ends stale, like a loss seen after a wave's sends
+        if (lease === "lost" && state.fenced === undefined && first !== undefined) {
+          state.fenced = leaseMoved("complete", token, first.record.id)
+        }
         yield* Effect.logWarning(
           lease === "lost"
             ? "lease lost before the deferred completes; not completing (may be delivered again)"
