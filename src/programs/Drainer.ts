@@ -10,13 +10,18 @@
  * 3. Claims up to the current batch size and sets the gauges `OutboxClaimBatchSize`, `OutboxDepth`,
  *    `OutboxClaimedDepth` (a failing count is counted in `OutboxDepthFailures`; draining goes on).
  * 4. Groups the batch by ordering key in age order (keyless records are groups of one) and runs at most
- *    `maxConcurrency` groups at once, each strictly in order.
+ *    `maxConcurrency` groups at once, each strictly in order. The work goes in **waves**: a wave is the
+ *    next record of every group in flight, i.e. the records sent concurrently. Lease checks and completes
+ *    are per wave, not per record (below); sends that finish without waiting cost no fiber or timer.
  * 5. Per record: expired → dead-letter (`expired`) or drop, then complete. Poison (`replayCount >
  *    maxReplayAttempts` and `now - firstAttemptedAt >= replayBudget`; an empty `firstAttemptedAt`
  *    never poisons) → dead-letter (`poison`) or drop, then complete, without sending, with a WARN log.
- *    Otherwise: the live lease must still carry the claim's version (else the cycle stops with
- *    `StaleFencingToken` and nothing is sent), send with `sendTimeout`, check the lease again (lost →
- *    no complete, `OutboxDuplicateRisk`), complete.
+ *    Otherwise: before the wave's sends, the live lease must still carry the claim's version (else the
+ *    cycle stops with `StaleFencingToken` and nothing of the wave is sent); send with `sendTimeout` (one
+ *    deadline per wave, which every send of the wave starts under); check the lease again (lost → no
+ *    complete, `OutboxDuplicateRisk`); complete. A record with a younger sibling in the batch is completed
+ *    inside its wave, before that sibling is sent; the completes of the others (keyless records, last
+ *    records of their key) go in one call at the end of the batch, after one more lease check.
  * 6. Permanent send failure → dead-letter (`permanent`) or drop, then complete. Transient failure →
  *    release the record and the untried rest of its group and stop that group. A failing complete or
  *    dead-letter write leaves the record claimed and releases the untried rest. Nothing ever overtakes
