@@ -60,6 +60,47 @@ const faultyDlq: Layer.Layer<DeadLetterStore | DlqFaults, never, DeadLetterStore
 
 const storeLayer = Faulty.layer.pipe(Layer.provide(MemoryOutboxStore.layer))
 
+/** Test-local view of lease reads (`LeaseStore.current`): counts them, and acts before a chosen one. */
+class LeaseReads extends Context.Tag("test/LeaseReads")<
+  LeaseReads,
+  {
+    /** Lease reads so far. */
+    readonly count: Effect.Effect<number>
+    /** Before read number `read` (1-based): run `action`, or fail that read (`"fail"`, a transient error). */
+    readonly at: (read: number, action: Effect.Effect<void> | "fail") => Effect.Effect<void>
+  }
+>() {}
+
+const leaseReads: Layer.Layer<LeaseStore | LeaseReads, never, LeaseStore> = Layer.effectContext(
+  Effect.gen(function* () {
+    const inner = yield* LeaseStore
+    let reads = 0
+    const actions = new Map<number, Effect.Effect<void> | "fail">()
+    const store = LeaseStore.of({
+      ...inner,
+      current: (partitionKey) =>
+        Effect.suspend(() => {
+          reads += 1
+          const action = actions.get(reads)
+          actions.delete(reads)
+          if (action === "fail") {
+            return Effect.fail(new StoreUnavailable({ operation: "lease.current", cause: new Error("injected") }))
+          }
+          return Effect.zipRight(action ?? Effect.void, inner.current(partitionKey))
+        })
+    })
+    return Context.make(LeaseStore, store).pipe(
+      Context.add(LeaseReads, {
+        count: Effect.sync(() => reads),
+        at: (read, action) =>
+          Effect.sync(() => {
+            actions.set(read, action)
+          })
+      })
+    )
+  })
+)
+
 /** Store (faulty decorator), DLQ (faulty decorator), leases; no sink. */
 const baseLayer = Layer.mergeAll(
   Layer.provideMerge(faultyDlq.pipe(Layer.provide(MemoryDeadLetterStore.layer)), storeLayer),
@@ -67,6 +108,12 @@ const baseLayer = Layer.mergeAll(
 )
 
 const withSink = Layer.merge(baseLayer, MemorySink.layer)
+
+/** Store (faulty decorator), DLQ, leases behind the read-watching decorator; no sink. */
+const watchedLayer = Layer.mergeAll(
+  Layer.provideMerge(faultyDlq.pipe(Layer.provide(MemoryDeadLetterStore.layer)), storeLayer),
+  leaseReads.pipe(Layer.provide(MemoryLeaseStore.layer))
+)
 
 const rec = (
   partitionKey: string,
@@ -554,6 +601,153 @@ describe("Drainer", () => {
       const again = yield* d.drainOnce()
       expect(again).toMatchObject({ claimed: 2, delivered: 2 })
     }).pipe(Effect.provide(baseLayer))
+  )
+
+  /** Keyed k1, k2 and keyless x1: wave 1 sends k1 and x1 (k1 completed in it), wave 2 sends k2. */
+  const wavedBatch = (p: string) => [
+    rec(p, "k1", { orderingKey: "K" }),
+    rec(p, "x1"),
+    rec(p, "k2", { orderingKey: "K" })
+  ]
+
+  const completeCalls = Effect.map(Faulty.FaultyOutboxStore, (faults) => faults.calls).pipe(
+    Effect.flatten,
+    Effect.map((calls) => calls.filter((c) => c.operation === "complete").map((c) => c.ids ?? []))
+  )
+
+  /**
+   * A sink whose first send of `last` (the batch's last send) arranges `action` for the lease read after the one
+   * that follows its wave's sends: the read before the end-of-batch completes.
+   */
+  const actAtFlush = (last: string, action: Effect.Effect<void> | "fail") =>
+    Effect.gen(function* () {
+      const reads = yield* LeaseReads
+      let armed = false
+      return yield* MemorySink.make({
+        onSend: (record) =>
+          record.id === last && !armed
+            ? Effect.flatMap(reads.count, (n) => {
+                armed = true
+                return reads.at(n + 2, action)
+              })
+            : Effect.void
+      })
+    })
+
+  it.effect(
+    "lease taken over before the end-of-batch completes: they are not made, duplicate risk counted, the cycle fails stale",
+    () =>
+      Effect.gen(function* () {
+        const p = "d-flush-lost"
+        const { leases, lease } = yield* setup(p, wavedBatch(p))
+        const takeover = leases
+          .release(p, lease.token)
+          .pipe(Effect.zipRight(leases.acquire(p, "relay-b", "1 hour")), Effect.orDie)
+        const sink = yield* actAtFlush("k2", takeover)
+        const d = yield* drainer(p).pipe(Effect.provideService(Sink, sink.sink))
+        const error = yield* Effect.flip(d.drainOnce())
+        expect(error._tag).toBe("StaleFencingToken")
+        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2"])
+        // the head with a sibling was completed inside its wave; the deferred completes were never made
+        expect(yield* completeCalls).toEqual([["k1"]])
+        expect(yield* claimedCount(p)).toBe(2)
+        expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(2)
+        expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(1)
+        // the old owner sends nothing more; the new owner reclaims the two (claimed under the old version)
+        expect((yield* d.drainOnce()).leased).toBe(false)
+        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2"])
+        const next = yield* Drainer.make({ partitionKey: p, owner: "relay-b", gaugeInterval: 0 }).pipe(
+          Effect.provideService(Sink, sink.sink)
+        )
+        expect(yield* next.drainOnce()).toMatchObject({ claimed: 2, delivered: 2 })
+        expect((yield* sink.attempts).slice(3).sort()).toEqual(["k2", "x1"])
+        expect(yield* claimedCount(p)).toBe(0)
+        expect(yield* pendingIds(p)).toEqual([])
+      }).pipe(Effect.provide(watchedLayer))
+  )
+
+  it.effect(
+    "lease unreadable before the end-of-batch completes: the records stay claimed, a later cycle completes them unsent",
+    () =>
+      Effect.gen(function* () {
+        const p = "d-flush-unknown"
+        yield* setup(p, wavedBatch(p))
+        const sink = yield* actAtFlush("k2", "fail")
+        const d = yield* drainer(p).pipe(Effect.provideService(Sink, sink.sink))
+        const first = yield* d.drainOnce()
+        expect(first).toMatchObject({ claimed: 3, delivered: 1, leftClaimed: 2, deferred: 0 })
+        expect(yield* completeCalls).toEqual([["k1"]])
+        expect(yield* claimedCount(p)).toBe(2)
+        // unreadable is not lost: no duplicate risk
+        expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(0)
+        // same lease epoch: the next cycle completes both without sending them again
+        const second = yield* d.drainOnce()
+        expect(second).toMatchObject({ leased: true, claimed: 0 })
+        expect((yield* completeCalls).slice(1).flat().sort()).toEqual(["k2", "x1"])
+        expect(yield* claimedCount(p)).toBe(0)
+        expect(yield* pendingIds(p)).toEqual([])
+        expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(3)
+        yield* d.drainOnce()
+        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2"])
+      }).pipe(Effect.provide(watchedLayer))
+  )
+
+  it.effect(
+    "the end-of-batch complete fails: the records stay claimed and are completed unsent while the lease is unchanged",
+    () =>
+      Effect.gen(function* () {
+        const p = "d-flush-fail"
+        yield* setup(p, wavedBatch(p))
+        const faults = yield* Faulty.FaultyOutboxStore
+        // the end-of-batch call (x1, k2) fails, and so does the next cycle's first retry (x1)
+        yield* faults.inject({ operation: "complete", ids: ["x1"], times: 2 })
+        const sink = yield* MemorySink.make()
+        const d = yield* drainer(p).pipe(Effect.provideService(Sink, sink.sink))
+        const first = yield* d.drainOnce()
+        expect(first).toMatchObject({ claimed: 3, delivered: 1, leftClaimed: 2, deferred: 0 })
+        expect(yield* completeCalls).toEqual([["k1"], ["x1", "k2"]])
+        expect(yield* claimedCount(p)).toBe(2)
+        expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(2)
+        // the retry fails again: still claimed, nothing claimed or sent anew
+        const second = yield* d.drainOnce()
+        expect(second).toMatchObject({ leased: true, claimed: 0 })
+        expect(yield* claimedCount(p)).toBe(2)
+        const third = yield* d.drainOnce()
+        expect(third).toMatchObject({ leased: true, claimed: 0 })
+        expect(yield* claimedCount(p)).toBe(0)
+        expect(yield* pendingIds(p)).toEqual([])
+        expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(3)
+        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2"])
+      }).pipe(Effect.provide(watchedLayer))
+  )
+
+  it.effect(
+    "a keyed head is completed inside its wave before its younger sibling is sent; the others in one call at the end",
+    () =>
+      Effect.gen(function* () {
+        const p = "d-wave-order"
+        yield* setup(p, [...wavedBatch(p), rec(p, "k3", { orderingKey: "K" })])
+        const faults = yield* Faulty.FaultyOutboxStore
+        // what had been completed when each record was sent
+        const completedAtSend = new Map<string, ReadonlyArray<string>>()
+        const sink = yield* MemorySink.make({
+          onSend: (record) =>
+            Effect.map(faults.calls, (calls) => {
+              completedAtSend.set(
+                record.id,
+                calls.filter((c) => c.operation === "complete").flatMap((c) => c.ids ?? [])
+              )
+            })
+        })
+        const d = yield* drainer(p).pipe(Effect.provideService(Sink, sink.sink))
+        expect(yield* d.drainOnce()).toMatchObject({ claimed: 4, delivered: 4 })
+        expect(completedAtSend.get("k1")).toEqual([])
+        expect(completedAtSend.get("x1")).toEqual([])
+        expect(completedAtSend.get("k2")).toEqual(["k1"])
+        expect(completedAtSend.get("k3")).toEqual(["k1", "k2"])
+        expect(yield* completeCalls).toEqual([["k1"], ["k2"], ["x1", "k3"]])
+        expect(yield* claimedCount(p)).toBe(0)
+      }).pipe(Effect.provide(watchedLayer))
   )
 
   it.effect("a wedged sink: the watchdog fires, the drainer fails and the stall is counted", () =>
