@@ -176,7 +176,7 @@ export class OutboxStore extends Context.Tag("effect-outbox/OutboxStore")<Outbox
  *
  * @since 0.1.0
  */
-export interface Backend {
+export interface Backend extends Omit<OutboxStoreService, "persist"> {
   /** Backend name for errors and logs: `memory`, `sqlite`, `dynamodb`. */
   readonly name: string
   /** Backend-specific validation of one prepared record (e.g. item size); a reason string rejects it. */
@@ -191,31 +191,6 @@ export interface Backend {
     records: ReadonlyArray<OutboxRecord.PreparedRecord>,
     options: { readonly replaceTerminal: boolean }
   ) => Effect.Effect<PersistReport, InvalidRecord | StoreUnavailable>
-  readonly claim: (
-    partitionKey: string,
-    token: LeaseToken.LeaseTokenLike,
-    limit: number
-  ) => Effect.Effect<ClaimBatch, ClaimError>
-  readonly complete: (
-    ids: ReadonlyArray<string>,
-    token: LeaseToken.LeaseTokenLike
-  ) => Effect.Effect<void, StaleFencingToken | StoreUnavailable>
-  readonly release: (
-    ids: ReadonlyArray<string>,
-    token: LeaseToken.LeaseTokenLike
-  ) => Effect.Effect<void, StaleFencingToken | StoreUnavailable>
-  readonly expire: (
-    before: DateTime.Utc,
-    partitionKey: string,
-    token: LeaseToken.LeaseTokenLike
-  ) => Effect.Effect<number, StaleFencingToken | ExpireIncomplete | StoreUnavailable>
-  readonly queryPending: (
-    partitionKey: string,
-    limit: number
-  ) => Effect.Effect<ReadonlyArray<OutboxRecord.OutboxRecord>, StoreUnavailable | CorruptRecord>
-  readonly countPending: (partitionKey: string) => Effect.Effect<number, DepthUnsupported | StoreUnavailable>
-  readonly countClaimed: (partitionKey: string) => Effect.Effect<number, DepthUnsupported | StoreUnavailable>
-  readonly listPartitions: Stream.Stream<string, StoreUnavailable>
 }
 
 /**
