@@ -5,11 +5,12 @@
  */
 import * as Context from "effect/Context"
 import type * as DateTime from "effect/DateTime"
-import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
-import type { LeaseTokenLike } from "../domain/LeaseToken.js"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import { invalidReason, type LeaseTokenLike } from "../domain/LeaseToken.js"
 import type { LeaseToken } from "../domain/LeaseToken.js"
-import type { LeaseHeld, LeaseNotFound, StaleFencingToken, StoreUnavailable } from "../domain/OutboxError.js"
+import { type LeaseHeld, type LeaseNotFound, StaleFencingToken, type StoreUnavailable } from "../domain/OutboxError.js"
 
 /**
  * A lease on a partition: the token that fences its store operations and when it expires.
@@ -65,3 +66,73 @@ export interface LeaseStoreService {
  * @since 0.1.0
  */
 export class LeaseStore extends Context.Tag("effect-outbox/LeaseStore")<LeaseStore, LeaseStoreService>() {}
+
+/**
+ * The ttl of an acquire or renew as whole milliseconds (negative treated as 0). A non-finite ttl is a
+ * programming error: a lease that never expires would strand its partition forever if its owner died.
+ * Shared by every lease backend.
+ *
+ * @since 0.1.0
+ */
+export const ttlMillis = (ttl: Duration.DurationInput): Effect.Effect<number> => {
+  const duration = Duration.decode(ttl)
+  if (!Duration.isFinite(duration)) {
+    return Effect.dieMessage(`lease ttl must be finite, got ${Duration.format(duration)}`)
+  }
+  return Effect.succeed(Math.max(0, Math.floor(Duration.toMillis(duration))))
+}
+
+/**
+ * The `StaleFencingToken` for an invalid token (empty owner, non-positive or unsafe version), if it is.
+ *
+ * @since 0.1.0
+ */
+export const invalidToken = (
+  operation: string,
+  partitionKey: string,
+  token: LeaseTokenLike
+): Option.Option<StaleFencingToken> => {
+  const reason = invalidReason(token)
+  if (reason === undefined) return Option.none()
+  return Option.some(
+    new StaleFencingToken({
+      operation,
+      partitionKey,
+      reason: `invalid token: ${reason}`,
+      owner: typeof token.owner === "string" ? token.owner : undefined,
+      version: typeof token.version === "number" ? token.version : undefined
+    })
+  )
+}
+
+/**
+ * Fails with `StaleFencingToken` when the token is invalid; checked before anything is read.
+ *
+ * @since 0.1.0
+ */
+export const checkToken = (
+  operation: string,
+  partitionKey: string,
+  token: LeaseTokenLike
+): Effect.Effect<void, StaleFencingToken> =>
+  Option.match(invalidToken(operation, partitionKey, token), { onNone: () => Effect.void, onSome: Effect.fail })
+
+/**
+ * The `StaleFencingToken` for a valid token that is not the current holder's.
+ *
+ * @since 0.1.0
+ */
+export const notCurrentHolder = (
+  operation: string,
+  partitionKey: string,
+  token: LeaseTokenLike,
+  holder: { readonly owner: string; readonly version: number }
+): StaleFencingToken =>
+  new StaleFencingToken({
+    operation,
+    partitionKey,
+    owner: token.owner,
+    version: token.version,
+    highWaterMark: holder.version,
+    reason: `the lease is held by ${holder.owner} at version ${holder.version}, not by ${token.owner} at version ${token.version}`
+  })

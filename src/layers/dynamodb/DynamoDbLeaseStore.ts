@@ -48,7 +48,14 @@ import {
   StoreUnavailable
 } from "../../domain/OutboxError.js"
 import { DynamoDb, type DynamoDbError, type DynamoDbService } from "../../services/DynamoDb.js"
-import { type Lease, LeaseStore, type LeaseStoreService } from "../../services/LeaseStore.js"
+import {
+  checkToken,
+  type Lease,
+  LeaseStore,
+  type LeaseStoreService,
+  notCurrentHolder,
+  ttlMillis
+} from "../../services/LeaseStore.js"
 import * as OutboxTable from "./OutboxTable.js"
 
 /**
@@ -150,51 +157,6 @@ const toLease = (partitionKey: string, stored: Stored): Lease => ({
 
 /** A lease is live while `now` is strictly before its expiry. */
 const isLive = (stored: Stored, now: number): boolean => !stored.released && now < stored.expiresAtMillis
-
-/**
- * The ttl as whole milliseconds (negative treated as 0). A non-finite ttl is a programming error: a
- * lease that never expires would strand its partition forever if its owner died.
- */
-const ttlMillis = (ttl: Duration.DurationInput): Effect.Effect<number> => {
-  const duration = Duration.decode(ttl)
-  if (!Duration.isFinite(duration)) {
-    return Effect.dieMessage(`lease ttl must be finite, got ${Duration.format(duration)}`)
-  }
-  return Effect.succeed(Math.max(0, Math.floor(Duration.toMillis(duration))))
-}
-
-const checkToken = (
-  operation: string,
-  partitionKey: string,
-  token: LeaseTokenModule.LeaseTokenLike
-): Effect.Effect<void, StaleFencingToken> => {
-  const reason = LeaseTokenModule.invalidReason(token)
-  if (reason === undefined) return Effect.void
-  return Effect.fail(
-    new StaleFencingToken({
-      operation,
-      partitionKey,
-      reason: `invalid token: ${reason}`,
-      owner: typeof token.owner === "string" ? token.owner : undefined,
-      version: typeof token.version === "number" ? token.version : undefined
-    })
-  )
-}
-
-const notCurrentHolder = (
-  operation: string,
-  partitionKey: string,
-  token: LeaseTokenModule.LeaseTokenLike,
-  stored: Stored
-): StaleFencingToken =>
-  new StaleFencingToken({
-    operation,
-    partitionKey,
-    owner: token.owner,
-    version: token.version,
-    highWaterMark: stored.version,
-    reason: `the lease is held by ${stored.owner} at version ${stored.version}, not by ${token.owner} at version ${token.version}`
-  })
 
 const isConditionFailure = (error: DynamoDbError): boolean => error.kind === "ConditionalCheckFailed"
 

@@ -15,7 +15,14 @@ import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
 import * as LeaseTokenModule from "../../domain/LeaseToken.js"
 import { LeaseHeld, LeaseNotFound, StaleFencingToken } from "../../domain/OutboxError.js"
-import { type Lease, LeaseStore, type LeaseStoreService } from "../../services/LeaseStore.js"
+import {
+  invalidToken,
+  type Lease,
+  LeaseStore,
+  type LeaseStoreService,
+  notCurrentHolder,
+  ttlMillis
+} from "../../services/LeaseStore.js"
 
 /**
  * Options of the memory lease store. It has none today; the type exists so that every backend module
@@ -46,51 +53,6 @@ const toLease = (partitionKey: string, entry: Entry): Lease => ({
 
 /** A lease is live while `now` is strictly before its expiry. */
 const isLive = (entry: Entry, now: number): boolean => !entry.released && now < entry.expiresAtMillis
-
-/**
- * The ttl as whole milliseconds (negative treated as 0). A non-finite ttl is a programming error: a
- * lease that never expires would strand its partition forever if its owner died.
- */
-const ttlMillis = (ttl: Duration.DurationInput): Effect.Effect<number> => {
-  const duration = Duration.decode(ttl)
-  if (!Duration.isFinite(duration)) {
-    return Effect.dieMessage(`lease ttl must be finite, got ${Duration.format(duration)}`)
-  }
-  return Effect.succeed(Math.max(0, Math.floor(Duration.toMillis(duration))))
-}
-
-const invalidToken = (
-  operation: string,
-  partitionKey: string,
-  token: LeaseTokenModule.LeaseTokenLike
-): Option.Option<StaleFencingToken> => {
-  const reason = LeaseTokenModule.invalidReason(token)
-  if (reason === undefined) return Option.none()
-  return Option.some(
-    new StaleFencingToken({
-      operation,
-      partitionKey,
-      reason: `invalid token: ${reason}`,
-      owner: typeof token.owner === "string" ? token.owner : undefined,
-      version: typeof token.version === "number" ? token.version : undefined
-    })
-  )
-}
-
-const notCurrentHolder = (
-  operation: string,
-  partitionKey: string,
-  token: LeaseTokenModule.LeaseTokenLike,
-  entry: Entry
-): StaleFencingToken =>
-  new StaleFencingToken({
-    operation,
-    partitionKey,
-    owner: token.owner,
-    version: token.version,
-    highWaterMark: entry.version,
-    reason: `the lease is held by ${entry.owner} at version ${entry.version}, not by ${token.owner} at version ${token.version}`
-  })
 
 /**
  * Builds a memory lease store with its own empty state.

@@ -31,7 +31,14 @@ import {
   StaleFencingToken,
   StoreUnavailable
 } from "../../domain/OutboxError.js"
-import { type Lease, LeaseStore, type LeaseStoreService } from "../../services/LeaseStore.js"
+import {
+  checkToken,
+  type Lease,
+  LeaseStore,
+  type LeaseStoreService,
+  notCurrentHolder,
+  ttlMillis
+} from "../../services/LeaseStore.js"
 import { isBusy } from "./SqliteOutboxStore.js"
 
 /**
@@ -89,51 +96,6 @@ const toLease = (partitionKey: string, row: LeaseRow): Lease => ({
   token: new LeaseTokenModule.LeaseToken({ owner: row.owner, version: row.version }, { disableValidation: true }),
   expiresAt: DateTime.unsafeMake(row.expires_at)
 })
-
-/**
- * The ttl as whole milliseconds (negative treated as 0). A non-finite ttl is a programming error: a
- * lease that never expires would strand its partition forever if its owner died.
- */
-const ttlMillis = (ttl: Duration.DurationInput): Effect.Effect<number> => {
-  const duration = Duration.decode(ttl)
-  if (!Duration.isFinite(duration)) {
-    return Effect.dieMessage(`lease ttl must be finite, got ${Duration.format(duration)}`)
-  }
-  return Effect.succeed(Math.max(0, Math.floor(Duration.toMillis(duration))))
-}
-
-const checkToken = (
-  operation: string,
-  partitionKey: string,
-  token: LeaseTokenModule.LeaseTokenLike
-): Effect.Effect<void, StaleFencingToken> => {
-  const reason = LeaseTokenModule.invalidReason(token)
-  if (reason === undefined) return Effect.void
-  return Effect.fail(
-    new StaleFencingToken({
-      operation,
-      partitionKey,
-      reason: `invalid token: ${reason}`,
-      owner: typeof token.owner === "string" ? token.owner : undefined,
-      version: typeof token.version === "number" ? token.version : undefined
-    })
-  )
-}
-
-const notCurrentHolder = (
-  operation: string,
-  partitionKey: string,
-  token: LeaseTokenModule.LeaseTokenLike,
-  row: LeaseRow
-): StaleFencingToken =>
-  new StaleFencingToken({
-    operation,
-    partitionKey,
-    owner: token.owner,
-    version: token.version,
-    highWaterMark: row.version,
-    reason: `the lease is held by ${row.owner} at version ${row.version}, not by ${token.owner} at version ${token.version}`
-  })
 
 const migrations = (table: string) => ({
   "1_create_outbox_lease": Effect.gen(function* () {
