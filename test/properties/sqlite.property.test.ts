@@ -12,3 +12,12 @@ const makeLayer = (options: { readonly staleClaimAfter?: Duration.DurationInput 
 
 runOutboxHistories("sqlite :memory: with stale reclaim", makeLayer, { runs: 200, staleClaimAfterMillis: 30_000 })
 runOutboxHistories("sqlite :memory:, version-only reclaim", makeLayer, { runs: 100 })
+
+// Regression, seed 621645656: a replaceTerminal batch reused the id of the terminal record it replaced
+// for a record of another identity; the store accepted it, the model (and memory store) reject it with
+// InvalidRecord against the state before the batch.
+runOutboxHistories("sqlite :memory: regression seed 621645656", makeLayer, {
+  runs: 88,
+  seed: 621645656,
+  staleClaimAfterMillis: 30_000
+})

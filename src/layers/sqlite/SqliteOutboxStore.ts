@@ -278,6 +278,26 @@ export const make = (
             nextSeq.set(partitionKey, last - count + 1)
           }
           if (replaceTerminal) {
+            // an id held by another identity is rejected against the state before the batch, also when
+            // that holder is a terminal record this batch replaces (as the model and memory store do)
+            for (const { record, index } of unique) {
+              const holder = (yield* query("persist", decodeIdentities, st.findById, [record.id]))[0]
+              if (
+                holder !== undefined &&
+                OutboxRecord.identityKey({
+                  partitionKey: holder.partition_key,
+                  envelopeId: holder.envelope_id,
+                  bindingId: holder.binding_id
+                }) !== OutboxRecord.identityKey(record)
+              ) {
+                return yield* new InvalidRecord({
+                  index,
+                  recordId: record.id,
+                  partitionKey: record.partitionKey,
+                  reason: `id ${record.id} is already used by a record with another identity`
+                })
+              }
+            }
             for (const { record } of unique) {
               yield* sql.unsafe(st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])
             }
