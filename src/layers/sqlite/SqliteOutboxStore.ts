@@ -244,6 +244,28 @@ export const make = (
       Effect.annotateLogs("backend", "sqlite")
     )
 
+    const idReused = (record: OutboxRecord.PreparedRecord, index: number): InvalidRecord =>
+      new InvalidRecord({
+        index,
+        recordId: record.id,
+        partitionKey: record.partitionKey,
+        reason: `id ${record.id} is already used by a record with another identity`
+      })
+
+    /** Fails with `InvalidRecord` when the record's id is stored under another identity. */
+    const rejectIdHeldByOther = (record: OutboxRecord.PreparedRecord, index: number) =>
+      Effect.flatMap(query("persist", decodeIdentities, st.findById, [record.id]), (holders) => {
+        const holder = holders[0]
+        return holder !== undefined &&
+          OutboxRecord.identityKey({
+            partitionKey: holder.partition_key,
+            envelopeId: holder.envelope_id,
+            bindingId: holder.binding_id
+          }) !== OutboxRecord.identityKey(record)
+          ? Effect.fail(idReused(record, index))
+          : Effect.void
+      })
+
     const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
       transact(
         "persist",
@@ -280,24 +302,7 @@ export const make = (
           if (replaceTerminal) {
             // an id held by another identity is rejected against the state before the batch, also when
             // that holder is a terminal record this batch replaces (as the model and memory store do)
-            for (const { record, index } of unique) {
-              const holder = (yield* query("persist", decodeIdentities, st.findById, [record.id]))[0]
-              if (
-                holder !== undefined &&
-                OutboxRecord.identityKey({
-                  partitionKey: holder.partition_key,
-                  envelopeId: holder.envelope_id,
-                  bindingId: holder.binding_id
-                }) !== OutboxRecord.identityKey(record)
-              ) {
-                return yield* new InvalidRecord({
-                  index,
-                  recordId: record.id,
-                  partitionKey: record.partitionKey,
-                  reason: `id ${record.id} is already used by a record with another identity`
-                })
-              }
-            }
+            for (const { record, index } of unique) yield* rejectIdHeldByOther(record, index)
             for (const { record } of unique) {
               yield* sql.unsafe(st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])
             }
@@ -321,25 +326,7 @@ export const make = (
               return record === undefined ? [] : [{ record, index }]
             })
           ].sort((a, b) => a.index - b.index)
-          for (const { record, index } of notInserted) {
-            const holders = yield* query("persist", decodeIdentities, st.findById, [record.id])
-            const holder = holders[0]
-            if (
-              holder !== undefined &&
-              OutboxRecord.identityKey({
-                partitionKey: holder.partition_key,
-                envelopeId: holder.envelope_id,
-                bindingId: holder.binding_id
-              }) !== OutboxRecord.identityKey(record)
-            ) {
-              return yield* new InvalidRecord({
-                index,
-                recordId: record.id,
-                partitionKey: record.partitionKey,
-                reason: `id ${record.id} is already used by a record with another identity`
-              })
-            }
-          }
+          for (const { record, index } of notInserted) yield* rejectIdHeldByOther(record, index)
           const holderOf = new Map<number, string>()
           for (const { record, index } of unique) {
             if (inserted.has(record.id)) {
@@ -352,14 +339,7 @@ export const make = (
               record.bindingId
             ])
             const existing = holder[0]?.id
-            if (existing === undefined) {
-              return yield* new InvalidRecord({
-                index,
-                recordId: record.id,
-                partitionKey: record.partitionKey,
-                reason: `id ${record.id} is already used by a record with another identity`
-              })
-            }
+            if (existing === undefined) return yield* idReused(record, index)
             holderOf.set(index, existing)
           }
           const skipped: Array<{ readonly index: number; readonly id: string; readonly existing: string }> = []
