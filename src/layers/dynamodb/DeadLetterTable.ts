@@ -36,6 +36,7 @@ import * as Schema from "effect/Schema"
 import { DeadLetterCategory, DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import { DynamoDb, type DynamoDbError } from "../../services/DynamoDb.js"
+import { fnv1a32 } from "./OutboxTable.js"
 
 /**
  * A DynamoDB item in the SDK's attribute-value form.
@@ -65,14 +66,7 @@ export const Shards = 4
  *
  * @since 0.1.0
  */
-export const shardOf = (id: string): number => {
-  let hash = 0x811c9dc5
-  for (let i = 0; i < id.length; i++) {
-    hash ^= id.charCodeAt(i)
-    hash = Math.imul(hash, 0x01000193) >>> 0
-  }
-  return hash % Shards
-}
+export const shardOf = (id: string): number => fnv1a32(id) % Shards
 
 /** Offset added to epoch ms so every representable instant encodes as a non-negative 17-digit number. */
 const TimeOffset = 10n ** 16n

@@ -82,13 +82,21 @@ export const PartitionShards = 16
  *
  * @since 0.1.0
  */
-export const partitionShard = (partitionKey: string): number => {
+export const partitionShard = (partitionKey: string): number => fnv1a32(partitionKey) % PartitionShards
+
+/**
+ * FNV-1a 32-bit hash of a string's UTF-16 code units: the shard function of every sharded index key
+ * (part of the stored layout: changing it strands items on the wrong shard).
+ *
+ * @since 0.1.0
+ */
+export const fnv1a32 = (value: string): number => {
   let hash = 0x811c9dc5
-  for (let i = 0; i < partitionKey.length; i++) {
-    hash ^= partitionKey.charCodeAt(i)
+  for (let i = 0; i < value.length; i++) {
+    hash ^= value.charCodeAt(i)
     hash = Math.imul(hash, 0x01000193) >>> 0
   }
-  return hash % PartitionShards
+  return hash
 }
 
 interface IndexSpec {
