@@ -34,9 +34,8 @@ import * as Either from "effect/Either"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { DeadLetterCategory, DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
-import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
-import { DynamoDb, type DynamoDbError } from "../../services/DynamoDb.js"
-import { fnv1a32 } from "./OutboxTable.js"
+import { InvalidConfiguration } from "../../domain/OutboxError.js"
+import { createIfMissing, describeTable, fnv1a32 } from "./OutboxTable.js"
 
 /**
  * A DynamoDB item in the SDK's attribute-value form.
@@ -283,20 +282,6 @@ export const schemaProblems = (table: TableDescription): Array<string> => {
   return problems
 }
 
-const unavailable = (operation: string) => (cause: DynamoDbError) => new StoreUnavailable({ operation, cause })
-
-const describe = Effect.fnUntraced(function* (tableName: string) {
-  const dynamo = yield* DynamoDb
-  return yield* dynamo.describeTable({ TableName: tableName }).pipe(
-    Effect.map((output) => output.Table),
-    Effect.catchIf(
-      (error) => error.kind === "ResourceNotFound",
-      () => Effect.succeed(undefined)
-    ),
-    Effect.mapError(unavailable("describeTable"))
-  )
-})
-
 /**
  * Schema preflight: reads the table description and fails with `InvalidConfiguration` listing every
  * mismatch (missing table, key schema, indexes, projections, attribute types).
@@ -304,7 +289,7 @@ const describe = Effect.fnUntraced(function* (tableName: string) {
  * @since 0.1.0
  */
 export const preflight = Effect.fn("DynamoDbDeadLetterTable.preflight")(function* (tableName: string) {
-  const table = yield* describe(tableName)
+  const table = yield* describeTable(tableName)
   const component = `DynamoDB dead-letter table ${tableName}`
   if (table === undefined) {
     return yield* new InvalidConfiguration({
@@ -323,28 +308,6 @@ export const preflight = Effect.fn("DynamoDbDeadLetterTable.preflight")(function
  * @since 0.1.0
  */
 export const ensureTable = Effect.fn("DynamoDbDeadLetterTable.ensureTable")(function* (tableName: string) {
-  const dynamo = yield* DynamoDb
-  const existing = yield* describe(tableName)
-  if (existing === undefined) {
-    yield* dynamo.createTable(tableDefinition(tableName)).pipe(
-      Effect.catchIf(
-        (error) => error.kind === "ResourceInUse",
-        () => Effect.void
-      ),
-      Effect.mapError(unavailable("createTable"))
-    )
-  }
-  for (let attempt = 0; ; attempt++) {
-    const table = yield* describe(tableName)
-    const indexesActive = (table?.GlobalSecondaryIndexes ?? []).every((g) => g.IndexStatus === "ACTIVE")
-    if (table?.TableStatus === "ACTIVE" && indexesActive) break
-    if (attempt >= 120) {
-      return yield* new StoreUnavailable({
-        operation: "ensureTable",
-        cause: new Error(`table ${tableName} did not become ACTIVE`)
-      })
-    }
-    yield* Effect.sleep("500 millis")
-  }
+  yield* createIfMissing(tableDefinition(tableName))
   yield* preflight(tableName)
 })

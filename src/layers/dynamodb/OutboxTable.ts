@@ -257,7 +257,12 @@ export const schemaProblems = (
 
 const unavailable = (operation: string) => (cause: DynamoDbError) => new StoreUnavailable({ operation, cause })
 
-const describe = Effect.fnUntraced(function* (tableName: string) {
+/**
+ * DescribeTable, with a missing table as `undefined`.
+ *
+ * @since 0.1.0
+ */
+export const describeTable = Effect.fnUntraced(function* (tableName: string) {
   const dynamo = yield* DynamoDb
   return yield* dynamo.describeTable({ TableName: tableName }).pipe(
     Effect.map((output) => output.Table),
@@ -291,7 +296,7 @@ export const preflight = Effect.fn("DynamoDbOutboxTable.preflight")(function* (
   tableName: string,
   options: TableOptions = {}
 ) {
-  const table = yield* describe(tableName)
+  const table = yield* describeTable(tableName)
   if (table === undefined) {
     return yield* new InvalidConfiguration({
       component: `DynamoDB outbox table ${tableName}`,
@@ -307,7 +312,7 @@ export const preflight = Effect.fn("DynamoDbOutboxTable.preflight")(function* (
 
 const waitActive = Effect.fnUntraced(function* (tableName: string) {
   for (let attempt = 0; attempt < 120; attempt++) {
-    const table = yield* describe(tableName)
+    const table = yield* describeTable(tableName)
     const indexesActive = (table?.GlobalSecondaryIndexes ?? []).every((g) => g.IndexStatus === "ACTIVE")
     if (table?.TableStatus === "ACTIVE" && indexesActive) return
     yield* Effect.sleep("500 millis")
@@ -316,6 +321,28 @@ const waitActive = Effect.fnUntraced(function* (tableName: string) {
     operation: "ensureTable",
     cause: new Error(`table ${tableName} did not become ACTIVE`)
   })
+})
+
+/**
+ * Creates a table from its definition when it does not exist (another creator winning the race is
+ * fine) and waits until the table and its indexes are ACTIVE. Shared by every table of the library.
+ *
+ * @since 0.1.0
+ */
+export const createIfMissing = Effect.fnUntraced(function* (definition: CreateTableCommandInput) {
+  const dynamo = yield* DynamoDb
+  const tableName = definition.TableName ?? ""
+  const existing = yield* describeTable(tableName)
+  if (existing === undefined) {
+    yield* dynamo.createTable(definition).pipe(
+      Effect.catchIf(
+        (error) => error.kind === "ResourceInUse",
+        () => Effect.void
+      ),
+      Effect.mapError(unavailable("createTable"))
+    )
+  }
+  yield* waitActive(tableName)
 })
 
 /**
@@ -331,17 +358,7 @@ export const ensureTable = Effect.fn("DynamoDbOutboxTable.ensureTable")(function
   options: TableOptions = {}
 ) {
   const dynamo = yield* DynamoDb
-  const existing = yield* describe(tableName)
-  if (existing === undefined) {
-    yield* dynamo.createTable(tableDefinition(tableName, options)).pipe(
-      Effect.catchIf(
-        (error) => error.kind === "ResourceInUse",
-        () => Effect.void
-      ),
-      Effect.mapError(unavailable("createTable"))
-    )
-  }
-  yield* waitActive(tableName)
+  yield* createIfMissing(tableDefinition(tableName, options))
   const ttl = yield* describeTtl(tableName)
   if (ttl.status === "DISABLED" || ttl.status === undefined) {
     yield* dynamo
