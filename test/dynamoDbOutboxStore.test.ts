@@ -205,6 +205,21 @@ describe("DynamoDB store layout (SPEC §3.3)", () => {
     }).pipe(Effect.provide(storeLayer(faults)))
   })
 
+  it.effect("store-generated ids cost no RecordIdIndex lookup; producer ids are each checked once", () => {
+    const faults = new Faulty.Faults()
+    const pk = partition("id-lookups")
+    return Effect.gen(function* () {
+      const store = yield* OutboxStore
+      faults.reset()
+      yield* store.persist([1, 2, 3, 4, 5].map((n) => record(pk, { envelopeId: `generated-${n}` })))
+      expect(faults.queries).toBe(0)
+      faults.reset()
+      yield* store.persist([1, 2, 3].map((n) => record(pk, { envelopeId: `given-${n}`, id: `${pk}-given-${n}` })))
+      expect(faults.queries).toBe(3)
+      expect(yield* store.countPending(pk)).toBe(8)
+    }).pipe(Effect.provide(storeLayer(faults)))
+  })
+
   it.effect("R-READ-3 listPartitions lists partitions with records, not those only fenced by a claim", () => {
     const faults = new Faulty.Faults()
     const withWork = partition("list-work")

@@ -123,6 +123,11 @@ export interface PreparedRecord {
   readonly orderingKey: Option.Option<string>
   readonly createdAt: DateTime.Utc
   readonly expiresAt: Option.Option<DateTime.Utc>
+  /**
+   * True when the store core generated `id` (time-ordered, fresh random bits): such an id cannot already
+   * be held by another record, so backends may skip their id-reuse lookup for it.
+   */
+  readonly generatedId?: boolean | undefined
 }
 
 /**
@@ -143,7 +148,7 @@ export const identityKey = (record: {
  *
  * @since 0.1.0
  */
-export const fromPrepared = (record: PreparedRecord, seq: number): OutboxRecord =>
+export const fromPrepared = ({ generatedId: _generatedId, ...record }: PreparedRecord, seq: number): OutboxRecord =>
   new OutboxRecord(
     {
       ...record,

@@ -254,6 +254,7 @@ export const prepare = Effect.fnUntraced(function* (
       value = decoded.right
     }
     let id = value.id
+    const generatedId = id === undefined
     if (id === undefined) {
       nextId ??= yield* OutboxRecord.idGenerator
       id = nextId()
@@ -272,7 +273,8 @@ export const prepare = Effect.fnUntraced(function* (
           ? Option.none()
           : Option.some(value.orderingKey),
       createdAt: value.createdAt ?? now,
-      expiresAt: Option.fromNullable(value.expiresAt)
+      expiresAt: Option.fromNullable(value.expiresAt),
+      generatedId
     }
     const identity = OutboxRecord.identityKey(record)
     const owner = idOwners.get(id)

@@ -410,7 +410,9 @@ const decodeItems = (
 
 /**
  * Fails with `InvalidRecord` when an id of the batch is already used by a stored record of another
- * identity (checked through `RecordIdIndex` before anything is written).
+ * identity (checked through `RecordIdIndex` before anything is written). Ids the store core generated
+ * are fresh by construction and cost no lookup, so producers that leave ids to the store pay one
+ * request per record less.
  */
 const checkIdsUnused = (
   dynamo: DynamoDbService,
@@ -421,32 +423,34 @@ const checkIdsUnused = (
   Effect.forEach(
     records,
     (record, position) =>
-      dynamo
-        .query({
-          TableName: tableName,
-          IndexName: OutboxTable.RecordIdIndex,
-          KeyConditionExpression: "record_id = :id",
-          ExpressionAttributeValues: { ":id": RecordItem.str(record.id) }
-        })
-        .pipe(
-          Effect.mapError(unavailable("persist", record.partitionKey)),
-          Effect.flatMap((output) => {
-            const sortKey = RecordItem.recordSortKey(record)
-            const other = (output.Items ?? []).find(
-              (item) => item["PK"]?.S !== record.partitionKey || item["SK"]?.S !== sortKey
-            )
-            return other === undefined
-              ? Effect.void
-              : Effect.fail(
-                  new InvalidRecord({
-                    index: batchIndex(position),
-                    recordId: record.id,
-                    partitionKey: record.partitionKey,
-                    reason: `id ${record.id} is already used by a different record (partition ${other["PK"]?.S ?? "?"}, key ${other["SK"]?.S ?? "?"})`
-                  })
+      record.generatedId === true
+        ? Effect.void
+        : dynamo
+            .query({
+              TableName: tableName,
+              IndexName: OutboxTable.RecordIdIndex,
+              KeyConditionExpression: "record_id = :id",
+              ExpressionAttributeValues: { ":id": RecordItem.str(record.id) }
+            })
+            .pipe(
+              Effect.mapError(unavailable("persist", record.partitionKey)),
+              Effect.flatMap((output) => {
+                const sortKey = RecordItem.recordSortKey(record)
+                const other = (output.Items ?? []).find(
+                  (item) => item["PK"]?.S !== record.partitionKey || item["SK"]?.S !== sortKey
                 )
-          })
-        ),
+                return other === undefined
+                  ? Effect.void
+                  : Effect.fail(
+                      new InvalidRecord({
+                        index: batchIndex(position),
+                        recordId: record.id,
+                        partitionKey: record.partitionKey,
+                        reason: `id ${record.id} is already used by a different record (partition ${other["PK"]?.S ?? "?"}, key ${other["SK"]?.S ?? "?"})`
+                      })
+                    )
+              })
+            ),
     { concurrency: 8, discard: true }
   )
 
