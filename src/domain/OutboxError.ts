@@ -244,3 +244,21 @@ export class InvalidConfiguration extends Schema.TaggedError<InvalidConfiguratio
     return `${this.component} is misconfigured:\n- ${this.problems.join("\n- ")}`
   }
 }
+
+/**
+ * The watchdog abandoned a batch that ran longer than `batchTimeout + watchdogGrace`. The drainer
+ * fails with it so its supervisor restarts it (under a new lease epoch, which makes the abandoned
+ * records claimable again).
+ *
+ * @since 0.1.0
+ */
+export class DrainStalled extends Schema.TaggedError<DrainStalled>()("DrainStalled", {
+  partitionKey: Schema.String,
+  /** Records of the batch still unfinished when it was abandoned. */
+  held: Schema.Number,
+  elapsedMillis: Schema.Number
+}) {
+  override get message(): string {
+    return `drain of partition ${this.partitionKey} stalled after ${this.elapsedMillis} ms with ${this.held} records held`
+  }
+}

@@ -55,11 +55,11 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import { type DeadLetterCategory, DeadLetterEntry } from "../domain/DeadLetterEntry.js"
 import * as LeaseTokenModule from "../domain/LeaseToken.js"
 import {
   type CorruptRecord,
+  DrainStalled,
   InvalidConfiguration,
   type InvalidRecord,
   StaleFencingToken,
@@ -75,22 +75,11 @@ import { type SendError, Sink } from "../services/Sink.js"
 import { SendError as SendErrorClass } from "../services/Sink.js"
 
 /**
- * The watchdog abandoned a batch that ran longer than `batchTimeout + watchdogGrace`. The drainer
- * fails with it so its supervisor restarts it (under a new lease epoch, which makes the abandoned
- * records claimable again).
+ * The watchdog error, defined with every other error in `OutboxError` and re-exported here.
  *
  * @since 0.1.0
  */
-export class DrainStalled extends Schema.TaggedError<DrainStalled>()("DrainStalled", {
-  partitionKey: Schema.String,
-  /** Records of the batch still unfinished when it was abandoned. */
-  held: Schema.Number,
-  elapsedMillis: Schema.Number
-}) {
-  override get message(): string {
-    return `drain of partition ${this.partitionKey} stalled after ${this.elapsedMillis} ms with ${this.held} records held`
-  }
-}
+export { DrainStalled }
 
 /**
  * What to do with a record that will not be delivered: write it to the dead-letter queue, or drop it
