@@ -1,35 +1,11 @@
 /**
  * The shared OutboxStore contract suite on the DynamoDB store (DynamoDB Local), one table for the file.
  */
-import * as Effect from "effect/Effect"
-import * as Layer from "effect/Layer"
-import { afterAll, beforeAll } from "vitest"
-import * as DynamoDbOutboxStore from "../src/layers/dynamodb/DynamoDbOutboxStore.js"
-import * as OutboxTable from "../src/layers/dynamodb/OutboxTable.js"
 import * as RecordItem from "../src/layers/dynamodb/RecordItem.js"
-import * as DynamoDb from "../src/services/DynamoDb.js"
-import { type ContractLayerOptions, outboxStoreContract } from "./contract/OutboxStoreContract.js"
-import { makeTestClientConfig, randomTableName } from "./support/DynamoLocal.js"
+import { outboxStoreContract } from "./contract/OutboxStoreContract.js"
+import { outboxTableForFile } from "./support/DynamoOutboxTable.js"
 
-const tableName = randomTableName("outbox-contract")
-const dynamoLayer = DynamoDb.layer(makeTestClientConfig())
-
-beforeAll(() => Effect.runPromise(OutboxTable.ensureTable(tableName).pipe(Effect.provide(dynamoLayer))))
-afterAll(() =>
-  Effect.runPromise(
-    Effect.flatMap(DynamoDb.DynamoDb, (d) => d.deleteTable({ TableName: tableName })).pipe(Effect.provide(dynamoLayer))
-  )
-)
-
-// DynamoDB Local's indexes are consistent at once, so RecordIdIndex lookups need no lag retries
-// (which would also sleep on the TestClock the suite runs on).
-const makeLayer = (options: ContractLayerOptions) =>
-  DynamoDbOutboxStore.layerWith({
-    tableName,
-    ensureTable: false,
-    indexLagRetries: 0,
-    ...(options.staleClaimAfter !== undefined ? { staleClaimAfter: options.staleClaimAfter } : {})
-  }).pipe(Layer.provide(dynamoLayer))
+const { makeLayer } = outboxTableForFile("outbox-contract")
 
 outboxStoreContract("dynamodb", makeLayer, {
   staleReclaim: true,
