@@ -18,7 +18,7 @@ import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Schema from "effect/Schema"
 import { type ChildProcess, spawn } from "node:child_process"
-import { randomBytes } from "node:crypto"
+import { testSeed } from "./support/Seed.js"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -103,8 +103,7 @@ const sleep = (millis: number) => new Promise<void>((resolve) => setTimeout(reso
 
 describe("crash campaign: a SQLite relay process killed with SIGKILL 20 times", () => {
   it("every record delivered, per-key first deliveries in age order, duplicates at most the records held at the kills", async () => {
-    const raw = process.env["OUTBOX_SEED"]
-    const seed = raw !== undefined && raw.trim() !== "" ? Number(raw) >>> 0 : randomBytes(4).readUInt32LE(0) || 1
+    const seed = testSeed("crash campaign") >>> 0 || 1
     let state = seed
     const random = () => {
       // xorshift32: kill moments replay from the printed seed

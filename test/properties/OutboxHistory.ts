@@ -20,6 +20,7 @@
  *
  * The seed is printed on failure; `OUTBOX_SEED` replays it.
  */
+import { randomBytes } from "node:crypto"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
@@ -33,7 +34,6 @@ import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
-import { randomBytes } from "node:crypto"
 import * as ClaimOrder from "../../src/domain/ClaimOrder.js"
 import type { LeaseTokenLike } from "../../src/domain/LeaseToken.js"
 import { NewOutboxRecord, type OutboxRecord } from "../../src/domain/OutboxRecord.js"
@@ -45,6 +45,7 @@ import {
 } from "../../src/services/OutboxStore.js"
 import type { ContractLayerOptions } from "../contract/OutboxStoreContract.js"
 import { type ModelClaim, type ModelInput, type ModelRecord, OutboxModel, type Outcome } from "./Model.js"
+import { seedFromEnvironment, testSeed } from "../support/Seed.js"
 
 // vitest refuses to be imported outside its runner; the soak CLI imports this module without it
 const vitest = process.env["VITEST"] !== undefined ? await import("@effect/vitest") : undefined
@@ -697,21 +698,6 @@ const runHistory = (
     }
   })
 
-/** The fixed CI seed of a registration: FNV-1a of its name mixed with a constant, as an int32. */
-const ciSeed = (name: string): number => {
-  let hash = 0x811c9dc5 ^ 20261202
-  for (let i = 0; i < name.length; i++) hash = Math.imul(hash ^ name.charCodeAt(i), 0x01000193)
-  return hash | 0
-}
-
-const seedFromEnvironment = (): number | undefined => {
-  const raw = process.env["OUTBOX_SEED"]
-  if (raw === undefined || raw.trim() === "") return undefined
-  const seed = Number(raw)
-  if (!Number.isSafeInteger(seed)) throw new Error(`OUTBOX_SEED must be an integer, got ${raw}`)
-  return seed
-}
-
 /**
  * Runs `options.runs` generated histories against stores built by `makeLayer` (a fresh layer per
  * history), comparing every step with the model. Rejects with a message naming the seed (replay with
@@ -725,13 +711,7 @@ export const checkOutboxHistories = async (
   options: HistoryOptions
 ): Promise<{ readonly seed: number; readonly runs: number; readonly stats: HistoryStats }> => {
   const stats = emptyStats()
-  // CI runs a fixed seed per registration (derived from its name, so registrations split into parts
-  // still run different histories) so a landing is reproducible; local runs explore a fresh seed each
-  // time (`npm run soak` explores many); OUTBOX_SEED replays any seed
-  const seed =
-    seedFromEnvironment() ??
-    options.seed ??
-    (process.env["CI"] === "true" ? ciSeed(name) : randomBytes(4).readInt32LE(0))
+  const seed = seedFromEnvironment() ?? options.seed ?? testSeed(name)
   const layerOptions: ContractLayerOptions =
     options.staleClaimAfterMillis === undefined
       ? {}

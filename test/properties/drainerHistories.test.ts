@@ -29,6 +29,7 @@ import * as LogLevel from "effect/LogLevel"
 import * as TestClock from "effect/TestClock"
 import * as TestContext from "effect/TestContext"
 import { randomBytes } from "node:crypto"
+import { testSeed } from "../support/Seed.js"
 import { StoreUnavailable } from "../../src/domain/OutboxError.js"
 import { NewOutboxRecord } from "../../src/domain/OutboxRecord.js"
 import * as MemoryDeadLetterStore from "../../src/layers/memory/MemoryDeadLetterStore.js"
@@ -417,8 +418,7 @@ describe("drainer histories (Enqueue → Relay → MemorySink, memory stores, Te
   })
 
   it("30 random workloads with sink failures, failing completes, lease moves and interrupted relays: all delivered or dead-lettered, per-key order, justified duplicates", async () => {
-    const raw = process.env["OUTBOX_SEED"]
-    const seed = raw !== undefined && raw.trim() !== "" ? Number(raw) : randomBytes(4).readInt32LE(0)
+    const seed = testSeed("drainer histories")
     const stats = emptyStats()
     try {
       await fc.assert(

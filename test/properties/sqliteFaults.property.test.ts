@@ -25,6 +25,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { randomBytes } from "node:crypto"
+import { testSeed } from "../support/Seed.js"
 import * as ClaimOrder from "../../src/domain/ClaimOrder.js"
 import type { LeaseTokenLike } from "../../src/domain/LeaseToken.js"
 import { NewOutboxRecord } from "../../src/domain/OutboxRecord.js"
@@ -393,8 +394,7 @@ const runHistory = (steps: ReadonlyArray<Step>, faultSeed: number, stats: Stats)
 
 describe("SQLite store under SQLITE_BUSY / SQLITE_LOCKED faults", () => {
   it("40 generated histories: typed StoreUnavailable or the model's outcome, nothing half-applied (R-CLAIM-9, R-CLAIM-10, R-CLAIM-5, R-CLAIM-2, conservation)", async () => {
-    const raw = process.env["OUTBOX_SEED"]
-    const seed = raw !== undefined && raw.trim() !== "" ? Number(raw) : randomBytes(4).readInt32LE(0)
+    const seed = testSeed("sqlite faults")
     const stats: Stats = {
       histories: 0,
       steps: 0,
