@@ -5,9 +5,14 @@
  */
 import * as Context from "effect/Context"
 import type * as DateTime from "effect/DateTime"
-import type * as Effect from "effect/Effect"
-import type { DeadLetterEntry, DeadLetterFilter } from "../domain/DeadLetterEntry.js"
-import type { DuplicateRecord, InvalidRecord, NotFound, StoreUnavailable } from "../domain/OutboxError.js"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { DeadLetterEntry, type DeadLetterFilter } from "../domain/DeadLetterEntry.js"
+import { type DuplicateRecord, InvalidRecord, type NotFound, type StoreUnavailable } from "../domain/OutboxError.js"
+import { NewOutboxRecord } from "../domain/OutboxRecord.js"
+import type { OutboxStoreService } from "./OutboxStore.js"
 
 /**
  * The dead-letter store. Returned entries are copies: mutating them changes nothing stored.
@@ -48,3 +53,70 @@ export class DeadLetterStore extends Context.Tag("effect-outbox/DeadLetterStore"
   DeadLetterStore,
   DeadLetterStoreService
 >() {}
+
+const decodeEntry = Schema.decodeUnknownEither(Schema.Struct(DeadLetterEntry.fields))
+
+/**
+ * The fresh outbox record a redrive persists for an entry: same partition, envelope, binding, payload,
+ * headers, ordering key, route and address; no id and no `createdAt`, so the store generates a
+ * time-ordered id and stamps now.
+ *
+ * @since 0.1.0
+ */
+export const redriveRecord = (entry: DeadLetterEntry): NewOutboxRecord =>
+  new NewOutboxRecord(
+    {
+      partitionKey: entry.partitionKey,
+      envelopeId: entry.envelopeId,
+      bindingId: entry.bindingId,
+      payload: new Uint8Array(entry.payload),
+      headers: { ...entry.headers },
+      orderingKey: entry.orderingKey,
+      routeId: entry.routeId,
+      address: entry.address
+    },
+    { disableValidation: true }
+  )
+
+/**
+ * Validates an entry handed to `write` (values may arrive as plain objects or instances built with
+ * validation disabled).
+ *
+ * @since 0.1.0
+ */
+export const validateEntry = (entry: unknown): Either.Either<DeadLetterEntry, InvalidRecord> =>
+  Either.mapBoth(decodeEntry(entry), {
+    onLeft: (error) => {
+      const id = typeof entry === "object" && entry !== null ? Reflect.get(entry, "recordId") : undefined
+      const pk = typeof entry === "object" && entry !== null ? Reflect.get(entry, "partitionKey") : undefined
+      return new InvalidRecord({
+        index: 0,
+        recordId: typeof id === "string" && id.length > 0 ? id : undefined,
+        partitionKey: typeof pk === "string" && pk.length > 0 ? pk : undefined,
+        reason: `invalid dead-letter entry: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+      })
+    },
+    onRight: (fields) => new DeadLetterEntry(fields, { disableValidation: true })
+  })
+
+/**
+ * Redrives one entry through the outbox store (SPEC §5): persists {@link redriveRecord} with
+ * `replaceTerminal`, and returns the id of the record that now holds the identity — the new one, or the
+ * non-terminal record that already held it (then nothing was persisted). Every backend's `redrive`
+ * goes through it; deleting the entry is the backend's part.
+ *
+ * @since 0.1.0
+ */
+export const redriveOne = (
+  outbox: OutboxStoreService,
+  entry: DeadLetterEntry
+): Effect.Effect<string, InvalidRecord | StoreUnavailable> =>
+  outbox.persist([redriveRecord(entry)], { replaceTerminal: true }).pipe(
+    Effect.map((report) => report.persisted[0] ?? report.existingIds[0]),
+    Effect.catchTag("DuplicateRecord", (duplicate: DuplicateRecord) => Effect.succeed(duplicate.existingIds?.[0])),
+    Effect.flatMap((recordId) =>
+      recordId === undefined
+        ? Effect.dieMessage(`redrive of dead-letter entry ${entry.id}: the outbox store reported no record id`)
+        : Effect.succeed(recordId)
+    )
+  )

@@ -52,10 +52,14 @@ import {
   NotFound,
   StoreUnavailable
 } from "../../domain/OutboxError.js"
-import { DeadLetterStore, type DeadLetterStoreService } from "../../services/DeadLetterStore.js"
+import {
+  DeadLetterStore,
+  type DeadLetterStoreService,
+  redriveOne,
+  validateEntry
+} from "../../services/DeadLetterStore.js"
 import { DynamoDb, type DynamoDbError, type DynamoDbService } from "../../services/DynamoDb.js"
 import { OutboxStore, type OutboxStoreService } from "../../services/OutboxStore.js"
-import { redriveRecord, validateEntry } from "../memory/MemoryDeadLetterStore.js"
 import * as DeadLetterTable from "./DeadLetterTable.js"
 
 /**
@@ -483,15 +487,7 @@ export const fromServices = (
       const recordIds: Array<string> = []
       for (const entry of found) {
         if (entry === undefined) continue
-        const recordId = yield* outbox.persist([redriveRecord(entry)], { replaceTerminal: true }).pipe(
-          Effect.map((report) => report.persisted[0] ?? report.existingIds[0]),
-          Effect.catchTag("DuplicateRecord", (duplicate) => Effect.succeed(duplicate.existingIds?.[0]))
-        )
-        if (recordId === undefined) {
-          return yield* Effect.dieMessage(
-            `redrive of dead-letter entry ${entry.id}: the outbox store reported no record id`
-          )
-        }
+        const recordId = yield* redriveOne(outbox, entry)
         yield* deleteOne("redrive", entry.id)
         recordIds.push(recordId)
       }

@@ -14,13 +14,15 @@ import * as Either from "effect/Either"
 import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Ref from "effect/Ref"
-import * as Schema from "effect/Schema"
 import { DeadLetterEntry, type DeadLetterFilter } from "../../domain/DeadLetterEntry.js"
-import { DuplicateRecord, InvalidRecord, NotFound } from "../../domain/OutboxError.js"
-import { NewOutboxRecord } from "../../domain/OutboxRecord.js"
-import { DeadLetterStore, type DeadLetterStoreService } from "../../services/DeadLetterStore.js"
+import { DuplicateRecord, type InvalidRecord, NotFound } from "../../domain/OutboxError.js"
+import {
+  DeadLetterStore,
+  type DeadLetterStoreService,
+  redriveOne,
+  validateEntry
+} from "../../services/DeadLetterStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
 
 /**
@@ -32,8 +34,6 @@ import { OutboxStore } from "../../services/OutboxStore.js"
 export interface MemoryDeadLetterStoreOptions {}
 
 type Entries = HashMap.HashMap<string, DeadLetterEntry>
-
-const decodeEntry = Schema.decodeUnknownEither(Schema.Struct(DeadLetterEntry.fields))
 
 /**
  * A deep copy of an entry: new instance, new payload buffer, new headers object.
@@ -82,47 +82,11 @@ const select = (entries: Entries, filter: DeadLetterFilter): Array<DeadLetterEnt
 }
 
 /**
- * The fresh outbox record a redrive persists for an entry: same partition, envelope, binding, payload,
- * headers, ordering key, route and address; no id and no `createdAt`, so the store generates a
- * time-ordered id and stamps now.
+ * Shared with every dead-letter backend; defined with the port.
  *
  * @since 0.1.0
  */
-export const redriveRecord = (entry: DeadLetterEntry): NewOutboxRecord =>
-  new NewOutboxRecord(
-    {
-      partitionKey: entry.partitionKey,
-      envelopeId: entry.envelopeId,
-      bindingId: entry.bindingId,
-      payload: new Uint8Array(entry.payload),
-      headers: { ...entry.headers },
-      orderingKey: entry.orderingKey,
-      routeId: entry.routeId,
-      address: entry.address
-    },
-    { disableValidation: true }
-  )
-
-/**
- * Validates an entry handed to `write` (values may arrive as plain objects or instances built with
- * validation disabled).
- *
- * @since 0.1.0
- */
-export const validateEntry = (entry: unknown): Either.Either<DeadLetterEntry, InvalidRecord> =>
-  Either.mapBoth(decodeEntry(entry), {
-    onLeft: (error) => {
-      const id = typeof entry === "object" && entry !== null ? Reflect.get(entry, "recordId") : undefined
-      const pk = typeof entry === "object" && entry !== null ? Reflect.get(entry, "partitionKey") : undefined
-      return new InvalidRecord({
-        index: 0,
-        recordId: typeof id === "string" && id.length > 0 ? id : undefined,
-        partitionKey: typeof pk === "string" && pk.length > 0 ? pk : undefined,
-        reason: `invalid dead-letter entry: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
-      })
-    },
-    onRight: (fields) => new DeadLetterEntry(fields, { disableValidation: true })
-  })
+export { redriveRecord, validateEntry } from "../../services/DeadLetterStore.js"
 
 /**
  * Builds a memory dead-letter store over the `OutboxStore` in context (used by redrive).
@@ -207,15 +171,7 @@ export const make = (
         for (const id of unique) {
           const entry = HashMap.get(entries, id)
           if (Option.isNone(entry)) continue
-          const recordId = yield* outbox.persist([redriveRecord(entry.value)], { replaceTerminal: true }).pipe(
-            Effect.map((report) => report.persisted[0] ?? report.existingIds[0]),
-            Effect.catchTag("DuplicateRecord", (duplicate) => Effect.succeed(duplicate.existingIds?.[0]))
-          )
-          if (recordId === undefined) {
-            return yield* Effect.dieMessage(
-              `redrive of dead-letter entry ${id}: the outbox store reported no record id`
-            )
-          }
+          const recordId = yield* redriveOne(outbox, entry.value)
           yield* removeIds([id])
           recordIds.push(recordId)
         }

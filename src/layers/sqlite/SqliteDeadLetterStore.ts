@@ -28,9 +28,13 @@ import * as Schema from "effect/Schema"
 import { DeadLetterCategory, DeadLetterEntry, type DeadLetterFilter } from "../../domain/DeadLetterEntry.js"
 import { DuplicateRecord, InvalidConfiguration, NotFound, StoreUnavailable } from "../../domain/OutboxError.js"
 import { Headers } from "../../domain/OutboxRecord.js"
-import { DeadLetterStore, type DeadLetterStoreService } from "../../services/DeadLetterStore.js"
+import {
+  DeadLetterStore,
+  type DeadLetterStoreService,
+  redriveOne,
+  validateEntry
+} from "../../services/DeadLetterStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
-import { redriveRecord, validateEntry } from "../memory/MemoryDeadLetterStore.js"
 import { isBusy } from "./SqliteOutboxStore.js"
 
 /**
@@ -333,15 +337,7 @@ export const make = (
         for (const id of unique) {
           const entry = found.get(id)
           if (entry === undefined) continue
-          const recordId = yield* outbox.persist([redriveRecord(entry)], { replaceTerminal: true }).pipe(
-            Effect.map((report) => report.persisted[0] ?? report.existingIds[0]),
-            Effect.catchTag("DuplicateRecord", (duplicate) => Effect.succeed(duplicate.existingIds?.[0]))
-          )
-          if (recordId === undefined) {
-            return yield* Effect.dieMessage(
-              `redrive of dead-letter entry ${id}: the outbox store reported no record id`
-            )
-          }
+          const recordId = yield* redriveOne(outbox, entry)
           yield* sql`DELETE FROM ${table} WHERE id = ${id}`
           recordIds.push(recordId)
         }
