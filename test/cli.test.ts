@@ -17,11 +17,13 @@ import * as path from "node:path"
 import { fileURLToPath, pathToFileURL } from "node:url"
 import { afterAll } from "vitest"
 import { DeadLetterEntry } from "../src/domain/DeadLetterEntry.js"
+import * as OutboxTable from "../src/layers/dynamodb/OutboxTable.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteDeadLetterStore from "../src/layers/sqlite/SqliteDeadLetterStore.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
-import { dynamoEndpoint, randomTableName } from "./support/DynamoLocal.js"
+import * as DynamoDb from "../src/services/DynamoDb.js"
+import { dynamoEndpoint, makeTestClientConfig, randomTableName } from "./support/DynamoLocal.js"
 
 const root = fileURLToPath(new URL("..", import.meta.url))
 const main = path.join(root, "src", "programs", "cli", "main.ts")
@@ -442,6 +444,69 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
     ])
     expect(report.partitions.every((p) => (p.oldestPendingAgeMillis ?? -1) >= 0)).toBe(true)
     expect(report.deadLetters).toEqual({ poison: 0, permanent: 0, expired: 0, total: 0 })
+  })
+  it("--dynamodb-local-claim-index creates the outbox table with ClaimLocalIndex; a table without it is refused", async () => {
+    const withIndex = randomTableName("cli-lsi")
+    const withoutIndex = randomTableName("cli-no-lsi")
+    const envFor = (table: string): Record<string, string> => ({
+      OUTBOX_BACKEND: "dynamodb",
+      OUTBOX_DYNAMODB_ENDPOINT: dynamoEndpoint(),
+      OUTBOX_DYNAMODB_TABLE: table,
+      OUTBOX_DYNAMODB_DEAD_LETTER_TABLE: `${table}-dlq`,
+      AWS_ACCESS_KEY_ID: "local",
+      AWS_SECRET_ACCESS_KEY: "local",
+      AWS_EC2_METADATA_DISABLED: "true",
+      AWS_SDK_JS_NODE_VERSION_SUPPORT_WARNING_DISABLED: "true"
+    })
+    const localIndexes = (table: string) =>
+      Effect.runPromise(
+        Effect.flatMap(DynamoDb.DynamoDb, (dynamo) => dynamo.describeTable({ TableName: table })).pipe(
+          Effect.map((output) =>
+            (output.Table?.LocalSecondaryIndexes ?? []).map((index) => ({
+              name: index.IndexName,
+              keys: (index.KeySchema ?? []).map((key) => `${key.AttributeName ?? "?"} ${key.KeyType ?? "?"}`),
+              projection: index.Projection?.ProjectionType
+            }))
+          ),
+          Effect.provide(DynamoDb.layer(makeTestClientConfig()))
+        )
+      )
+    try {
+      const enqueued = await cli(["enqueue", "--dynamodb-local-claim-index"], {
+        input: lines(rec("k1", 1, { orderingKey: "a" }), rec("k1", 2, { orderingKey: "a" }), rec("k1", 3)),
+        env: envFor(withIndex)
+      })
+      expect(enqueued.code, enqueued.stderr).toBe(0)
+      expect(enqueued.stdout).toContain("enqueued 3 records")
+      expect(await localIndexes(withIndex)).toEqual([
+        { name: OutboxTable.ClaimLocalIndex, keys: ["PK HASH", "claim_sort RANGE"], projection: "ALL" }
+      ])
+      // depth counts read the local index (consistently) and see all three records
+      const inspected = await cli(["inspect", "--json", "--dynamodb-local-claim-index"], { env: envFor(withIndex) })
+      expect(inspected.code, inspected.stderr).toBe(0)
+      expect(decodeInspect(inspected.stdout).partitions.map((p) => [p.partition, p.pending])).toEqual([["k1", 3]])
+
+      // without the option the table is created without the index ...
+      const plain = await cli(["enqueue"], { input: lines(rec("k2", 1)), env: envFor(withoutIndex) })
+      expect(plain.code, plain.stderr).toBe(0)
+      expect(await localIndexes(withoutIndex)).toEqual([])
+      // ... and asking for it later (here through the environment) fails naming the missing index
+      const refused = await cli(["inspect"], {
+        env: { ...envFor(withoutIndex), OUTBOX_DYNAMODB_LOCAL_CLAIM_INDEX: "true" }
+      })
+      expect(refused.code).not.toBe(0)
+      expect(refused.stderr).toContain(OutboxTable.ClaimLocalIndex)
+      expect(refused.stderr).toContain("LSI can only be created together with the table")
+    } finally {
+      await Effect.runPromise(
+        Effect.forEach(
+          [withIndex, `${withIndex}-dlq`, withoutIndex, `${withoutIndex}-dlq`],
+          (table) =>
+            Effect.flatMap(DynamoDb.DynamoDb, (dynamo) => dynamo.deleteTable({ TableName: table })).pipe(Effect.ignore),
+          { discard: true }
+        ).pipe(Effect.provide(DynamoDb.layer(makeTestClientConfig())))
+      )
+    }
   })
   it("exports spans over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set", async () => {
     const file = freshFile()

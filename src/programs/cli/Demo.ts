@@ -144,7 +144,8 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
       dynamodbRegion: "us-east-1",
       dynamodbTable: "effect-outbox",
       dynamodbDeadLetterTable: "effect-outbox-dead-letter",
-      dynamodbEnsureTables: false
+      dynamodbEnsureTables: false,
+      dynamodbLocalClaimIndex: false
     }
     const perRelay = Math.ceil(partitions / 2)
 

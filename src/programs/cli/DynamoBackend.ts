@@ -72,7 +72,10 @@ const dynamoProbe = (tableName: string): Layer.Layer<Probe, never, DynamoDb.Dyna
   )
 
 /**
- * The DynamoDB stores and probe for the settings (tables created when missing unless disabled).
+ * The DynamoDB stores and probe for the settings (tables created when missing unless disabled). With
+ * `dynamodbLocalClaimIndex` the outbox store claims through `ClaimLocalIndex` and a table it creates gets
+ * that index; the outbox store is built before the lease store (same table), so that the table is created
+ * with the index rather than without it by the lease store.
  *
  * @since 0.1.0
  */
@@ -82,14 +85,15 @@ export const layer = (settings: StoreSettings): Layer.Layer<Stores, unknown> => 
     ...(Option.isSome(settings.dynamodbEndpoint) ? { endpoint: settings.dynamodbEndpoint.value } : {})
   })
   const ensureTable = settings.dynamodbEnsureTables
-  const outbox = DynamoDbOutboxStore.layerWith({ tableName: settings.dynamodbTable, ensureTable })
-  const dlq = Layer.provideMerge(
+  const outbox = DynamoDbOutboxStore.layerWith({
+    tableName: settings.dynamodbTable,
+    ensureTable,
+    localClaimIndex: settings.dynamodbLocalClaimIndex
+  })
+  const dlqAndLeases = Layer.merge(
     DynamoDbDeadLetterStore.layerWith({ tableName: settings.dynamodbDeadLetterTable, ensureTable }),
-    outbox
+    DynamoDbLeaseStore.layerWith({ tableName: settings.dynamodbTable, ensureTable })
   )
-  const stores = Layer.provideMerge(
-    dynamoProbe(settings.dynamodbTable),
-    Layer.merge(dlq, DynamoDbLeaseStore.layerWith({ tableName: settings.dynamodbTable, ensureTable }))
-  )
+  const stores = Layer.provideMerge(dynamoProbe(settings.dynamodbTable), Layer.provideMerge(dlqAndLeases, outbox))
   return stores.pipe(Layer.provide(client))
 }

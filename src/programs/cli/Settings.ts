@@ -62,6 +62,12 @@ export interface StoreSettings {
   readonly dynamodbDeadLetterTable: string
   /** Create the DynamoDB tables when missing. */
   readonly dynamodbEnsureTables: boolean
+  /**
+   * Claim through the local secondary index `ClaimLocalIndex` (consistent, age-ordered, O(limit) reads for
+   * keyed partitions too). A table created by the CLI then gets the index; an existing table must already
+   * have it (an LSI can only be created with the table), else opening the store fails naming the index.
+   */
+  readonly dynamodbLocalClaimIndex: boolean
 }
 
 /**
@@ -92,7 +98,8 @@ const nonEmpty = (name: string): Config.Config<string> => Config.nested(trimmed,
 
 /**
  * The store settings as a `Config` (paths `backend`, `sqlite.file`, `sqlite.synchronous`, `dynamodb.endpoint`,
- * `dynamodb.region`, `dynamodb.table`, `dynamodb.deadLetterTable`, `dynamodb.ensureTables`).
+ * `dynamodb.region`, `dynamodb.table`, `dynamodb.deadLetterTable`, `dynamodb.ensureTables`,
+ * `dynamodb.localClaimIndex`).
  *
  * @since 0.1.0
  */
@@ -110,7 +117,8 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
     Config.nested("dynamodb"),
     Config.withDefault("effect-outbox-dead-letter")
   ),
-  dynamodbEnsureTables: Config.boolean("ensureTables").pipe(Config.nested("dynamodb"), Config.withDefault(true))
+  dynamodbEnsureTables: Config.boolean("ensureTables").pipe(Config.nested("dynamodb"), Config.withDefault(true)),
+  dynamodbLocalClaimIndex: Config.boolean("localClaimIndex").pipe(Config.nested("dynamodb"), Config.withDefault(false))
 })
 
 /**

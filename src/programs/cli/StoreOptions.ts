@@ -48,6 +48,13 @@ export const storeOptions = {
   dynamodbDeadLetterTable: Options.text("dynamodb-dlq-table").pipe(
     Options.withDescription("Dead-letter table (default effect-outbox-dead-letter)"),
     Options.optional
+  ),
+  dynamodbLocalClaimIndex: Options.boolean("dynamodb-local-claim-index").pipe(
+    Options.withDescription(
+      "Claim through the local secondary index ClaimLocalIndex (age order for keyed partitions in O(limit) " +
+        "reads); a new table is created with it, an existing table must already have it " +
+        "(env OUTBOX_DYNAMODB_LOCAL_CLAIM_INDEX)"
+    )
   )
 }
 
@@ -65,6 +72,8 @@ export interface StoreFlags {
   readonly dynamodbRegion: Option.Option<string>
   readonly dynamodbTable: Option.Option<string>
   readonly dynamodbDeadLetterTable: Option.Option<string>
+  /** `--dynamodb-local-claim-index` given (absent leaves the environment or config file to decide). */
+  readonly dynamodbLocalClaimIndex: boolean
 }
 
 /**
@@ -93,7 +102,8 @@ export const storeFlagEntries = (flags: StoreFlags): Map<string, string> =>
     ["dynamodb.endpoint", flags.dynamodbEndpoint],
     ["dynamodb.region", flags.dynamodbRegion],
     ["dynamodb.table", flags.dynamodbTable],
-    ["dynamodb.deadLetterTable", flags.dynamodbDeadLetterTable]
+    ["dynamodb.deadLetterTable", flags.dynamodbDeadLetterTable],
+    ["dynamodb.localClaimIndex", flags.dynamodbLocalClaimIndex ? Option.some("true") : Option.none()]
   ])
 
 /**
