@@ -310,6 +310,38 @@ describe("listPartitions (R-READ-3)", () => {
       expect(yield* listed).toContain(pk)
     }).pipe(Effect.provide(storeLayer(faults)))
   })
+  it.effect(
+    "a persist whose listing update failed after its puts is listed again by the retry the caller makes",
+    () => {
+      const faults = new Faulty.Faults()
+      const pk = partition("relist-retry")
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* store.persist([record(pk, { envelopeId: "e", orderingKey: "K" })])
+        const batch = yield* store.claim(pk, token(1), 1)
+        yield* store.complete(
+          batch.records.map((r) => r.id),
+          token(1)
+        )
+        expect((yield* store.claim(pk, token(1), 1)).records).toHaveLength(0)
+        expect(yield* listed).not.toContain(pk)
+        // the seq allocation passes, the put passes, the listing update is throttled
+        faults.match = (operation) => operation === "UpdateItem"
+        faults.after = 1
+        faults.burst = 1
+        faults.enabled = true
+        const failed = yield* Effect.flip(store.persist([record(pk, { envelopeId: "f", orderingKey: "K" })]))
+        faults.clear()
+        expect(failed._tag).toBe("StoreUnavailable")
+        expect(faults.injected).toBe(1)
+        // the record is stored; the caller retries: everything is a duplicate, and the partition is listed
+        const retry = yield* Effect.flip(store.persist([record(pk, { envelopeId: "f", orderingKey: "K" })]))
+        expect(retry._tag).toBe("DuplicateRecord")
+        expect(yield* listed).toContain(pk)
+        expect((yield* store.claim(pk, token(1), 1)).records.map((r) => r.envelopeId)).toEqual(["f"])
+      }).pipe(Effect.provide(storeLayer(faults)))
+    }
+  )
 })
 
 describe("schema preflight", () => {

@@ -291,20 +291,62 @@ export class OutboxModel {
       staleClaimAfterMillis: this.staleClaimAfterMillis
     })
     const now = DateTime.unsafeMake(nowMillis)
-    const records = selected.map((record) => {
-      const claimed: ModelRecord = {
-        ...record,
-        status: "claimed",
-        claimedBy: Option.some(token.owner),
-        claimVersion: token.version,
-        claimedAt: Option.some(now),
-        firstAttemptedAt: Option.isSome(record.firstAttemptedAt) ? record.firstAttemptedAt : Option.some(now),
-        replayCount: record.replayCount + 1
-      }
-      this.records.set(claimed.id, claimed)
-      return claimed
-    })
+    const records = selected.map((record) => this.markClaimed(record, token, now))
     return success({ records, partitionBefore })
+  }
+
+  /**
+   * Applies a claim whose result was observed rather than predicted (a short batch under faults, R-CLAIM-8,
+   * or records claimed before the fence was lost): the fence check and raise of `claim`, then exactly the
+   * records `ids` become claimed by the token, in the given order. The caller checks beforehand that they
+   * were a legal choice (claimable, head-of-line).
+   */
+  claimExactly(
+    partitionKey: string,
+    token: LeaseToken.LeaseTokenLike,
+    ids: ReadonlyArray<string>,
+    nowMillis: number
+  ): Outcome<ReadonlyArray<ModelRecord>> {
+    const fenced = this.fence(partitionKey, token)
+    if (fenced._tag === "Failure") return failure(fenced.error, fenced.reason)
+    const now = DateTime.unsafeMake(nowMillis)
+    const records: Array<ModelRecord> = []
+    for (const id of ids) {
+      const record = this.records.get(id)
+      if (record === undefined || record.partitionKey !== partitionKey) {
+        return failure("InvalidRecord", `record ${id} is not in partition ${partitionKey}`)
+      }
+      records.push(this.markClaimed(record, token, now))
+    }
+    return success(records)
+  }
+
+  /** Raises the partition's fence high-water mark to `version` (never lowers it), as another owner's claim would. */
+  raiseFence(partitionKey: string, version: number): void {
+    const state = this.partition(partitionKey)
+    state.highWaterMark = Math.max(state.highWaterMark, version)
+  }
+
+  private markClaimed(record: ModelRecord, token: LeaseToken.LeaseTokenLike, now: DateTime.Utc): ModelRecord {
+    const claimed: ModelRecord = {
+      ...record,
+      status: "claimed",
+      claimedBy: Option.some(token.owner),
+      claimVersion: token.version,
+      claimedAt: Option.some(now),
+      firstAttemptedAt: Option.isSome(record.firstAttemptedAt) ? record.firstAttemptedAt : Option.some(now),
+      replayCount: record.replayCount + 1
+    }
+    this.records.set(claimed.id, claimed)
+    return claimed
+  }
+
+  /** Marks exactly `ids` expired (observed under faults: an expire that stopped part-way, R-EXP-1). */
+  expireExactly(ids: ReadonlyArray<string>): void {
+    for (const id of ids) {
+      const record = this.records.get(id)
+      if (record !== undefined) this.records.set(id, { ...record, status: "expired" })
+    }
   }
 
   private matching(ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike): Outcome<ReadonlyArray<ModelRecord>> {

@@ -3,6 +3,9 @@
  * Local never takes by itself (SPEC §3.3): transaction conflicts, throttling of the k-th transaction, a
  * fence raised by someone else mid-batch, and a ClaimIndex view that lags behind the table.
  *
+ * It also injects random throttles and transaction conflicts at a rate (`enabled`, `rate`, `burst`), for
+ * the fault histories of `test/properties/dynamodbFaults.property.test.ts`.
+ *
  * Build a {@link Faults} controller, set the faults a test needs (fields are plain and mutable; change
  * them between operations), and provide {@link layer} on top of a real DynamoDb layer:
  * `Faulty.layer(faults).pipe(Layer.provide(DynamoDb.layer(config)))`.
@@ -36,6 +39,24 @@ export class Faults {
   /** Ask DynamoDB for consumed capacity on reads and sum it in `readCapacity`. */
   captureCapacity = false
 
+  /**
+   * Random faults for generated histories: while `enabled`, each request whose operation `match`es fails
+   * before it reaches DynamoDB (nothing applied) with probability `rate`, and the first `burst` matching
+   * requests fail whatever the rate. A failing TransactWriteItems is cancelled with `TransactionConflict`
+   * with probability `conflictShare`, else throttled; any other operation is throttled.
+   */
+  enabled = false
+  rate = 0
+  burst = 0
+  /** The first this-many matching requests pass untouched (faults strike later in an operation). */
+  after = 0
+  conflictShare = 0.5
+  match: (operation: string) => boolean = () => true
+  random: () => number = Math.random
+  /** Random faults injected since the last `reset` (`injectedConflicts` of them conflicts). */
+  injected = 0
+  injectedConflicts = 0
+
   /** Counters since the last `reset`. */
   transactions = 0
   queries = 0
@@ -57,6 +78,8 @@ export class Faults {
     this.itemsRead = 0
     this.readCapacity = 0
     this.requests = 0
+    this.injected = 0
+    this.injectedConflicts = 0
   }
 
   /** Clears every fault. */
@@ -68,6 +91,10 @@ export class Faults {
     this.beforeQuery = undefined
     this.recordIdIndexMisses = 0
     this.failQueryAt = undefined
+    this.enabled = false
+    this.rate = 0
+    this.burst = 0
+    this.after = 0
   }
 }
 
@@ -93,13 +120,32 @@ const fabricated = (
 
 /** Wraps a DynamoDb service with the faults and counters of `faults`. */
 export const decorate = (inner: DynamoDbService, faults: Faults): DynamoDbService => {
-  const count = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-    Effect.zipRight(
-      Effect.sync(() => {
-        faults.requests++
-      }),
-      effect
-    )
+  /** The random fault for this request, if one is drawn (see {@link Faults.rate}). */
+  const randomFault = (operation: string): DynamoDbError | undefined => {
+    if (!faults.enabled || !faults.match(operation)) return undefined
+    if (faults.after > 0) {
+      faults.after--
+      return undefined
+    }
+    const fail = faults.burst > 0 || faults.random() < faults.rate
+    if (!fail) return undefined
+    if (faults.burst > 0) faults.burst--
+    faults.injected++
+    if (operation === "TransactWriteItems" && faults.random() < faults.conflictShare) {
+      faults.injectedConflicts++
+      return fabricated("TransactionCanceled", "TransactionCanceledException", operation, [
+        "None",
+        "TransactionConflict"
+      ])
+    }
+    return fabricated("Throttling", "ThrottlingException", operation)
+  }
+  const count = <A, E>(effect: Effect.Effect<A, E>, operation: string): Effect.Effect<A, E | DynamoDbError> =>
+    Effect.suspend((): Effect.Effect<A, E | DynamoDbError> => {
+      faults.requests++
+      const fault = randomFault(operation)
+      return fault === undefined ? effect : Effect.fail(fault)
+    })
   return DynamoDb.of({
     ...inner,
     getItem: (input) =>
@@ -112,12 +158,13 @@ export const decorate = (inner: DynamoDbService, faults: Faults): DynamoDbServic
               faults.readCapacity += sumCapacity(output.ConsumedCapacity)
             })
           )
-        )
+        ),
+        "GetItem"
       ),
-    putItem: (input) => count(inner.putItem(input)),
-    updateItem: (input) => count(inner.updateItem(input)),
-    deleteItem: (input) => count(inner.deleteItem(input)),
-    batchWriteItem: (input) => count(inner.batchWriteItem(input)),
+    putItem: (input) => count(inner.putItem(input), "PutItem"),
+    updateItem: (input) => count(inner.updateItem(input), "UpdateItem"),
+    deleteItem: (input) => count(inner.deleteItem(input), "DeleteItem"),
+    batchWriteItem: (input) => count(inner.batchWriteItem(input), "BatchWriteItem"),
     query: (input) =>
       count(
         Effect.gen(function* () {
@@ -142,7 +189,8 @@ export const decorate = (inner: DynamoDbService, faults: Faults): DynamoDbServic
           }
           const Items = output.Items.filter((item) => !hide(item))
           return { ...output, Items, Count: Items.length }
-        })
+        }),
+        "Query"
       ),
     transactWriteItems: (input) =>
       count(
@@ -169,7 +217,8 @@ export const decorate = (inner: DynamoDbService, faults: Faults): DynamoDbServic
             ])
           }
           return yield* inner.transactWriteItems(input)
-        })
+        }),
+        "TransactWriteItems"
       )
   })
 }
