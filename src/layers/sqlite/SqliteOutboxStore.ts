@@ -33,6 +33,7 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
@@ -43,13 +44,18 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
-import * as Ref from "effect/Ref"
 import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as ClaimOrder from "../../domain/ClaimOrder.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
-import { type CorruptRecord, InvalidConfiguration, InvalidRecord, StoreUnavailable } from "../../domain/OutboxError.js"
+import {
+  type CorruptRecord,
+  InvalidConfiguration,
+  InvalidRecord,
+  type StaleFencingToken,
+  StoreUnavailable
+} from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
 import {
   type Backend,
@@ -84,7 +90,7 @@ const partitionPage = 100
 /** Statements per retention sweep. */
 const sweepStatements = 20
 
-/** Row decoders, compiled once. */
+/** Row decoders, compiled once: they only run to describe a row that failed its structural check. */
 const rowsOf = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknownEither(Schema.Array(schema))
 const decodeFence = rowsOf(Schema.Struct({ max_version: Schema.Number }))
 const decodeSeq = rowsOf(Schema.Struct({ seq_counter: Schema.Number }))
@@ -92,6 +98,40 @@ const decodePartitions = rowsOf(Schema.Struct({ partition_key: Schema.String }))
 const decodeIds = rowsOf(SqliteOutboxSchema.IdRow)
 const decodeIdentities = rowsOf(SqliteOutboxSchema.IdentityRow)
 const decodeCount = rowsOf(SqliteOutboxSchema.CountRow)
+
+/**
+ * Reads one column of every row. A row whose column fails `check` (a subset of what `decode`'s schema
+ * accepts) sends the whole result through `decode`, which then accepts it or describes the problem as
+ * a `StoreUnavailable`: acceptance is the schema's, without running it on well-formed results.
+ */
+const columnOf =
+  <A>(
+    column: string,
+    check: (u: unknown) => u is A,
+    decode: (rows: unknown) => Either.Either<ReadonlyArray<Record<string, A>>, ParseResult.ParseError>
+  ) =>
+  (operation: string, rows: ReadonlyArray<unknown>): Either.Either<Array<A>, StoreUnavailable> => {
+    const out: Array<A> = []
+    for (const row of rows) {
+      const value: unknown = typeof row === "object" && row !== null ? Reflect.get(row, column) : undefined
+      if (!check(value)) {
+        const decoded = decode(rows)
+        return Either.isRight(decoded)
+          ? Either.right(decoded.right.map((r) => r[column]).filter((v): v is A => v !== undefined))
+          : Either.left(new StoreUnavailable({ operation, cause: decoded.left }))
+      }
+      out.push(value)
+    }
+    return Either.right(out)
+  }
+
+const isString = (u: unknown): u is string => typeof u === "string"
+const isNumber = (u: unknown): u is number => typeof u === "number"
+const idsOf = columnOf("id", isString, decodeIds)
+const fenceOf = columnOf("max_version", isNumber, decodeFence)
+const seqOf = columnOf("seq_counter", isNumber, decodeSeq)
+const partitionsOf = columnOf("partition_key", isString, decodePartitions)
+const countOf = columnOf("n", isNumber, decodeCount)
 
 /**
  * True for a SQL failure caused by another connection's lock (`SQLITE_BUSY*`, `SQLITE_LOCKED*`).
@@ -133,13 +173,33 @@ const candidateOf = (decoded: SqliteOutboxSchema.DecodedRow): Candidate => {
 }
 
 const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
+  if (items.length <= size) return [items]
   const out: Array<ReadonlyArray<A>> = []
   for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
   return out
 }
 
+/** Lifts an `Either` into an effect without an extra step for the common `Right`. */
+const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
+  Either.isRight(either) ? Effect.succeed(either.right) : Effect.fail(either.left)
+
+/** Statements of the store's own transactions (never interpolated with values). */
+const control = {
+  begin: "BEGIN",
+  commit: "COMMIT",
+  rollback: "ROLLBACK",
+  savepoint: "SAVEPOINT outbox_store",
+  release: "RELEASE SAVEPOINT outbox_store",
+  rollbackSavepoint: "ROLLBACK TO SAVEPOINT outbox_store"
+} as const
+
 /**
  * Builds the SQLite outbox store on the `SqlClient` in context, running the migrations first.
+ *
+ * Statements run on the client's connection directly (`SqlClient.reserve`, or the connection of the
+ * caller's `sql.withTransaction`), without the client's per-statement span and scope: every public
+ * operation already has one span (from the store core), and a claim or persist issues several
+ * statements.
  *
  * @since 0.1.0
  */
@@ -165,28 +225,100 @@ export const make = (
     )
 
     const st = SqliteOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
-    const lastSweep = yield* Ref.make(yield* Clock.currentTimeMillis)
+    /** When the last retention sweep ran (plain state: only read and set between effects). */
+    let lastSweep = yield* Clock.currentTimeMillis
 
-    /** Runs a statement and decodes its rows with `schema` (a row that does not decode is a store failure). */
-    const query = <A>(
-      operation: string,
-      decode: (rows: unknown) => Either.Either<ReadonlyArray<A>, ParseResult.ParseError>,
+    /** Runs one statement on a connection; rows come back untransformed (the store names its columns). */
+    const run = (
+      conn: Connection,
       text: string,
       params: ReadonlyArray<unknown>
-    ): Effect.Effect<ReadonlyArray<A>, SqlError | StoreUnavailable> =>
-      Effect.flatMap(sql.unsafe<object>(text, params), (rows) => {
-        const decoded = decode(rows)
-        return Either.isRight(decoded)
-          ? Effect.succeed(decoded.right)
-          : Effect.fail(new StoreUnavailable({ operation, cause: decoded.left }))
-      })
+    ): Effect.Effect<ReadonlyArray<unknown>, SqlError> => conn.execute(text, params, undefined)
+
+    /** Runs `f` on the caller's transaction connection when there is one, else on a reserved connection. */
+    const withConnection = <A, E>(
+      f: (conn: Connection, inTransaction: boolean) => Effect.Effect<A, E>
+    ): Effect.Effect<A, E | SqlError> =>
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+        Option.isSome(outer)
+          ? f(outer.value[0], true)
+          : Effect.scoped(Effect.flatMap(sql.reserve, (conn) => f(conn, false)))
+      )
+
+    /** Undoes a transaction or savepoint after a failure; a failing rollback is logged, the failure kept. */
+    const undo = (conn: Connection, nested: boolean): Effect.Effect<void> =>
+      (nested
+        ? Effect.zipRight(run(conn, control.rollbackSavepoint, []), run(conn, control.release, []))
+        : run(conn, control.rollback, [])
+      ).pipe(
+        Effect.asVoid,
+        Effect.catchAll((error) => Effect.logWarning("outbox rollback failed", error))
+      )
+
+    /**
+     * Runs `body` in a transaction on one connection: `BEGIN … COMMIT`, or a savepoint inside the
+     * caller's `sql.withTransaction` (R-PERSIST-6). On any failure (also of `COMMIT`) it is rolled back
+     * and the failure returned. The body is a short run of statements and is not interrupted half-way.
+     */
+    const inTransaction = <A, E>(
+      body: (conn: Connection) => Effect.Effect<A, E | SqlError>
+    ): Effect.Effect<A, E | SqlError> =>
+      withConnection((conn, nested) =>
+        Effect.uninterruptible(
+          Effect.flatMap(run(conn, nested ? control.savepoint : control.begin, []), () =>
+            Effect.matchCauseEffect(body(conn), {
+              onFailure: (cause) => Effect.zipRight(undo(conn, nested), Effect.failCause(cause)),
+              onSuccess: (value) =>
+                Effect.matchEffect(run(conn, nested ? control.release : control.commit, []), {
+                  onFailure: (error) => Effect.zipRight(undo(conn, nested), Effect.fail(error)),
+                  onSuccess: () => Effect.succeed(value)
+                })
+            })
+          )
+        )
+      )
+
+    /**
+     * Runs `body` in a transaction (a savepoint inside a caller's transaction), retrying busy failures
+     * only when the store owns the transaction, and turns SQL failures into `StoreUnavailable`.
+     */
+    const transact = <A, E extends { readonly _tag: string }>(
+      operation: string,
+      partitionKey: string | undefined,
+      body: (conn: Connection) => Effect.Effect<A, E | SqlError>
+    ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
+        const tx = inTransaction(body)
+        return Option.isSome(outer) ? tx : Effect.retry(tx, { schedule: busyRetry, while: isBusy })
+      }).pipe(unavailable(operation, partitionKey))
+
+    /** Runs `body` on a connection outside any transaction of the store's, retrying busy failures. */
+    const standalone = <A, E extends { readonly _tag: string }>(
+      operation: string,
+      partitionKey: string | undefined,
+      body: (conn: Connection) => Effect.Effect<A, E | SqlError>
+    ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
+      Effect.retry(withConnection(body), { schedule: busyRetry, while: isBusy }).pipe(
+        unavailable(operation, partitionKey)
+      )
+
+    /** Runs a statement and reads one column of its rows (`StoreUnavailable` when a row lacks it). */
+    const select = <A>(
+      read: (operation: string, rows: ReadonlyArray<unknown>) => Either.Either<Array<A>, StoreUnavailable>,
+      operation: string,
+      conn: Connection,
+      text: string,
+      params: ReadonlyArray<unknown>
+    ): Effect.Effect<Array<A>, SqlError | StoreUnavailable> =>
+      Effect.flatMap(run(conn, text, params), (rows) => fromEither(read(operation, rows)))
 
     /** Runs a statement returning outbox rows and decodes them into records (`CorruptRecord` on a bad row). */
     const records = (
+      conn: Connection,
       text: string,
       params: ReadonlyArray<unknown>
     ): Effect.Effect<Array<OutboxRecord.OutboxRecord>, SqlError | CorruptRecord> =>
-      Effect.flatMap(sql.unsafe<object>(text, params), (rows) => {
+      Effect.flatMap(run(conn, text, params), (rows) => {
         const out: Array<OutboxRecord.OutboxRecord> = []
         for (const row of rows) {
           const decoded = SqliteOutboxSchema.decodeRow(row)
@@ -196,53 +328,39 @@ export const make = (
         return Effect.succeed(out)
       })
 
-    /**
-     * Runs `effect` in a transaction (a savepoint inside a caller's transaction), retrying busy failures
-     * only when the store owns the transaction, and turns SQL failures into `StoreUnavailable`.
-     */
-    const transact = <A, E extends { readonly _tag: string }>(
-      operation: string,
-      partitionKey: string | undefined,
-      effect: Effect.Effect<A, E | SqlError>
-    ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
-      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
-        const tx = sql.withTransaction(effect)
-        return Option.isSome(outer) ? tx : Effect.retry(tx, { schedule: busyRetry, while: isBusy })
-      }).pipe(unavailable(operation, partitionKey))
-
-    /** Retries busy failures of a statement outside any transaction and maps SQL failures. */
-    const standalone = <A, E extends { readonly _tag: string }>(
-      operation: string,
-      partitionKey: string | undefined,
-      effect: Effect.Effect<A, E | SqlError>
-    ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
-      Effect.retry(effect, { schedule: busyRetry, while: isBusy }).pipe(unavailable(operation, partitionKey))
-
     /** Raises the partition's fence to the token's version, or fails when the token is below it. */
-    const raiseFence = (operation: string, partitionKey: string, token: LeaseToken.LeaseTokenLike) =>
-      Effect.gen(function* () {
-        const accepted = yield* query(operation, decodeFence, st.raiseFence, [partitionKey, token.version])
-        if (accepted.length > 0) return
-        const current = yield* query(operation, decodeFence, st.readFence, [partitionKey])
-        return yield* belowHighWaterMark(operation, partitionKey, token, current[0]?.max_version ?? token.version)
-      })
+    const raiseFence = (
+      conn: Connection,
+      operation: string,
+      partitionKey: string,
+      token: LeaseToken.LeaseTokenLike
+    ): Effect.Effect<void, SqlError | StoreUnavailable | StaleFencingToken> =>
+      Effect.flatMap(select(fenceOf, operation, conn, st.raiseFence, [partitionKey, token.version]), (accepted) =>
+        accepted.length > 0
+          ? Effect.void
+          : Effect.flatMap(select(fenceOf, operation, conn, st.readFence, [partitionKey]), (current) =>
+              Effect.fail(belowHighWaterMark(operation, partitionKey, token, current[0] ?? token.version))
+            )
+      )
 
     /** Deletes terminal records older than the retention, at most once per sweep interval. */
-    const maybeSweep = Effect.gen(function* () {
-      const now = yield* Clock.currentTimeMillis
-      const due = yield* Ref.modify(lastSweep, (last) =>
-        now - last >= sweepIntervalMillis ? [true, now] : [false, last]
+    const sweep = (now: number) =>
+      Effect.gen(function* () {
+        const cutoff = now - retentionMillis
+        for (let i = 0; i < sweepStatements; i++) {
+          const deleted = yield* standalone("sweep", undefined, (conn) => run(conn, st.sweep, [cutoff, sweepChunk]))
+          if (deleted.length < sweepChunk) break
+        }
+      }).pipe(
+        Effect.catchAll((error) => Effect.logWarning("outbox retention sweep failed", error)),
+        Effect.annotateLogs("backend", "sqlite")
       )
-      if (!due) return
-      const cutoff = now - retentionMillis
-      for (let i = 0; i < sweepStatements; i++) {
-        const deleted = yield* standalone("sweep", undefined, sql.unsafe<object>(st.sweep, [cutoff, sweepChunk]))
-        if (deleted.length < sweepChunk) break
-      }
-    }).pipe(
-      Effect.catchAll((error) => Effect.logWarning("outbox retention sweep failed", error)),
-      Effect.annotateLogs("backend", "sqlite")
-    )
+
+    const maybeSweep = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      if (now - lastSweep < sweepIntervalMillis) return Effect.void
+      lastSweep = now
+      return sweep(now)
+    })
 
     const idReused = (record: OutboxRecord.PreparedRecord, index: number): InvalidRecord =>
       new InvalidRecord({
@@ -253,169 +371,193 @@ export const make = (
       })
 
     /** Fails with `InvalidRecord` when the record's id is stored under another identity. */
-    const rejectIdHeldByOther = (record: OutboxRecord.PreparedRecord, index: number) =>
-      Effect.flatMap(query("persist", decodeIdentities, st.findById, [record.id]), (holders) => {
-        const holder = holders[0]
-        return holder !== undefined &&
-          OutboxRecord.identityKey({
-            partitionKey: holder.partition_key,
-            envelopeId: holder.envelope_id,
-            bindingId: holder.binding_id
-          }) !== OutboxRecord.identityKey(record)
-          ? Effect.fail(idReused(record, index))
-          : Effect.void
+    const rejectIdHeldByOther = (
+      conn: Connection,
+      record: OutboxRecord.PreparedRecord,
+      index: number
+    ): Effect.Effect<void, SqlError | StoreUnavailable | InvalidRecord> =>
+      Effect.flatMap(
+        run(conn, st.findById, [record.id]),
+        (rows): Effect.Effect<void, StoreUnavailable | InvalidRecord> => {
+          if (rows.length === 0) return Effect.void
+          const holders = decodeIdentities(rows)
+          if (Either.isLeft(holders)) {
+            return Effect.fail(new StoreUnavailable({ operation: "persist", cause: holders.left }))
+          }
+          const holder = holders.right[0]
+          return holder !== undefined &&
+            OutboxRecord.identityKey({
+              partitionKey: holder.partition_key,
+              envelopeId: holder.envelope_id,
+              bindingId: holder.binding_id
+            }) !== OutboxRecord.identityKey(record)
+            ? Effect.fail(idReused(record, index))
+            : Effect.void
+        }
+      )
+
+    const persistIn = (
+      conn: Connection,
+      batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
+      replaceTerminal: boolean
+    ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
+      Effect.gen(function* () {
+        // in-batch duplicates: the first record of an identity wins (R-PERSIST-3)
+        const firstOfIdentity = new Map<string, number>()
+        const unique: Array<{ readonly record: OutboxRecord.PreparedRecord; readonly index: number }> = []
+        const duplicateOf: Array<{ readonly index: number; readonly first: number }> = []
+        const perPartition = new Map<string, number>()
+        batch.forEach((record, index) => {
+          const identity = OutboxRecord.identityKey(record)
+          const first = firstOfIdentity.get(identity)
+          if (first === undefined) {
+            firstOfIdentity.set(identity, index)
+            unique.push({ record, index })
+            perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
+          } else {
+            duplicateOf.push({ index, first })
+          }
+        })
+        // seq blocks from the fence row, in the same transaction (R-PERSIST-4); gaps are allowed
+        const nextSeq = new Map<string, number>()
+        for (const [partitionKey, count] of perPartition) {
+          const last = (yield* select(seqOf, "persist", conn, st.allocateSeq, [partitionKey, count]))[0]
+          if (last === undefined) {
+            return yield* new StoreUnavailable({ operation: "persist", partitionKey, cause: "no seq allocated" })
+          }
+          nextSeq.set(partitionKey, last - count + 1)
+        }
+        if (replaceTerminal) {
+          // an id held by another identity is rejected against the state before the batch, also when
+          // that holder is a terminal record this batch replaces (as the model and memory store do)
+          for (const { record, index } of unique) yield* rejectIdHeldByOther(conn, record, index)
+          for (const { record } of unique) {
+            yield* run(conn, st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])
+          }
+        }
+        const inserted = new Set<string>()
+        for (const chunk of chunksOf(unique, SqliteOutboxSchema.insertChunk)) {
+          const values: Array<unknown> = []
+          for (const { record } of chunk) {
+            const seq = nextSeq.get(record.partitionKey) ?? 0
+            nextSeq.set(record.partitionKey, seq + 1)
+            SqliteOutboxSchema.pushInsertValues(values, record, seq)
+          }
+          for (const id of yield* select(idsOf, "persist", conn, st.insert(chunk.length), values)) inserted.add(id)
+        }
+        if (inserted.size === unique.length && duplicateOf.length === 0) {
+          // the common case: every record is new
+          return { persisted: unique.map(({ record }) => record.id), skipped: [], existingIds: [] }
+        }
+        // not inserted: an existing identity (skip) or an id held by a different identity (reject)
+        const notInserted = [
+          ...unique.filter(({ record }) => !inserted.has(record.id)),
+          ...duplicateOf.flatMap(({ index }) => {
+            const record = batch[index]
+            return record === undefined ? [] : [{ record, index }]
+          })
+        ].sort((a, b) => a.index - b.index)
+        for (const { record, index } of notInserted) yield* rejectIdHeldByOther(conn, record, index)
+        const holderOf = new Map<number, string>()
+        for (const { record, index } of unique) {
+          if (inserted.has(record.id)) {
+            holderOf.set(index, record.id)
+            continue
+          }
+          const holder = yield* select(idsOf, "persist", conn, st.findIdentity, [
+            record.partitionKey,
+            record.envelopeId,
+            record.bindingId
+          ])
+          const existing = holder[0]
+          if (existing === undefined) return yield* idReused(record, index)
+          holderOf.set(index, existing)
+        }
+        const skipped: Array<{ readonly index: number; readonly id: string; readonly existing: string }> = []
+        for (const { record, index } of unique) {
+          if (!inserted.has(record.id)) skipped.push({ index, id: record.id, existing: holderOf.get(index) ?? "" })
+        }
+        for (const { index, first } of duplicateOf) {
+          const record = batch[index]
+          if (record !== undefined) skipped.push({ index, id: record.id, existing: holderOf.get(first) ?? "" })
+        }
+        skipped.sort((a, b) => a.index - b.index)
+        const report: PersistReport = {
+          persisted: unique.filter(({ record }) => inserted.has(record.id)).map(({ record }) => record.id),
+          skipped: skipped.map((s) => s.id),
+          existingIds: skipped.map((s) => s.existing)
+        }
+        return report
       })
 
     const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
-      transact(
-        "persist",
-        batch[0]?.partitionKey,
-        Effect.gen(function* () {
-          // in-batch duplicates: the first record of an identity wins (R-PERSIST-3)
-          const firstOfIdentity = new Map<string, number>()
-          const unique: Array<{ readonly record: OutboxRecord.PreparedRecord; readonly index: number }> = []
-          const duplicateOf: Array<{ readonly index: number; readonly first: number }> = []
-          batch.forEach((record, index) => {
-            const identity = OutboxRecord.identityKey(record)
-            const first = firstOfIdentity.get(identity)
-            if (first === undefined) {
-              firstOfIdentity.set(identity, index)
-              unique.push({ record, index })
-            } else {
-              duplicateOf.push({ index, first })
-            }
-          })
-          // seq blocks from the fence row, in the same transaction (R-PERSIST-4); gaps are allowed
-          const perPartition = new Map<string, number>()
-          for (const { record } of unique) {
-            perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
-          }
-          const nextSeq = new Map<string, number>()
-          for (const [partitionKey, count] of perPartition) {
-            const rows = yield* query("persist", decodeSeq, st.allocateSeq, [partitionKey, count])
-            const last = rows[0]?.seq_counter
-            if (last === undefined) {
-              return yield* new StoreUnavailable({ operation: "persist", partitionKey, cause: "no seq allocated" })
-            }
-            nextSeq.set(partitionKey, last - count + 1)
-          }
-          if (replaceTerminal) {
-            // an id held by another identity is rejected against the state before the batch, also when
-            // that holder is a terminal record this batch replaces (as the model and memory store do)
-            for (const { record, index } of unique) yield* rejectIdHeldByOther(record, index)
-            for (const { record } of unique) {
-              yield* sql.unsafe(st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])
-            }
-          }
-          const inserted = new Set<string>()
-          for (const chunk of chunksOf(unique, SqliteOutboxSchema.insertChunk)) {
-            const values: Array<unknown> = []
-            for (const { record } of chunk) {
-              const seq = nextSeq.get(record.partitionKey) ?? 0
-              nextSeq.set(record.partitionKey, seq + 1)
-              values.push(...SqliteOutboxSchema.insertValues(record, seq))
-            }
-            const rows = yield* query("persist", decodeIds, st.insert(chunk.length), values)
-            for (const row of rows) inserted.add(row.id)
-          }
-          // not inserted: an existing identity (skip) or an id held by a different identity (reject)
-          const notInserted = [
-            ...unique.filter(({ record }) => !inserted.has(record.id)),
-            ...duplicateOf.flatMap(({ index }) => {
-              const record = batch[index]
-              return record === undefined ? [] : [{ record, index }]
-            })
-          ].sort((a, b) => a.index - b.index)
-          for (const { record, index } of notInserted) yield* rejectIdHeldByOther(record, index)
-          const holderOf = new Map<number, string>()
-          for (const { record, index } of unique) {
-            if (inserted.has(record.id)) {
-              holderOf.set(index, record.id)
-              continue
-            }
-            const holder = yield* query("persist", decodeIds, st.findIdentity, [
-              record.partitionKey,
-              record.envelopeId,
-              record.bindingId
-            ])
-            const existing = holder[0]?.id
-            if (existing === undefined) return yield* idReused(record, index)
-            holderOf.set(index, existing)
-          }
-          const skipped: Array<{ readonly index: number; readonly id: string; readonly existing: string }> = []
-          for (const { record, index } of unique) {
-            if (!inserted.has(record.id)) skipped.push({ index, id: record.id, existing: holderOf.get(index) ?? "" })
-          }
-          for (const { index, first } of duplicateOf) {
-            const record = batch[index]
-            if (record !== undefined) skipped.push({ index, id: record.id, existing: holderOf.get(first) ?? "" })
-          }
-          skipped.sort((a, b) => a.index - b.index)
-          const report: PersistReport = {
-            persisted: unique.filter(({ record }) => inserted.has(record.id)).map(({ record }) => record.id),
-            skipped: skipped.map((s) => s.id),
-            existingIds: skipped.map((s) => s.existing)
-          }
-          return report
-        })
-      )
+      transact("persist", batch[0]?.partitionKey, (conn) => persistIn(conn, batch, replaceTerminal))
 
-    const claim: Backend["claim"] = (partitionKey, token, limit) =>
-      transact(
-        "claim",
-        partitionKey,
-        Effect.gen(function* () {
-          yield* raiseFence("claim", partitionKey, token)
-          if (limit <= 0) return ClaimBatch([])
-          const now = yield* Clock.currentTimeMillis
-          const stale = staleMillis === undefined ? [] : [now - staleMillis]
-          const rows = yield* sql.unsafe<object>(st.selectClaimable, [
+    const claimIn = (
+      conn: Connection,
+      partitionKey: string,
+      token: LeaseToken.LeaseTokenLike,
+      limit: number
+    ): Effect.Effect<ClaimBatch, SqlError | StoreUnavailable | StaleFencingToken | CorruptRecord> =>
+      Effect.gen(function* () {
+        yield* raiseFence(conn, "claim", partitionKey, token)
+        if (limit <= 0) return ClaimBatch([])
+        const now = yield* Clock.currentTimeMillis
+        const stale = staleMillis === undefined ? [] : [now - staleMillis]
+        const rows = yield* run(conn, st.selectClaimable, [
+          partitionKey,
+          token.version,
+          ...stale,
+          token.version,
+          ...stale,
+          limit
+        ])
+        const candidates: Array<Candidate> = []
+        for (const row of rows) {
+          const decoded = SqliteOutboxSchema.decodeRowFields(row)
+          if (Either.isLeft(decoded)) return yield* decoded.left
+          candidates.push(candidateOf(decoded.right))
+        }
+        // the SQL already applied R-CLAIM-4/5/6; the shared selection makes the final decision
+        const chosen = ClaimOrder.selectFrom(candidates, limit, {
+          version: token.version,
+          nowMillis: now,
+          staleClaimAfterMillis: staleMillis
+        })
+        if (chosen.length === 0) return ClaimBatch([])
+        const updated = new Set<string>()
+        for (const ids of chunksOf(
+          chosen.map((c) => c.decoded.row.id),
+          idChunk
+        )) {
+          const claimedIds = yield* select(idsOf, "claim", conn, st.claimUpdate(ids.length), [
+            token.owner,
+            token.version,
+            now,
+            now,
+            ...ids,
             partitionKey,
             token.version,
-            ...stale,
-            token.version,
-            ...stale,
-            limit
+            ...stale
           ])
-          const candidates: Array<Candidate> = []
-          for (const row of rows) {
-            const decoded = SqliteOutboxSchema.decodeRowFields(row)
-            if (Either.isLeft(decoded)) return yield* decoded.left
-            candidates.push(candidateOf(decoded.right))
-          }
-          // the SQL already applied R-CLAIM-4/5/6; the shared selection makes the final decision
-          const chosen = ClaimOrder.selectFrom(candidates, limit, {
-            version: token.version,
-            nowMillis: now,
-            staleClaimAfterMillis: staleMillis
-          })
-          const updated = new Set<string>()
-          for (const ids of chunksOf(
-            chosen.map((c) => c.decoded.row.id),
-            idChunk
-          )) {
-            const rows = yield* query("claim", decodeIds, st.claimUpdate(ids.length), [
-              token.owner,
-              token.version,
-              now,
-              now,
-              ...ids,
-              partitionKey,
-              token.version,
-              ...stale
-            ])
-            for (const row of rows) updated.add(row.id)
-          }
-          // read back: the candidates were read under this transaction's write lock; the update changed
-          // exactly the claim fields, which are applied to them here
-          const applied = { owner: token.owner, version: token.version, at: DateTime.unsafeMake(now) }
-          const claimed = chosen
-            .filter((c) => updated.has(c.decoded.row.id))
-            .map((c) => SqliteOutboxSchema.toRecord(c.decoded, applied, c.createdAt))
-          claimed.sort(ClaimOrder.compareAge)
-          return ClaimBatch(claimed)
-        })
-      ).pipe(Effect.tap(() => maybeSweep))
+          for (const id of claimedIds) updated.add(id)
+        }
+        // read back: the candidates were read under this transaction's write lock; the update changed
+        // exactly the claim fields, which are applied to them here
+        const applied = { owner: token.owner, version: token.version, at: DateTime.unsafeMake(now) }
+        const claimed: Array<OutboxRecord.OutboxRecord> = []
+        for (const c of chosen) {
+          if (updated.has(c.decoded.row.id)) claimed.push(SqliteOutboxSchema.toRecord(c.decoded, applied, c.createdAt))
+        }
+        claimed.sort(ClaimOrder.compareAge)
+        return ClaimBatch(claimed)
+      })
+
+    const claim: Backend["claim"] = (partitionKey, token, limit) =>
+      Effect.zipLeft(
+        transact("claim", partitionKey, (conn) => claimIn(conn, partitionKey, token, limit)),
+        maybeSweep
+      )
 
     /** The guarded update of complete/release; fails naming the ids that did not match, after committing the rest. */
     const settle = (
@@ -424,24 +566,29 @@ export const make = (
       token: LeaseToken.LeaseTokenLike
     ) => {
       const unique = Array.from(new Set(ids))
-      const work = Effect.gen(function* () {
-        const now = yield* Clock.currentTimeMillis
-        const matched = new Set<string>()
-        for (const chunk of chunksOf(unique, idChunk)) {
-          const rows =
-            operation === "complete"
-              ? yield* query(operation, decodeIds, st.complete(chunk.length), [
-                  now,
-                  now,
-                  ...chunk,
-                  token.owner,
-                  token.version
-                ])
-              : yield* query(operation, decodeIds, st.release(chunk.length), [...chunk, token.owner, token.version])
-          for (const row of rows) matched.add(row.id)
-        }
-        return ids.filter((id) => !matched.has(id))
-      })
+      const work = (conn: Connection) =>
+        Effect.gen(function* () {
+          const now = yield* Clock.currentTimeMillis
+          const matched = new Set<string>()
+          for (const chunk of chunksOf(unique, idChunk)) {
+            const done =
+              operation === "complete"
+                ? yield* select(idsOf, operation, conn, st.complete(chunk.length), [
+                    now,
+                    now,
+                    ...chunk,
+                    token.owner,
+                    token.version
+                  ])
+                : yield* select(idsOf, operation, conn, st.release(chunk.length), [
+                    ...chunk,
+                    token.owner,
+                    token.version
+                  ])
+            for (const id of done) matched.add(id)
+          }
+          return matched.size === unique.length ? [] : ids.filter((id) => !matched.has(id))
+        })
       // one guarded UPDATE is atomic on its own; several chunks share one transaction
       return (
         unique.length <= idChunk ? standalone(operation, undefined, work) : transact(operation, undefined, work)
@@ -453,22 +600,18 @@ export const make = (
     }
 
     const expire: Backend["expire"] = (before, partitionKey, token) =>
-      transact(
-        "expire",
-        partitionKey,
+      transact("expire", partitionKey, (conn) =>
         Effect.gen(function* () {
-          yield* raiseFence("expire", partitionKey, token)
+          yield* raiseFence(conn, "expire", partitionKey, token)
           const now = yield* Clock.currentTimeMillis
-          const rows = yield* sql.unsafe<object>(st.expire, [now, partitionKey, DateTime.toEpochMillis(before)])
+          const rows = yield* run(conn, st.expire, [now, partitionKey, DateTime.toEpochMillis(before)])
           return rows.length
         })
       )
 
     const count = (operation: "countPending" | "countClaimed", text: string) => (partitionKey: string) =>
-      standalone(
-        operation,
-        partitionKey,
-        Effect.map(query(operation, decodeCount, text, [partitionKey]), (rows) => rows[0]?.n ?? 0)
+      standalone(operation, partitionKey, (conn) =>
+        Effect.map(select(countOf, operation, conn, text, [partitionKey]), (rows) => rows[0] ?? 0)
       )
 
     const backend: Backend = {
@@ -484,17 +627,14 @@ export const make = (
       release: (ids, token) => settle("release", ids, token),
       expire,
       queryPending: (partitionKey, limit) =>
-        standalone("queryPending", partitionKey, records(st.queryPending, [partitionKey, limit])),
+        standalone("queryPending", partitionKey, (conn) => records(conn, st.queryPending, [partitionKey, limit])),
       countPending: count("countPending", st.countPending),
       countClaimed: count("countClaimed", st.countClaimed),
       listPartitions: Stream.paginateChunkEffect("", (after: string) =>
-        standalone(
-          "listPartitions",
-          undefined,
-          query("listPartitions", decodePartitions, st.listPartitions, [after, partitionPage])
+        standalone("listPartitions", undefined, (conn) =>
+          select(partitionsOf, "listPartitions", conn, st.listPartitions, [after, partitionPage])
         ).pipe(
-          Effect.map((rows) => {
-            const keys = rows.map((row) => row.partition_key)
+          Effect.map((keys) => {
             const last = keys[keys.length - 1]
             return [
               Chunk.fromIterable(keys),
