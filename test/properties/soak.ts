@@ -1,20 +1,67 @@
 /**
  * Soak run of the generated-history property test outside vitest:
  *
- *   npx tsx test/properties/soak.ts --backend memory --runs 5000 --seed 42 [--steps 60] [--stale-ms 30000]
+ *   npm run soak -- --backend memory --runs 5000 --seed 42 [--steps 60] [--stale-ms 30000]
  *
- * Backends: `memory`, `sqlite` (`:memory:` database per history). `--stale-ms 0` runs version-only
- * reclaim. Prints what the histories exercised; on a mismatch prints the seed to replay and exits 1.
+ * Backends: `memory`, `sqlite` (`:memory:` database per history), `dynamodb` (a DynamoDB Local server
+ * started for the run on 127.0.0.1, one table for the run, fresh partitions per history; stale reclaim
+ * is always on there). `--stale-ms 0` runs version-only reclaim (memory, SQLite). Without `--seed` a
+ * random seed is drawn (`OUTBOX_SEED` also sets it). Prints what the histories exercised; on a mismatch
+ * prints the seed to replay and exits 1 — the same seed and options replay the same histories.
  */
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import { randomBytes } from "node:crypto"
 import * as MemoryOutboxStore from "../../src/layers/memory/MemoryOutboxStore.js"
 import * as SqliteDatabase from "../../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxStore from "../../src/layers/sqlite/SqliteOutboxStore.js"
+import * as DynamoDbOutboxStore from "../../src/layers/dynamodb/DynamoDbOutboxStore.js"
+import * as OutboxTable from "../../src/layers/dynamodb/OutboxTable.js"
+import * as DynamoDb from "../../src/services/DynamoDb.js"
 import type { OutboxStore } from "../../src/services/OutboxStore.js"
 import type { ContractLayerOptions } from "../contract/OutboxStoreContract.js"
+import { startDynamoLocal } from "../support/globalSetup.js"
 import { checkOutboxHistories } from "./OutboxHistory.js"
 
-const backends: Record<string, (options: ContractLayerOptions) => Layer.Layer<OutboxStore, unknown>> = {
+type MakeLayer = (options: ContractLayerOptions) => Layer.Layer<OutboxStore, unknown>
+
+/** A DynamoDB Local server and one outbox table for the whole soak; `close` deletes the table and stops it. */
+const dynamoBackend = async (): Promise<{ readonly makeLayer: MakeLayer; readonly close: () => Promise<void> }> => {
+  const server = await startDynamoLocal()
+  const dynamoLayer = DynamoDb.layer({
+    endpoint: server.endpoint,
+    region: "us-east-1",
+    credentials: { accessKeyId: "local", secretAccessKey: "local" }
+  })
+  const tableName = `outbox-soak-${randomBytes(8).toString("hex")}`
+  try {
+    await Effect.runPromise(OutboxTable.ensureTable(tableName).pipe(Effect.provide(dynamoLayer)))
+  } catch (error) {
+    await server.stop()
+    throw error
+  }
+  return {
+    // DynamoDB Local's indexes are consistent at once: no index-lag retries (they would sleep on the TestClock)
+    makeLayer: (options) =>
+      DynamoDbOutboxStore.layerWith({
+        tableName,
+        ensureTable: false,
+        indexLagRetries: 0,
+        ...(options.staleClaimAfter !== undefined ? { staleClaimAfter: options.staleClaimAfter } : {})
+      }).pipe(Layer.provide(dynamoLayer)),
+    close: async () => {
+      await Effect.runPromise(
+        Effect.flatMap(DynamoDb.DynamoDb, (d) => d.deleteTable({ TableName: tableName })).pipe(
+          Effect.provide(dynamoLayer),
+          Effect.ignore
+        )
+      )
+      await server.stop()
+    }
+  }
+}
+
+const backends: Record<string, MakeLayer> = {
   memory: (options) =>
     options.staleClaimAfter === undefined
       ? MemoryOutboxStore.layer
@@ -40,27 +87,36 @@ const integer = (name: string, fallback: number | undefined): number | undefined
 
 const main = async (): Promise<void> => {
   const backend = argument("backend") ?? "memory"
-  const makeLayer = backends[backend]
-  if (makeLayer === undefined)
-    throw new Error(`unknown backend ${backend} (known: ${Object.keys(backends).join(", ")})`)
+  const known = [...Object.keys(backends), "dynamodb"]
+  if (!known.includes(backend)) throw new Error(`unknown backend ${backend} (known: ${known.join(", ")})`)
   const runs = integer("runs", 1000) ?? 1000
   const seed = integer("seed", undefined)
   const maxSteps = integer("steps", 40) ?? 40
   const staleMs = integer("stale-ms", 30_000) ?? 30_000
+  if (backend === "dynamodb" && staleMs <= 0)
+    throw new Error("--stale-ms must be > 0 on dynamodb (stale reclaim is always on)")
+  const dynamo = backend === "dynamodb" ? await dynamoBackend() : undefined
+  const makeLayer = dynamo?.makeLayer ?? backends[backend]
+  if (makeLayer === undefined) throw new Error(`unknown backend ${backend}`)
   const started = process.hrtime.bigint()
-  const result = await checkOutboxHistories(`soak ${backend}`, makeLayer, {
-    runs,
-    maxSteps,
-    ...(seed !== undefined ? { seed } : {}),
-    ...(staleMs > 0 ? { staleClaimAfterMillis: staleMs } : {}),
-    // both backends claim atomically, so concurrent claims must match a serial order
-    concurrentClaims: true
-  })
-  const seconds = Number(process.hrtime.bigint() - started) / 1e9
-  console.log(
-    `backend ${backend}: ${result.runs} histories (seed ${result.seed}) agree with the model in ${seconds.toFixed(1)} s`
-  )
-  console.log(JSON.stringify(result.stats, null, 2))
+  try {
+    const result = await checkOutboxHistories(`soak ${backend}`, makeLayer, {
+      runs,
+      maxSteps,
+      ...(seed !== undefined ? { seed } : {}),
+      ...(staleMs > 0 ? { staleClaimAfterMillis: staleMs } : {}),
+      // memory and SQLite claim atomically, so concurrent claims must match a serial order; DynamoDB
+      // claims record by record (concurrent claims are checked by its contract and fault suites)
+      concurrentClaims: backend !== "dynamodb"
+    })
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9
+    console.log(
+      `backend ${backend}: ${result.runs} histories (seed ${result.seed}) agree with the model in ${seconds.toFixed(1)} s`
+    )
+    console.log(JSON.stringify(result.stats, null, 2))
+  } finally {
+    await dynamo?.close()
+  }
 }
 
 main().catch((error: unknown) => {
