@@ -1,3 +1,7 @@
+/**
+ * Generated histories of the memory store against the pure model: 300 per CI run (the CI budget is ≥ 300 on
+ * memory), with and without stale reclaim, concurrent claims checked against a serial order.
+ */
 import type * as Duration from "effect/Duration"
 import * as MemoryOutboxStore from "../../src/layers/memory/MemoryOutboxStore.js"
 import { runOutboxHistories } from "./OutboxHistory.js"
@@ -8,7 +12,7 @@ const makeLayer = (options: { readonly staleClaimAfter?: Duration.DurationInput 
     : MemoryOutboxStore.layerWith({ staleClaimAfter: options.staleClaimAfter })
 
 runOutboxHistories("memory with stale reclaim", makeLayer, {
-  runs: 200,
+  runs: 250,
   staleClaimAfterMillis: 30_000,
   maxSteps: 30,
   concurrentClaims: true
