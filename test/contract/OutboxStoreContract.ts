@@ -303,6 +303,29 @@ export const outboxStoreContract = (
         )
       )
 
+      it.effect(
+        "R-PERSIST-1 replaceTerminal never hands the id of the record it replaces to another identity (InvalidRecord, nothing stored)",
+        () =>
+          withStore((store) =>
+            Effect.gen(function* () {
+              const pk = freshPartition("replacereuse")
+              const [a] = yield* seed(store, pk, ["a"])
+              const t = token("o", 1)
+              yield* store.claim(pk, t, 10)
+              yield* store.complete([a ?? ""], t)
+              // "a" is replaced by a new record; a second identity tries to take over the old id
+              const batch = [record(pk, { env: "a", id: `${pk}.redriven` }), record(pk, { env: "z", id: a ?? "" })]
+              const error = yield* Effect.flip(store.persist(batch, { replaceTerminal: true }))
+              expect(error._tag).toBe("InvalidRecord")
+              expect(yield* store.countPending(pk)).toBe(0)
+              // the batch without the offending record goes through
+              const report = yield* store.persist(batch.slice(0, 1), { replaceTerminal: true })
+              expect(report.persisted).toEqual([`${pk}.redriven`])
+              expect(yield* pendingIds(store, pk)).toEqual([`${pk}.redriven`])
+            })
+          )
+      )
+
       it.effect("R-PERSIST-1 replaceTerminal still skips a non-terminal holder, keeping its id", () =>
         withStore((store) =>
           Effect.gen(function* () {
