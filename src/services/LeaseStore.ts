@@ -83,6 +83,22 @@ export const ttlMillis = (ttl: Duration.DurationInput): Effect.Effect<number> =>
 }
 
 /**
+ * Checks the arguments of `acquire`: an empty partition key or owner is a programming error (the token
+ * would be invalid, or the lease would guard no partition), so it dies with a message naming the
+ * argument rather than issuing an unusable lease. Shared by every lease backend.
+ *
+ * @since 0.1.0
+ */
+export const checkAcquire = (partitionKey: string, owner: string): Effect.Effect<void> => {
+  if (typeof partitionKey !== "string" || partitionKey.length === 0) {
+    return Effect.dieMessage("lease partition key must be a non-empty string")
+  }
+  if (typeof owner !== "string" || owner.length === 0)
+    return Effect.dieMessage("lease owner must be a non-empty string")
+  return Effect.void
+}
+
+/**
  * The `StaleFencingToken` for an invalid token (empty owner, non-positive or unsafe version), if it is.
  *
  * @since 0.1.0

@@ -6,10 +6,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { randomUUID } from "node:crypto"
+import * as Cause from "effect/Cause"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as FastCheck from "effect/FastCheck"
 import type * as Layer from "effect/Layer"
 import * as TestClock from "effect/TestClock"
@@ -192,6 +194,27 @@ export const leaseStoreContract = (name: string, makeLayer: () => Layer.Layer<Le
           expect(DateTime.toEpochMillis(current.expiresAt)).toBe(DateTime.toEpochMillis(lease.expiresAt))
         })
       )
+    )
+
+    it.effect(
+      "§4 acquire with an empty owner or partition key is refused, naming the argument, and issues nothing",
+      () =>
+        run(
+          Effect.gen(function* () {
+            const leases = yield* LeaseStore
+            const pk = uniquePartition("empty")
+            const noOwner = yield* Effect.exit(leases.acquire(pk, "", ttl))
+            expect(Exit.isFailure(noOwner) && Cause.pretty(noOwner.cause)).toContain(
+              "lease owner must be a non-empty string"
+            )
+            const noPartition = yield* Effect.exit(leases.acquire("", "node-a", ttl))
+            expect(Exit.isFailure(noPartition) && Cause.pretty(noPartition.cause)).toContain(
+              "lease partition key must be a non-empty string"
+            )
+            expect((yield* Effect.flip(leases.current(pk)))._tag).toBe("LeaseNotFound")
+            expect((yield* leases.acquire(pk, "node-a", ttl)).token.owner).toBe("node-a")
+          })
+        )
     )
 
     it.effect("§4 acquire while held by another owner fails with LeaseHeld naming holder, version and expiry", () =>

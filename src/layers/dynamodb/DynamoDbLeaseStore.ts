@@ -49,6 +49,7 @@ import {
 } from "../../domain/OutboxError.js"
 import { DynamoDb, type DynamoDbError, type DynamoDbService } from "../../services/DynamoDb.js"
 import {
+  checkAcquire,
   checkToken,
   type Lease,
   LeaseStore,
@@ -263,7 +264,7 @@ export const fromService = (dynamo: DynamoDbService, tableName: string): LeaseSt
 
   const acquire = (partitionKey: string, owner: string, ttl: Duration.DurationInput) =>
     Effect.gen(function* () {
-      if (owner.length === 0) return yield* Effect.dieMessage("lease owner must be a non-empty string")
+      yield* checkAcquire(partitionKey, owner)
       const millis = yield* ttlMillis(ttl)
       const now = yield* Clock.currentTimeMillis
       for (let attempt = 1; attempt <= MaxAttempts; attempt++) {

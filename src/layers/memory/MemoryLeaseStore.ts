@@ -16,6 +16,7 @@ import * as Ref from "effect/Ref"
 import * as LeaseTokenModule from "../../domain/LeaseToken.js"
 import { LeaseHeld, LeaseNotFound, StaleFencingToken } from "../../domain/OutboxError.js"
 import {
+  checkAcquire,
   invalidToken,
   type Lease,
   LeaseStore,
@@ -92,7 +93,7 @@ export const make = (_options: MemoryLeaseStoreOptions = {}): Effect.Effect<Leas
 
     const acquire = (partitionKey: string, owner: string, ttl: Duration.DurationInput) =>
       Effect.gen(function* () {
-        if (owner.length === 0) return yield* Effect.dieMessage("lease owner must be a non-empty string")
+        yield* checkAcquire(partitionKey, owner)
         const millis = yield* ttlMillis(ttl)
         const now = yield* Clock.currentTimeMillis
         return yield* Ref.modify(state, (leases): readonly [Either.Either<Lease, LeaseHeld>, Leases] => {

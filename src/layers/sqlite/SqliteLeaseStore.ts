@@ -32,6 +32,7 @@ import {
   StoreUnavailable
 } from "../../domain/OutboxError.js"
 import {
+  checkAcquire,
   checkToken,
   type Lease,
   LeaseStore,
@@ -171,7 +172,7 @@ export const make = (
 
     const acquire = (partitionKey: string, owner: string, ttl: Duration.DurationInput) =>
       Effect.gen(function* () {
-        if (owner.length === 0) return yield* Effect.dieMessage("lease owner must be a non-empty string")
+        yield* checkAcquire(partitionKey, owner)
         const millis = yield* ttlMillis(ttl)
         const now = yield* Clock.currentTimeMillis
         const expiresAt = now + millis
