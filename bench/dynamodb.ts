@@ -35,6 +35,7 @@ import * as DynamoDb from "../src/services/DynamoDb.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import * as Faulty from "../test/support/FaultyDynamoDb.js"
 import { startDynamoLocal } from "../test/support/globalSetup.js"
+import { progress } from "./Progress.js"
 
 const quick = process.argv.includes("--quick")
 const limit = 100
@@ -132,6 +133,7 @@ const strand = (dynamo: DynamoDb.DynamoDbService, table: string, partitionKey: s
   )
 
 const main = async (): Promise<void> => {
+  progress("starting DynamoDB Local")
   const server = await startDynamoLocal()
   console.log(`DynamoDB Local at ${server.endpoint} (pid ${String(server.pid)})`)
   const faults = new Faulty.Faults()
@@ -159,6 +161,7 @@ const main = async (): Promise<void> => {
       const table = lsi ? lsiTableName : tableName
       for (const backlog of backlogs) {
         const partitionKey = `bench-${kind}-${backlog}`
+        progress(`${kind}, backlog ${backlog}: seed and claim`)
         const row = await run.runPromise(
           Effect.gen(function* () {
             const dynamo = yield* DynamoDb.DynamoDb

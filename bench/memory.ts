@@ -21,6 +21,7 @@ import { LeaseToken } from "../src/domain/LeaseToken.js"
 import type { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
 import type { OutboxStoreService } from "../src/services/OutboxStore.js"
+import { progressEffect } from "./Progress.js"
 
 const quick = process.argv.includes("--quick")
 const batch = 100
@@ -265,6 +266,7 @@ const program = Effect.gen(function* () {
   const claimWall: Record<string, number> = {}
   const claimCpu: Record<string, number> = {}
   for (const backlog of backlogs) {
+    yield* progressEffect(`claim(100) latency at backlog ${backlog}`)
     const { cpu, wall } = yield* claimLatency(backlog, samples)
     claimWall[String(backlog)] = round(wall)
     claimCpu[String(backlog)] = round(cpu)
@@ -277,7 +279,9 @@ const program = Effect.gen(function* () {
   const storeGeneratedIds: Array<Throughput> = []
   const plain: Array<Throughput> = []
   for (let round = 0; round < 3; round++) {
+    yield* progressEffect(`end to end, round ${round + 1}/3: plain-JS baseline`)
     plain.push(baseline(throughputRecords))
+    yield* progressEffect(`end to end, round ${round + 1}/3: store, ids given, then ids generated`)
     storeWithIds.push(yield* endToEnd(throughputRecords, true))
     storeGeneratedIds.push(yield* endToEnd(throughputRecords, false))
   }

@@ -1,0 +1,869 @@
+/**
+ * Renders bench/README.md and bench/results/chart.svg from the benchmarks' result files
+ * (bench/results/{memory,sqlite,dynamodb,drain,contention}.json).
+ *
+ * Every figure is read defensively: a missing file, a file caught half-written by a benchmark running
+ * at the same moment, or a missing field shows as "not available" instead of failing the report. Ratios
+ * are computed here from the store and baseline figures, so they always match the numbers beside them.
+ * The chart is hand-written SVG (no packages): store vs baseline records/s per backend, claim latency
+ * vs backlog per backend, and DynamoDB items read per claimed record by backlog (scan / GSI / LSI).
+ */
+import { existsSync, readFileSync, writeFileSync } from "node:fs"
+import { join } from "node:path"
+
+/** The result files the report knows, in report order. */
+export const ResultNames = ["memory", "sqlite", "dynamodb", "drain", "contention"] as const
+
+/** One result name. */
+export type ResultName = (typeof ResultNames)[number]
+
+/** Parsed result files by name; a name is absent when its file is missing or unreadable. */
+export type Results = Partial<Record<ResultName, unknown>>
+
+// ---------------------------------------------------------------------------------------------------
+// Safe access to parsed JSON
+// ---------------------------------------------------------------------------------------------------
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  typeof value === "object" && value !== null && !Array.isArray(value)
+
+/** The value at `path` (object keys), or undefined. */
+const at = (value: unknown, ...path: ReadonlyArray<string>): unknown => {
+  let current = value
+  for (const key of path) {
+    if (!isRecord(current)) return undefined
+    current = current[key]
+  }
+  return current
+}
+
+const num = (value: unknown, ...path: ReadonlyArray<string>): number | undefined => {
+  const found = at(value, ...path)
+  return typeof found === "number" && Number.isFinite(found) ? found : undefined
+}
+
+const str = (value: unknown, ...path: ReadonlyArray<string>): string | undefined => {
+  const found = at(value, ...path)
+  return typeof found === "string" ? found : undefined
+}
+
+const bool = (value: unknown, ...path: ReadonlyArray<string>): boolean | undefined => {
+  const found = at(value, ...path)
+  return typeof found === "boolean" ? found : undefined
+}
+
+const list = (value: unknown, ...path: ReadonlyArray<string>): ReadonlyArray<unknown> => {
+  const found = at(value, ...path)
+  return Array.isArray(found) ? found : []
+}
+
+const entries = (value: unknown, ...path: ReadonlyArray<string>): ReadonlyArray<readonly [string, unknown]> => {
+  const found = at(value, ...path)
+  return isRecord(found) ? Object.entries(found) : []
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Formatting
+// ---------------------------------------------------------------------------------------------------
+
+const na = "n/a"
+
+/** 1,234 for large numbers, 3 significant digits for small ones; "n/a" when absent. */
+export const formatNumber = (n: number | undefined): string => {
+  if (n === undefined) return na
+  const abs = Math.abs(n)
+  if (abs >= 1000) return Math.round(n).toLocaleString("en-US")
+  if (abs >= 100 || Number.isInteger(n)) return String(Math.round(n * 10) / 10)
+  return String(Number(n.toPrecision(3)))
+}
+
+/** store / baseline, two decimals, e.g. `0.51×`; "n/a" when either side is missing or the baseline is 0. */
+export const formatRatio = (store: number | undefined, baseline: number | undefined): string =>
+  store === undefined || baseline === undefined || baseline === 0 ? na : `${(store / baseline).toFixed(2)}×`
+
+const metText = (met: boolean | undefined): string => (met === undefined ? na : met ? "met" : "**not met**")
+
+const cell = (text: string): string => text.replace(/\|/g, "\\|").replace(/\n/g, " ")
+
+const numeric = /^[-\d,.×/ ]*(n\/a)?[-\d,.×/ ]*$/
+
+/** A Markdown table; columns whose cells are all figures are right-aligned. */
+const table = (header: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): Array<string> => [
+  `| ${header.map(cell).join(" | ")} |`,
+  `| ${header.map((_, i) => (i > 0 && rows.every((row) => numeric.test(row[i] ?? "")) ? "---:" : "---")).join(" | ")} |`,
+  ...rows.map((row) => `| ${row.map(cell).join(" | ")} |`),
+  ""
+]
+
+const missing = (name: string): Array<string> => [
+  `_No results: bench/results/${name}.json is missing or unreadable (run \`npm run bench -- ${name}\`)._`,
+  ""
+]
+
+const measuredLine = (data: unknown): string => {
+  const date = str(data, "date") ?? str(data, "generatedAt")
+  const before = num(data, "loadAverage1m", "before")
+  const after = num(data, "loadAverage1m", "after")
+  const parts = [
+    date !== undefined ? `measured ${date}` : undefined,
+    before !== undefined ? `load average ${formatNumber(before)} → ${formatNumber(after)}` : undefined,
+    bool(data, "quick") === true ? "**quick run**" : undefined
+  ].filter((p): p is string => p !== undefined)
+  return parts.length > 0 ? `_${parts.join("; ")}._` : ""
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Sections
+// ---------------------------------------------------------------------------------------------------
+
+const memorySection = (data: unknown): Array<string> => {
+  const out = ["## Memory store", "", measuredLine(data), ""]
+  const e2e = at(data, "endToEnd")
+  const base = (kind: "wall" | "cpu") => num(e2e, "baseline", kind)
+  const goal = str(e2e, "target") ?? na
+  out.push(
+    "End to end through the store API (persist 100 → claim 100 → complete 100), records/s; baseline: the same",
+    "work in plain JS without Effect, in the same process. Best of the alternating rounds.",
+    "",
+    ...table(
+      ["scenario", "store", "baseline", "store / baseline", "goal", "goal met"],
+      [
+        ["ids given, wall clock", "wall", goal, metText(bool(e2e, "met"))],
+        ["ids given, per CPU second", "cpu", "", ""],
+        ["ids generated by the store, wall clock", "wall", "", ""],
+        ["ids generated by the store, per CPU second", "cpu", "", ""]
+      ].map(([label = "", kind = "wall", g = "", met = ""], i) => {
+        const side = i < 2 ? "idsGiven" : "idsGenerated"
+        const k = kind === "cpu" ? "cpu" : "wall"
+        const store = num(e2e, side, k)
+        return [label, formatNumber(store), formatNumber(base(k)), formatRatio(store, base(k)), g, met]
+      })
+    )
+  )
+  const claim = at(data, "claim")
+  const backlogs = entries(claim, "medianMicrosWall").map(([k]) => k)
+  out.push(
+    `claim(${formatNumber(num(claim, "limit"))}) latency by backlog of pending records (median of ${formatNumber(num(claim, "samples"))} claims, µs):`,
+    "",
+    ...table(
+      ["backlog", "median µs (wall)", "median µs (CPU)", "vs smallest backlog"],
+      backlogs.map((b) => [
+        formatNumber(Number(b)),
+        formatNumber(num(claim, "medianMicrosWall", b)),
+        formatNumber(num(claim, "medianMicrosCpu", b)),
+        formatRatio(num(claim, "medianMicrosWall", b), num(claim, "medianMicrosWall", backlogs[0] ?? ""))
+      ])
+    ),
+    `Goal: ${str(claim, "target") ?? na} — ${metText(bool(claim, "met"))}.`,
+    ""
+  )
+  return out
+}
+
+const sqliteSection = (data: unknown): Array<string> => {
+  const out = ["## SQLite store (file, WAL, synchronous = FULL)", "", measuredLine(data), ""]
+  const phases: ReadonlyArray<readonly [string, string]> = [
+    ["persist", "persist in batches of 100"],
+    ["claimComplete", "claim(100) + complete over the backlog"],
+    ["endToEnd", "persist 100 → claim 100 → complete 100"]
+  ]
+  out.push(
+    "Records/s; baseline: raw better-sqlite3 running the store's own statements in the same transactions, in the",
+    "same process and rounds (median of the rounds).",
+    "",
+    ...table(
+      ["scenario", "store", "raw baseline", "store / baseline", "goal", "goal met"],
+      phases.map(([key, label]) => {
+        const store = num(data, key, "storeRecordsPerSecond")
+        const raw = num(data, key, "rawRecordsPerSecond")
+        return [
+          label,
+          formatNumber(store),
+          formatNumber(raw),
+          formatRatio(store, raw),
+          str(data, key, "target") ?? "",
+          bool(data, key, "met") === undefined ? "" : metText(bool(data, key, "met"))
+        ]
+      })
+    )
+  )
+  const cpuStore = num(data, "cpu", "storeMillis")
+  const cpuRaw = num(data, "cpu", "rawMillis")
+  if (cpuStore !== undefined) {
+    out.push(
+      `CPU time over the throughput phases: store ${formatNumber(cpuStore)} ms, raw ${formatNumber(cpuRaw)} ms (${formatRatio(cpuStore, cpuRaw)}).`,
+      ""
+    )
+  }
+  const latency = at(data, "claimLatency")
+  const pendings = entries(latency, "byPending").map(([k]) => k)
+  out.push(
+    `claim(${formatNumber(num(latency, "limit"))}) latency by pending records (ms):`,
+    "",
+    ...table(
+      ["pending", "median ms", "p95 ms", "vs smallest backlog"],
+      pendings.map((p) => [
+        formatNumber(Number(p)),
+        formatNumber(num(latency, "byPending", p, "medianMillis")),
+        formatNumber(num(latency, "byPending", p, "p95Millis")),
+        formatRatio(
+          num(latency, "byPending", p, "medianMillis"),
+          num(latency, "byPending", pendings[0] ?? "", "medianMillis")
+        )
+      ])
+    ),
+    `Goal: ${str(latency, "target") ?? na} — ${metText(bool(latency, "met"))}.`,
+    ""
+  )
+  return out
+}
+
+/** Claim paths of dynamodb.json: kind, label, short label. */
+const dynamoKinds: ReadonlyArray<readonly [string, string, string]> = [
+  ["keyless", "keyless (ClaimIndex GSI)", "keyless (GSI)"],
+  ["keyed", "keyed, consistent scan", "keyed (scan)"],
+  ["keyed-lsi", "keyed, ClaimLocalIndex (LSI)", "keyed (LSI)"],
+  ["keyed-lsi-stranded", "keyed, LSI, 5 of 20 heads stranded", "keyed (LSI, stranded heads)"]
+]
+
+const dynamoRows = (data: unknown) =>
+  list(data, "results").map((row) => ({
+    kind: str(row, "kind") ?? "?",
+    backlog: num(row, "backlog"),
+    itemsRead: num(row, "itemsReadPerClaimedRecord"),
+    requests: num(row, "requestsPerClaimedRecord"),
+    capacity: num(row, "readCapacityPerClaimedRecord"),
+    millis: num(row, "localMillisPerClaim"),
+    claimed: num(row, "claimed"),
+    claims: num(row, "claims")
+  }))
+
+const dynamoSection = (data: unknown): Array<string> => {
+  const out = ["## DynamoDB store (DynamoDB Local): claim cost", "", measuredLine(data), ""]
+  const rows = dynamoRows(data)
+  const backlogs = Array.from(new Set(rows.map((r) => r.backlog).filter((b): b is number => b !== undefined))).sort(
+    (a, b) => a - b
+  )
+  const kinds = dynamoKinds.filter(([kind]) => rows.some((r) => r.kind === kind))
+  const find = (kind: string, backlog: number) => rows.find((r) => r.kind === kind && r.backlog === backlog)
+  out.push(
+    `Items read per claimed record (Query ScannedCount + GetItem items), claim limit ${formatNumber(num(data, "limit"))};`,
+    "the baseline is the ideal of 1 item read per claimed record.",
+    "",
+    ...table(
+      ["backlog", ...kinds.map(([, label]) => label)],
+      backlogs.map((b) => [formatNumber(b), ...kinds.map(([kind]) => formatNumber(find(kind, b)?.itemsRead))])
+    ),
+    ...table(
+      ["goal", "worst measured", "goal met"],
+      [
+        [
+          `keyless ≤ ${formatNumber(num(data, "goal", "keylessItemsReadPerClaimedRecord"))} items read per claimed record`,
+          formatNumber(num(data, "goal", "worstKeyless")),
+          metText(bool(data, "goal", "met"))
+        ],
+        [
+          `keyed with the LSI ≤ ${formatNumber(num(data, "goalLocalClaimIndex", "keyedLsiItemsReadPerClaimedRecord"))} items read per claimed record`,
+          formatNumber(num(data, "goalLocalClaimIndex", "worstKeyedLsi")),
+          metText(bool(data, "goalLocalClaimIndex", "met"))
+        ]
+      ]
+    ),
+    "All figures per claimed record (local milliseconds are for orientation only: DynamoDB Local is far slower",
+    "than DynamoDB):",
+    "",
+    ...table(
+      ["path", "backlog", "claimed / claims", "items read", "vs ideal", "requests", "RCU", "local ms per claim"],
+      rows.map((r) => [
+        dynamoKinds.find(([kind]) => kind === r.kind)?.[1] ?? r.kind,
+        formatNumber(r.backlog),
+        `${formatNumber(r.claimed)} / ${formatNumber(r.claims)}`,
+        formatNumber(r.itemsRead),
+        formatRatio(r.itemsRead, 1),
+        formatNumber(r.requests),
+        formatNumber(r.capacity),
+        formatNumber(r.millis)
+      ])
+    )
+  )
+  const notes = list(data, "notes").filter((n): n is string => typeof n === "string")
+  if (notes.length > 0) out.push(...notes.map((n) => `- ${n}`), "")
+  return out
+}
+
+const drainSection = (data: unknown): Array<string> => {
+  const out = ["## Drain end to end (Relay.run, memory sink)", "", measuredLine(data), ""]
+  const note = str(data, "note")
+  if (note !== undefined) out.push(note, "")
+  const rows: Array<Array<string>> = []
+  for (const backend of ["memory", "sqlite"]) {
+    const section = at(data, backend)
+    if (section === undefined) continue
+    const wall = num(section, "throughput", "recordsPerSecondWall")
+    const cpu = num(section, "throughput", "recordsPerSecondCpu")
+    const rawWall = num(section, "rawBaseline", "best", "recordsPerSecondWall")
+    const rawCpu = num(section, "rawBaseline", "best", "recordsPerSecondCpu")
+    const goal = str(section, "target") ?? ""
+    const met = metText(bool(section, "met"))
+    rows.push([
+      `${backend}, wall clock`,
+      formatNumber(wall),
+      formatNumber(rawWall),
+      formatRatio(wall, rawWall),
+      goal,
+      met
+    ])
+    rows.push([`${backend}, per CPU second`, formatNumber(cpu), formatNumber(rawCpu), formatRatio(cpu, rawCpu), "", ""])
+  }
+  out.push(...table(["backend", "relay rec/s", "raw baseline rec/s", "relay / baseline", "goal", "goal met"], rows))
+  const latencyRows: Array<Array<string>> = []
+  for (const backend of ["memory", "sqlite"]) {
+    const l = at(data, backend, "latency")
+    if (l === undefined) continue
+    latencyRows.push([
+      backend,
+      formatNumber(num(l, "offeredPerSecond")),
+      formatNumber(num(l, "p50Millis")),
+      formatNumber(num(l, "p99Millis")),
+      formatNumber(num(l, "maxMillis"))
+    ])
+  }
+  if (latencyRows.length > 0) {
+    out.push(
+      "Delivery latency (createdAt → delivered) with a paced producer:",
+      "",
+      ...table(["backend", "offered rec/s", "p50 ms", "p99 ms", "max ms"], latencyRows)
+    )
+  }
+  return out
+}
+
+const contentionSection = (data: unknown): Array<string> => {
+  const out = ["## Fence-row contention (8 producers, one partition)", "", measuredLine(data), ""]
+  const method = str(data, "method")
+  if (method !== undefined) out.push(method, "")
+  const rows: Array<Array<string>> = []
+  for (const [backend, label] of [
+    ["dynamodb", "DynamoDB Local"],
+    ["sqlite", "SQLite"]
+  ] as const) {
+    for (const s of list(data, backend, "scenarios")) {
+      const single = num(s, "single", "recordsPerSecond")
+      const contended = num(s, "contended", "recordsPerSecond")
+      const spread = num(s, "spread", "recordsPerSecond")
+      rows.push([
+        label,
+        formatNumber(num(s, "batch")),
+        formatNumber(single),
+        formatNumber(contended),
+        formatNumber(spread),
+        formatRatio(contended, single),
+        formatRatio(contended, spread),
+        `${formatNumber(num(s, "medianRoundRatio", "contendedToSingle"))} / ${formatNumber(num(s, "medianRoundRatio", "contendedToSpread"))}`,
+        `${formatNumber(num(s, "single", "persistCall", "p50Millis"))} / ${formatNumber(num(s, "contended", "persistCall", "p50Millis"))}`,
+        `${formatNumber(num(s, "single", "persistCall", "p99Millis"))} / ${formatNumber(num(s, "contended", "persistCall", "p99Millis"))}`
+      ])
+    }
+  }
+  out.push(
+    "Records/s of persist calls of 1 and of 10 records (best round of each side); baseline: 1 producer on one",
+    "partition; control: 8 producers on 8 partitions (8 fence rows). The ratios divide the figures shown; the",
+    "paired-round medians divide the sides run back to back in each round (steadier under a swinging load).",
+    "Persist-call latency in ms, 1 producer / 8 producers on one partition.",
+    "",
+    ...table(
+      [
+        "backend",
+        "records per call",
+        "1 producer",
+        "8 on 1 partition",
+        "8 on 8 partitions",
+        "8 on 1 / 1 producer",
+        "8 on 1 / 8 on 8",
+        "paired-round medians: 8 on 1 / 1 producer, 8 on 1 / 8 on 8",
+        "p50 ms",
+        "p99 ms"
+      ],
+      rows
+    )
+  )
+  const fenceRows = list(data, "dynamodb", "fence").map((f) => [
+    formatNumber(num(f, "batch")),
+    `${formatNumber(num(f, "seqAllocationP50Millis", "single"))} / ${formatNumber(num(f, "seqAllocationP50Millis", "contended"))} / ${formatNumber(num(f, "seqAllocationP50Millis", "spread"))}`,
+    `${formatNumber(num(f, "seqAllocationP99Millis", "single"))} / ${formatNumber(num(f, "seqAllocationP99Millis", "contended"))} / ${formatNumber(num(f, "seqAllocationP99Millis", "spread"))}`,
+    `${formatNumber(num(f, "recordPutP50Millis", "single"))} / ${formatNumber(num(f, "recordPutP50Millis", "contended"))} / ${formatNumber(num(f, "recordPutP50Millis", "spread"))}`,
+    `${formatNumber(num(f, "seqAllocationToPutP50", "single"))} / ${formatNumber(num(f, "seqAllocationToPutP50", "contended"))} / ${formatNumber(num(f, "seqAllocationToPutP50", "spread"))}`,
+    `${formatNumber(num(f, "dynamoLocalCpuMillisPerRecord", "single"))} / ${formatNumber(num(f, "dynamoLocalCpuMillisPerRecord", "contended"))} / ${formatNumber(num(f, "dynamoLocalCpuMillisPerRecord", "spread"))}`
+  ])
+  if (fenceRows.length > 0) {
+    out.push(
+      "DynamoDB seq allocation (the fence `ADD seq_counter`) beside the record puts, ms, and the DynamoDB Local",
+      "JVM's CPU time per record, as 1 producer / 8 on 1 partition / 8 on 8 partitions (medians of the rounds):",
+      "",
+      ...table(
+        [
+          "records per call",
+          "seq allocation p50",
+          "seq allocation p99",
+          "record put p50",
+          "seq / put p50",
+          "DynamoDB Local CPU ms per record"
+        ],
+        fenceRows
+      )
+    )
+  }
+  const claimerRows = list(data, "dynamodb", "withClaimer").map((r, i) => [
+    String(i + 1),
+    formatNumber(num(r, "recordsPerSecond")),
+    formatNumber(num(r, "persistCall", "p50Millis")),
+    formatNumber(num(r, "persistCall", "p99Millis")),
+    `${formatNumber(num(r, "claimed"))} / ${formatNumber(num(r, "claims"))}`,
+    formatNumber(num(r, "claimTransaction", "p50Millis")),
+    JSON.stringify(at(r, "requestFailures") ?? {}),
+    JSON.stringify(at(r, "cancellationReasons") ?? {})
+  ])
+  if (claimerRows.length > 0) {
+    out.push(
+      "8 producers (calls of 10) while one claimer claims and completes on the same partition (DynamoDB Local):",
+      "",
+      ...table(
+        [
+          "round",
+          "rec/s",
+          "persist p50 ms",
+          "persist p99 ms",
+          "claimed / claims",
+          "claim tx p50 ms",
+          "failed requests",
+          "cancellation reasons"
+        ],
+        claimerRows
+      )
+    )
+  }
+  const conflicts = at(data, "dynamodb", "conflictsAndFailures")
+  out.push(
+    `Conflicts or failed requests: ${formatNumber(num(conflicts, "producers"))} among the producers, ${formatNumber(num(conflicts, "withClaimer"))} with the claimer; SDK retries: ${formatNumber(num(data, "dynamodb", "sdkRetries"))}. Fence row a bottleneck: ${bool(data, "fenceBottleneck") === undefined ? na : bool(data, "fenceBottleneck") === true ? "**yes**" : "no"}.`,
+    ""
+  )
+  const note = str(data, "note")
+  if (note !== undefined) out.push(`**Conclusion.** ${note}`, "")
+  return out
+}
+
+const sections: Record<ResultName, (data: unknown) => Array<string>> = {
+  memory: memorySection,
+  sqlite: sqliteSection,
+  dynamodb: dynamoSection,
+  drain: drainSection,
+  contention: contentionSection
+}
+
+/**
+ * The README text for the results (missing ones show a "no results" line). `chart` is the chart's
+ * path relative to the README, or false for no chart link.
+ */
+export const renderReadme = (results: Results, chart: string | false = "results/chart.svg"): string => {
+  const out = [
+    "# Benchmark results",
+    "",
+    "Generated by `npm run bench` (bench/run.ts → bench/Report.ts) from `bench/results/*.json`; do not edit by hand.",
+    "Every store figure was measured in the same process and run as its baseline, on this project's shared 2-core",
+    "machines (other processes compete for the cores: compare ratios, not absolute figures, across runs).",
+    "Regenerate everything with `npm run bench`, one benchmark with `npm run bench -- <name>`, or only this page",
+    "and the chart with `npm run bench -- --report`.",
+    ""
+  ]
+  if (chart !== false) out.push(`![Store vs baseline, claim cost vs backlog](${chart})`, "")
+  for (const name of ResultNames) {
+    const data = results[name]
+    const section = sections[name](data)
+    if (data === undefined) out.push(section[0] ?? `## ${name}`, "", ...missing(name))
+    else out.push(...section.filter((line, i) => !(line === "" && section[i - 1] === "")))
+  }
+  return `${out
+    .join("\n")
+    .replace(/\n{3,}/g, "\n\n")
+    .trimEnd()}\n`
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Chart (hand-written SVG)
+// ---------------------------------------------------------------------------------------------------
+
+const escapeXml = (text: string): string =>
+  text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;")
+
+const palette = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2"]
+
+/** Log-scale axis over [min, max] padded to whole decades. */
+const logScale = (values: ReadonlyArray<number>, from: number, to: number) => {
+  const positive = values.filter((v) => v > 0)
+  const min = Math.min(...(positive.length > 0 ? positive : [1]))
+  // a value just above a power of ten would get a bar of no height: start one decade lower then
+  const lo = Math.floor(Math.log10(min)) - (min / 10 ** Math.floor(Math.log10(min)) < 2 ? 1 : 0)
+  const hi = Math.max(lo + 1, Math.ceil(Math.log10(Math.max(...(positive.length > 0 ? positive : [10])))))
+  const position = (v: number) => from + ((Math.log10(Math.max(v, 10 ** lo)) - lo) / (hi - lo)) * (to - from)
+  const ticks = Array.from({ length: hi - lo + 1 }, (_, i) => 10 ** (lo + i))
+  return { position, ticks }
+}
+
+const tickLabel = (v: number): string =>
+  v >= 1_000_000 ? `${v / 1_000_000}M` : v >= 1000 ? `${v / 1000}k` : String(Number(v.toPrecision(3)))
+
+interface BarGroup {
+  readonly label: string
+  readonly bars: ReadonlyArray<{ readonly series: string; readonly value: number | undefined }>
+}
+
+interface Panel {
+  readonly height: number
+  readonly svg: string
+}
+
+const panelFrame = (title: string, subtitle: string, width: number): Array<string> => [
+  `<text x="20" y="24" font-size="15" font-weight="bold">${escapeXml(title)}</text>`,
+  `<text x="20" y="42" font-size="11" fill="#555">${escapeXml(subtitle)}</text>`,
+  `<line x1="20" y1="50" x2="${width - 20}" y2="50" stroke="#ddd"/>`
+]
+
+const legend = (series: ReadonlyArray<string>, x: number, y: number): Array<string> =>
+  series.flatMap((name, i) => [
+    `<rect x="${x}" y="${y + i * 16}" width="10" height="10" fill="${palette[i % palette.length] ?? "#888"}"/>`,
+    `<text x="${x + 14}" y="${y + i * 16 + 9}" font-size="11">${escapeXml(name)}</text>`
+  ])
+
+/** Grouped bars on a log y axis, the value written above each bar. */
+const barPanel = (
+  title: string,
+  subtitle: string,
+  unit: string,
+  groups: ReadonlyArray<BarGroup>,
+  width: number
+): Panel => {
+  const series = Array.from(new Set(groups.flatMap((g) => g.bars.map((b) => b.series))))
+  const height = 330
+  const top = 70
+  const bottom = height - 60
+  const left = 70
+  const right = width - 270
+  const values = groups.flatMap((g) => g.bars.map((b) => b.value).filter((v): v is number => v !== undefined))
+  const scale = logScale(values, bottom, top)
+  const out = panelFrame(title, subtitle, width)
+  out.push(
+    `<text x="16" y="${(top + bottom) / 2}" font-size="11" transform="rotate(-90 16 ${(top + bottom) / 2})" text-anchor="middle">${escapeXml(unit)} (log scale)</text>`
+  )
+  for (const t of scale.ticks) {
+    const y = scale.position(t).toFixed(1)
+    out.push(`<line x1="${left}" y1="${y}" x2="${right}" y2="${y}" stroke="#eee"/>`)
+    out.push(
+      `<text x="${left - 6}" y="${y}" font-size="10" text-anchor="end" dominant-baseline="middle">${tickLabel(t)}</text>`
+    )
+  }
+  out.push(`<line x1="${left}" y1="${bottom}" x2="${right}" y2="${bottom}" stroke="#333"/>`)
+  const groupWidth = groups.length > 0 ? (right - left) / groups.length : right - left
+  groups.forEach((group, gi) => {
+    const barWidth = Math.min(36, (groupWidth - 16) / Math.max(1, group.bars.length))
+    const x0 = left + gi * groupWidth + (groupWidth - barWidth * group.bars.length) / 2
+    group.bars.forEach((bar, bi) => {
+      const x = x0 + bi * barWidth
+      const color = palette[series.indexOf(bar.series) % palette.length] ?? "#888"
+      if (bar.value === undefined) {
+        out.push(
+          `<text x="${(x + barWidth / 2).toFixed(1)}" y="${bottom - 4}" font-size="9" text-anchor="middle" fill="#999">n/a</text>`
+        )
+        return
+      }
+      const y = scale.position(bar.value)
+      out.push(
+        `<rect x="${(x + 1).toFixed(1)}" y="${y.toFixed(1)}" width="${(barWidth - 2).toFixed(1)}" height="${(bottom - y).toFixed(1)}" fill="${color}"><title>${escapeXml(`${group.label} · ${bar.series}: ${formatNumber(bar.value)} ${unit}`)}</title></rect>`,
+        `<text x="${(x + barWidth / 2).toFixed(1)}" y="${(y - 3).toFixed(1)}" font-size="9" text-anchor="middle">${escapeXml(formatNumber(bar.value))}</text>`
+      )
+    })
+    const lines = group.label.split("\n")
+    lines.forEach((line, li) => {
+      out.push(
+        `<text x="${(left + gi * groupWidth + groupWidth / 2).toFixed(1)}" y="${bottom + 16 + li * 13}" font-size="10.5" text-anchor="middle">${escapeXml(line)}</text>`
+      )
+    })
+  })
+  out.push(...legend(series, right + 20, top + 6))
+  return { height, svg: out.join("\n") }
+}
+
+interface LineSeries {
+  readonly name: string
+  readonly points: ReadonlyArray<{ readonly x: number; readonly y: number }>
+}
+
+/** Lines on log-log axes, each point marked and labelled with its value. */
+const linePanel = (
+  title: string,
+  subtitle: string,
+  xUnit: string,
+  yUnit: string,
+  series: ReadonlyArray<LineSeries>,
+  width: number
+): Panel => {
+  const height = 330
+  const top = 70
+  const bottom = height - 50
+  const left = 70
+  const right = width - 300
+  const xs = logScale(
+    series.flatMap((s) => s.points.map((p) => p.x)),
+    left + 20,
+    right - 20
+  )
+  const ys = logScale(
+    series.flatMap((s) => s.points.map((p) => p.y)),
+    bottom,
+    top
+  )
+  const out = panelFrame(title, subtitle, width)
+  out.push(
+    `<text x="16" y="${(top + bottom) / 2}" font-size="11" transform="rotate(-90 16 ${(top + bottom) / 2})" text-anchor="middle">${escapeXml(yUnit)} (log scale)</text>`
+  )
+  for (const t of ys.ticks) {
+    const y = ys.position(t).toFixed(1)
+    out.push(`<line x1="${left}" y1="${y}" x2="${right}" y2="${y}" stroke="#eee"/>`)
+    out.push(
+      `<text x="${left - 6}" y="${y}" font-size="10" text-anchor="end" dominant-baseline="middle">${tickLabel(t)}</text>`
+    )
+  }
+  const xValues = Array.from(new Set(series.flatMap((s) => s.points.map((p) => p.x)))).sort((a, b) => a - b)
+  for (const x of xValues) {
+    const px = xs.position(x).toFixed(1)
+    out.push(`<line x1="${px}" y1="${bottom}" x2="${px}" y2="${bottom + 4}" stroke="#333"/>`)
+    out.push(`<text x="${px}" y="${bottom + 16}" font-size="10" text-anchor="middle">${tickLabel(x)}</text>`)
+  }
+  out.push(`<line x1="${left}" y1="${bottom}" x2="${right}" y2="${bottom}" stroke="#333"/>`)
+  out.push(
+    `<text x="${(left + right) / 2}" y="${bottom + 34}" font-size="11" text-anchor="middle">${escapeXml(xUnit)} (log scale)</text>`
+  )
+  series.forEach((s, i) => {
+    const color = palette[i % palette.length] ?? "#888"
+    const points = [...s.points].sort((a, b) => a.x - b.x)
+    if (points.length > 1) {
+      const d = points
+        .map((p, k) => `${k === 0 ? "M" : "L"}${xs.position(p.x).toFixed(1)},${ys.position(p.y).toFixed(1)}`)
+        .join(" ")
+      out.push(`<path d="${d}" fill="none" stroke="${color}" stroke-width="2"/>`)
+    }
+    points.forEach((p, k) => {
+      const cx = xs.position(p.x).toFixed(1)
+      const cy = ys.position(p.y).toFixed(1)
+      out.push(
+        `<circle cx="${cx}" cy="${cy}" r="3.5" fill="${color}"><title>${escapeXml(`${s.name}: ${formatNumber(p.y)} ${yUnit} at ${formatNumber(p.x)} ${xUnit}`)}</title></circle>`
+      )
+      // the value of the last point only, beside it (every point has a tooltip)
+      if (k === points.length - 1) {
+        out.push(
+          `<text x="${(Number(cx) + 7).toFixed(1)}" y="${cy}" font-size="9.5" dominant-baseline="middle" fill="${color}">${escapeXml(formatNumber(p.y))}</text>`
+        )
+      }
+    })
+  })
+  out.push(
+    ...legend(
+      series.map((s) => s.name),
+      right + 20,
+      top + 6
+    )
+  )
+  return { height, svg: out.join("\n") }
+}
+
+const throughputGroups = (results: Results): Array<BarGroup> => {
+  const groups: Array<BarGroup> = []
+  const memory = results.memory
+  if (memory !== undefined) {
+    groups.push({
+      label: "memory\nend to end",
+      bars: [
+        { series: "store", value: num(memory, "endToEnd", "idsGiven", "wall") },
+        { series: "baseline (plain JS / raw SQL)", value: num(memory, "endToEnd", "baseline", "wall") }
+      ]
+    })
+  }
+  const sqlite = results.sqlite
+  if (sqlite !== undefined) {
+    for (const [key, label] of [
+      ["persist", "SQLite\npersist"],
+      ["endToEnd", "SQLite\nend to end"]
+    ] as const) {
+      groups.push({
+        label,
+        bars: [
+          { series: "store", value: num(sqlite, key, "storeRecordsPerSecond") },
+          { series: "baseline (plain JS / raw SQL)", value: num(sqlite, key, "rawRecordsPerSecond") }
+        ]
+      })
+    }
+  }
+  const drain = results.drain
+  if (drain !== undefined && at(drain, "sqlite") !== undefined) {
+    groups.push({
+      label: "SQLite drain\n(Relay.run)",
+      bars: [
+        { series: "store", value: num(drain, "sqlite", "throughput", "recordsPerSecondWall") },
+        {
+          series: "baseline (plain JS / raw SQL)",
+          value: num(drain, "sqlite", "rawBaseline", "best", "recordsPerSecondWall")
+        }
+      ]
+    })
+  }
+  const contention = results.contention
+  for (const s of list(contention, "dynamodb", "scenarios")) {
+    groups.push({
+      label: `DynamoDB Local\npersist, calls of ${formatNumber(num(s, "batch"))}`,
+      bars: [
+        { series: "8 producers, 1 partition", value: num(s, "contended", "recordsPerSecond") },
+        { series: "1 producer (contention baseline)", value: num(s, "single", "recordsPerSecond") }
+      ]
+    })
+  }
+  return groups
+}
+
+const claimLatencySeries = (results: Results): Array<LineSeries> => {
+  const out: Array<LineSeries> = []
+  const memory = results.memory
+  const memoryPoints = entries(memory, "claim", "medianMicrosWall").flatMap(([b, v]) =>
+    typeof v === "number" ? [{ x: Number(b), y: v / 1000 }] : []
+  )
+  if (memoryPoints.length > 0) out.push({ name: "memory (median)", points: memoryPoints })
+  const sqlitePoints = entries(results.sqlite, "claimLatency", "byPending").flatMap(([b]) => {
+    const y = num(results.sqlite, "claimLatency", "byPending", b, "medianMillis")
+    return y !== undefined ? [{ x: Number(b), y }] : []
+  })
+  if (sqlitePoints.length > 0) out.push({ name: "SQLite file (median)", points: sqlitePoints })
+  const rows = dynamoRows(results.dynamodb)
+  for (const [kind, , label] of dynamoKinds.slice(0, 3)) {
+    const points = rows.flatMap((r) =>
+      r.kind === kind && r.backlog !== undefined && r.millis !== undefined ? [{ x: r.backlog, y: r.millis }] : []
+    )
+    if (points.length > 0) out.push({ name: `DynamoDB Local, ${label} (mean)`, points })
+  }
+  return out
+}
+
+const itemsReadGroups = (results: Results): Array<BarGroup> => {
+  const rows = dynamoRows(results.dynamodb)
+  const backlogs = Array.from(new Set(rows.map((r) => r.backlog).filter((b): b is number => b !== undefined))).sort(
+    (a, b) => a - b
+  )
+  const kinds = dynamoKinds.filter(([kind]) => rows.some((r) => r.kind === kind))
+  if (kinds.length === 0) return []
+  return backlogs.map((b) => ({
+    label: `backlog ${formatNumber(b)}`,
+    bars: kinds.map(([kind, label]) => ({
+      series: label,
+      value: rows.find((r) => r.kind === kind && r.backlog === b)?.itemsRead
+    }))
+  }))
+}
+
+/** The chart as an SVG document; panels without data are left out (an empty results set gives a note). */
+export const renderChart = (results: Results): string => {
+  const width = 1040
+  const panels: Array<Panel> = []
+  const throughput = throughputGroups(results)
+  if (throughput.length > 0) {
+    panels.push(
+      barPanel(
+        "Store vs baseline, records per second",
+        "each pair measured in the same process and run (wall clock); DynamoDB Local pairs: 8 producers on one partition vs 1 producer",
+        "records/s",
+        throughput,
+        width
+      )
+    )
+  }
+  const latency = claimLatencySeries(results)
+  if (latency.length > 0) {
+    panels.push(
+      linePanel(
+        "Claim(100) latency vs backlog, per backend",
+        "memory and SQLite: median claim at a steady backlog; DynamoDB Local: mean per claim (local milliseconds, orientation only)",
+        "pending records",
+        "ms per claim",
+        latency,
+        width
+      )
+    )
+  }
+  const items = itemsReadGroups(results)
+  if (items.length > 0) {
+    panels.push(
+      barPanel(
+        "DynamoDB: items read per claimed record, by backlog (limit 100)",
+        "consistent scan (keyed, no index) vs ClaimIndex GSI (keyless) vs ClaimLocalIndex LSI (keyed); ideal = 1",
+        "items read per claimed record",
+        items,
+        width
+      )
+    )
+  }
+  if (panels.length === 0) {
+    panels.push({
+      height: 60,
+      svg: `<text x="20" y="35" font-size="14">No benchmark results yet (run npm run bench).</text>`
+    })
+  }
+  let y = 0
+  const body: Array<string> = []
+  for (const panel of panels) {
+    body.push(`<g transform="translate(0,${y})">`, panel.svg, "</g>")
+    y += panel.height + 10
+  }
+  return [
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${y}" viewBox="0 0 ${width} ${y}" font-family="Helvetica, Arial, sans-serif">`,
+    `<rect width="${width}" height="${y}" fill="#fff"/>`,
+    ...body,
+    "</svg>",
+    ""
+  ].join("\n")
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Files
+// ---------------------------------------------------------------------------------------------------
+
+/** Reads every known result file of `directory`; missing or unreadable files are listed, not thrown. */
+export const readResults = (
+  directory: string
+): { readonly results: Results; readonly found: Array<ResultName>; readonly missing: Array<ResultName> } => {
+  const results: Results = {}
+  const found: Array<ResultName> = []
+  const absent: Array<ResultName> = []
+  for (const name of ResultNames) {
+    const file = join(directory, `${name}.json`)
+    try {
+      if (!existsSync(file)) throw new Error("missing")
+      const parsed: unknown = JSON.parse(readFileSync(file, "utf8"))
+      if (!isRecord(parsed)) throw new Error("not an object")
+      results[name] = parsed
+      found.push(name)
+    } catch {
+      absent.push(name)
+    }
+  }
+  return { results, found, missing: absent }
+}
+
+/**
+ * Regenerates the README (`readmePath`) and `chart.svg` in `resultsDirectory` from the result files found
+ * there; returns which files were found and which were missing.
+ */
+export const writeReport = (
+  resultsDirectory: string,
+  readmePath: string
+): { readonly found: Array<ResultName>; readonly missing: Array<ResultName> } => {
+  const { found, missing: absent, results } = readResults(resultsDirectory)
+  writeFileSync(join(resultsDirectory, "chart.svg"), renderChart(results))
+  writeFileSync(readmePath, renderReadme(results, "results/chart.svg"))
+  return { found, missing: absent }
+}

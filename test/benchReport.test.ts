@@ -1,0 +1,270 @@
+/**
+ * The benchmark report (bench/Report.ts) and progress display (bench/Progress.ts): small result objects
+ * in, README tables and SVG chart out — figures present, ratios computed from the figures beside them,
+ * missing or half-written result files tolerated.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { parseProgress, ProgressDisplay, ProgressPrefix } from "../bench/Progress.js"
+import { readResults, renderChart, renderReadme, writeReport } from "../bench/Report.js"
+
+const memory = {
+  date: "2026-12-02T12:00:00.000Z",
+  loadAverage1m: { before: 0.5, after: 1.5 },
+  quick: false,
+  claim: {
+    limit: 100,
+    samples: 50,
+    medianMicrosWall: { "1000": 80, "100000": 120 },
+    medianMicrosCpu: { "1000": 90, "100000": 130 },
+    target: "median claim(100) at 100k <= 2x at 1k",
+    met: true
+  },
+  endToEnd: {
+    idsGiven: { wall: 123_456, cpu: 100_000 },
+    idsGenerated: { wall: 60_000, cpu: 50_000 },
+    baseline: { wall: 246_912, cpu: 400_000 },
+    target: ">= 100000 records/s end to end",
+    met: true
+  }
+}
+
+const sqlite = {
+  date: "2026-12-02T12:10:00.000Z",
+  // ratio fields in the file are ignored: the report divides the figures it shows
+  persist: { storeRecordsPerSecond: 50, rawRecordsPerSecond: 200, ratio: 0.9 },
+  claimComplete: { storeRecordsPerSecond: 300, rawRecordsPerSecond: 400 },
+  endToEnd: {
+    storeRecordsPerSecond: 7_000,
+    rawRecordsPerSecond: 14_000,
+    target: "store end to end >= 0.7x raw better-sqlite3 in the same run",
+    met: false
+  },
+  claimLatency: {
+    limit: 100,
+    byPending: { "1000": { medianMillis: 4, p95Millis: 8 }, "100000": { medianMillis: 6, p95Millis: 9 } },
+    target: "median claim(100) at 100k pending <= 2x at 1k",
+    met: true
+  }
+}
+
+const dynamoRow = (kind: string, backlog: number, itemsRead: number) => ({
+  kind,
+  backlog,
+  claims: 5,
+  claimed: 500,
+  requestsPerClaimedRecord: 1.02,
+  itemsReadPerClaimedRecord: itemsRead,
+  readCapacityPerClaimedRecord: 0.1,
+  localMillisPerClaim: 900
+})
+
+const dynamodb = {
+  generatedAt: "2026-12-02T11:00:00.000Z",
+  limit: 100,
+  goal: { keylessItemsReadPerClaimedRecord: 1.5, worstKeyless: 1.01, met: true },
+  goalLocalClaimIndex: { keyedLsiItemsReadPerClaimedRecord: 3, worstKeyedLsi: 1.07, met: true },
+  results: [
+    dynamoRow("keyless", 1000, 1.01),
+    dynamoRow("keyed", 1000, 10.21),
+    dynamoRow("keyed-lsi", 1000, 1.07),
+    dynamoRow("keyless", 5000, 1.01),
+    dynamoRow("keyed", 5000, 50.21),
+    dynamoRow("keyed-lsi", 5000, 1.03)
+  ]
+}
+
+const run = (producers: number, recordsPerSecond: number, p50: number, p99: number) => ({
+  producers,
+  recordsPerSecond,
+  persistCall: { p50Millis: p50, p99Millis: p99 }
+})
+
+const contention = {
+  date: "2026-12-02T13:00:00.000Z",
+  dynamodb: {
+    scenarios: [
+      {
+        batch: 1,
+        single: run(1, 40, 20, 90),
+        contended: run(8, 120, 60, 300),
+        spread: run(8, 125, 58, 280),
+        medianRoundRatio: { contendedToSingle: 2.8, contendedToSpread: 0.99 }
+      },
+      { batch: 10, single: run(1, 200, 45, 100), contended: run(8, 500, 150, 600), spread: run(8, 520, 140, 500) }
+    ],
+    fence: [
+      {
+        batch: 1,
+        seqAllocationP50Millis: { single: 5, contended: 17, spread: 16 },
+        seqAllocationP99Millis: { single: 9, contended: 70, spread: 66 },
+        recordPutP50Millis: { single: 6, contended: 18, spread: 17 },
+        seqAllocationToPutP50: { single: 0.83, contended: 0.94, spread: 0.94 },
+        dynamoLocalCpuMillisPerRecord: { single: 3, contended: 2.5, spread: 2.4 }
+      }
+    ],
+    withClaimer: [],
+    conflictsAndFailures: { producers: 0, withClaimer: 0 },
+    sdkRetries: 0
+  },
+  sqlite: {
+    scenarios: [{ batch: 1, single: run(1, 150, 4, 50), contended: run(8, 150, 5, 40), spread: run(8, 160, 4, 30) }]
+  },
+  fenceBottleneck: false,
+  note: "Verdict: the fence row is not a bottleneck here."
+}
+
+describe("bench report", () => {
+  it("renders store vs baseline per scenario with the ratio computed from the two figures, goal and verdict", () => {
+    const readme = renderReadme({ memory, sqlite })
+    expect(readme).toContain(
+      "| ids given, wall clock | 123,456 | 246,912 | 0.50× | >= 100000 records/s end to end | met |"
+    )
+    expect(readme).toContain("| ids given, per CPU second | 100,000 | 400,000 | 0.25× |")
+    expect(readme).toContain("| 100,000 | 120 | 130 | 1.50× |")
+    // 50 / 200, not the 0.9 the file claims
+    expect(readme).toContain("| persist in batches of 100 | 50 | 200 | 0.25× |")
+    expect(readme).not.toContain("0.90×")
+    expect(readme).toContain(
+      "| persist 100 → claim 100 → complete 100 | 7,000 | 14,000 | 0.50× | store end to end >= 0.7x raw better-sqlite3 in the same run | **not met** |"
+    )
+    expect(readme).toContain("| 100,000 | 6 | 9 | 1.50× |")
+    expect(readme).toContain("load average 0.5 → 1.5")
+    expect(readme).toContain("![Store vs baseline, claim cost vs backlog](results/chart.svg)")
+  })
+
+  it("pivots DynamoDB items read per claimed record by backlog and path, with the goals", () => {
+    const readme = renderReadme({ dynamodb })
+    expect(readme).toContain(
+      "| backlog | keyless (ClaimIndex GSI) | keyed, consistent scan | keyed, ClaimLocalIndex (LSI) |"
+    )
+    expect(readme).toContain("| 1,000 | 1.01 | 10.2 | 1.07 |")
+    expect(readme).toContain("| 5,000 | 1.01 | 50.2 | 1.03 |")
+    expect(readme).toContain("| keyed with the LSI ≤ 3 items read per claimed record | 1.07 | met |")
+    // the stranded-heads path is absent from this file, so it gets no column
+    expect(readme).not.toContain("heads stranded")
+  })
+
+  it("renders the contention tables: 1 producer vs 8 on one partition vs 8 on eight, fence latencies, the note", () => {
+    const readme = renderReadme({ contention })
+    expect(readme).toContain(
+      "| DynamoDB Local | 1 | 40 | 120 | 125 | 3.00× | 0.96× | 2.8 / 0.99 | 20 / 60 | 90 / 300 |"
+    )
+    // no paired-round medians in the file: n/a, the rest still computed
+    expect(readme).toContain(
+      "| DynamoDB Local | 10 | 200 | 500 | 520 | 2.50× | 0.96× | n/a / n/a | 45 / 150 | 100 / 600 |"
+    )
+    expect(readme).toContain("| SQLite | 1 | 150 | 150 | 160 | 1.00× | 0.94× |")
+    expect(readme).toContain("| 1 | 5 / 17 / 16 | 9 / 70 / 66 | 6 / 18 / 17 | 0.83 / 0.94 / 0.94 | 3 / 2.5 / 2.4 |")
+    expect(readme).toContain("Fence row a bottleneck: no.")
+    expect(readme).toContain("**Conclusion.** Verdict: the fence row is not a bottleneck here.")
+  })
+
+  it("a missing result says so instead of failing, and the other sections still render", () => {
+    const readme = renderReadme({ memory })
+    for (const name of ["sqlite", "dynamodb", "drain", "contention"]) {
+      expect(readme).toContain(`_No results: bench/results/${name}.json is missing or unreadable`)
+    }
+    expect(readme).toContain("123,456")
+    const empty = renderReadme({}, false)
+    expect(empty).not.toContain("chart.svg")
+    expect(empty.match(/_No results:/g)?.length).toBe(5)
+  })
+
+  it("a field missing from a result file shows n/a", () => {
+    const readme = renderReadme({ sqlite: { persist: { storeRecordsPerSecond: 10 } } })
+    expect(readme).toContain("| persist in batches of 100 | 10 | n/a | n/a |")
+  })
+
+  it("the chart holds a bar per figure with its value, and one panel per kind of data present", () => {
+    const svg = renderChart({ memory, sqlite, dynamodb, contention })
+    expect(svg.startsWith('<svg xmlns="http://www.w3.org/2000/svg"')).toBe(true)
+    expect(svg.trimEnd().endsWith("</svg>")).toBe(true)
+    expect(svg.match(/<g transform=/g)?.length).toBe(3)
+    for (const value of ["123,456", "246,912", "7,000", "14,000", "50.2", "1.03", "120", "40"]) {
+      expect(svg).toContain(`>${value}</text>`)
+    }
+    // memory e2e store + baseline, SQLite persist + e2e pairs, 2 contention pairs, 6 DynamoDB items-read bars
+    expect(svg.match(/<rect x=/g)?.length).toBe(2 + 4 + 4 + 6 + legendSwatches(svg))
+    expect(svg).toContain("Store vs baseline, records per second")
+    expect(svg).toContain("DynamoDB: items read per claimed record, by backlog (limit 100)")
+    expect(svg).toContain("<title>memory (median): 0.12 ms per claim at 100,000 pending records</title>")
+  })
+
+  it("the chart of nothing is a valid note; table cells escape the Markdown column bar", () => {
+    expect(renderChart({})).toContain("No benchmark results yet")
+    expect(renderChart({ dynamodb: { results: [dynamoRow("unknown-path", 100, 2)] } })).toContain(
+      "No benchmark results yet"
+    )
+    const readme = renderReadme({
+      sqlite: { endToEnd: { storeRecordsPerSecond: 1, rawRecordsPerSecond: 2, target: "a | b" } }
+    })
+    expect(readme).toContain("| a \\| b |")
+  })
+
+  it("reads the result files it finds and reports missing or half-written ones", () => {
+    const directory = fs.mkdtempSync(path.join(os.tmpdir(), "bench-report-"))
+    try {
+      fs.writeFileSync(path.join(directory, "memory.json"), JSON.stringify(memory))
+      fs.writeFileSync(path.join(directory, "sqlite.json"), '{ "persist": { "storeRecords') // caught mid-write
+      fs.writeFileSync(path.join(directory, "drain.json"), "[1, 2]")
+      const read = readResults(directory)
+      expect(read.found).toEqual(["memory"])
+      expect(read.missing).toEqual(["sqlite", "dynamodb", "drain", "contention"])
+
+      const readme = path.join(directory, "README.md")
+      const written = writeReport(directory, readme)
+      expect(written.found).toEqual(["memory"])
+      expect(fs.readFileSync(readme, "utf8")).toContain("| ids given, wall clock | 123,456 | 246,912 | 0.50× |")
+      expect(fs.readFileSync(path.join(directory, "chart.svg"), "utf8")).toContain(">123,456</text>")
+    } finally {
+      fs.rmSync(directory, { recursive: true, force: true })
+    }
+  })
+})
+
+/** Legend swatches are rects too: one per series of each bar panel. */
+const legendSwatches = (svg: string): number =>
+  (svg.match(/<rect x="[\d.]+" y="[\d.]+" width="10" height="10"/g) ?? []).length
+
+describe("bench progress display", () => {
+  const output = (isTTY: boolean) => {
+    const written: Array<string> = []
+    return { isTTY, columns: 200, write: (text: string) => written.push(text), written }
+  }
+
+  it("recognises progress lines only by their prefix", () => {
+    expect(parseProgress(`${ProgressPrefix}claim at backlog 1000`)).toBe("claim at backlog 1000")
+    expect(parseProgress("claim at backlog 1000")).toBeUndefined()
+  })
+
+  it("without a TTY, prints each progress line once with the elapsed time, and passes other lines through", () => {
+    let now = 0
+    const out = output(false)
+    const display = new ProgressDisplay("[1/2] memory", out, () => now)
+    now = 2_500
+    display.line(`${ProgressPrefix}end to end, round 1/3`)
+    display.line("plain output")
+    display.close()
+    expect(out.written).toEqual(["[1/2] memory: end to end, round 1/3 (at 2.5 s)\n", "plain output\n"])
+  })
+
+  it("on a TTY, keeps one status line: cleared before other output, redrawn after it", () => {
+    let now = 0
+    const out = output(true)
+    const display = new ProgressDisplay("[2/2] dynamodb", out, () => now)
+    now = 1_000
+    display.line(`${ProgressPrefix}keyed-lsi, backlog 5000`)
+    now = 4_000
+    display.line("a result line")
+    display.close()
+    expect(out.written.at(-1)).toBe("\r\x1b[K")
+    expect(out.written).toContain("a result line\n")
+    const redrawn = out.written[out.written.indexOf("a result line\n") + 1]
+    expect(redrawn).toBe("\r\x1b[K[2/2] dynamodb · keyed-lsi, backlog 5000 · 3.0 s (total 4.0 s)")
+    // the status line is cleared right before the passed-through line
+    expect(out.written[out.written.indexOf("a result line\n") - 1]).toBe("\r\x1b[K")
+  })
+})
