@@ -188,6 +188,30 @@ describe("DynamoDB store under injected faults", () => {
     }).pipe(Effect.provide(storeLayer(faults)))
   })
 
+  it.effect(
+    "R-CLAIM-8 a fence lost mid-batch is StaleFencingToken even when the fence cannot be read afterwards (fault history seed -119907404)",
+    () => {
+      const faults = new Faulty.Faults()
+      const pk = partition("fence-lost-unreadable")
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* seed(pk, 5, (i) => (i === 0 ? "K" : undefined))
+        faults.reset()
+        faults.raiseFenceAfter = { transactions: 1, partitionKey: pk, version: 5 }
+        // the claim's own fence read passes; the read made to describe the lost fence is throttled
+        faults.match = (operation) => operation === "GetItem"
+        faults.after = 1
+        faults.burst = 1
+        faults.enabled = true
+        const error = yield* Effect.flip(store.claim(pk, token(1), 3))
+        faults.clear()
+        expect(faults.injected).toBe(1)
+        expect(error._tag).toBe("StaleFencingToken")
+        if (error._tag === "StaleFencingToken") expect(error.reason).toContain("above version 1")
+      }).pipe(Effect.provide(storeLayer(faults)))
+    }
+  )
+
   it.effect("R-CLAIM-5 a ClaimIndex lagging behind a keyed head still yields the true oldest, in order", () => {
     const faults = new Faulty.Faults()
     const pk = partition("lag")

@@ -735,11 +735,27 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
       )
     )
 
-  const staleToken = (partitionKey: string, token: LeaseToken.LeaseTokenLike, operation: string) =>
+  // A failed fence condition proves the mark is above the token: the error is StaleFencingToken whether
+  // or not the mark itself can be read for the message (a read failure must not turn it into
+  // StoreUnavailable, which would tell the caller to retry a claim it has lost for good).
+  const staleToken = (
+    partitionKey: string,
+    token: LeaseToken.LeaseTokenLike,
+    operation: string
+  ): Effect.Effect<never, StaleFencingToken> =>
     readFence(partitionKey, operation).pipe(
-      Effect.flatMap((fence) =>
-        Effect.fail(OutboxStore.belowHighWaterMark(operation, partitionKey, token, fence.highWaterMark))
-      )
+      Effect.map((fence) => OutboxStore.belowHighWaterMark(operation, partitionKey, token, fence.highWaterMark)),
+      Effect.orElseSucceed(
+        () =>
+          new StaleFencingToken({
+            operation,
+            partitionKey,
+            owner: token.owner,
+            version: token.version,
+            reason: `a newer owner raised the partition's fence above version ${token.version} (the high-water mark could not be read)`
+          })
+      ),
+      Effect.flatMap(Effect.fail)
     )
 
   /** Consistent read of the fence; below the mark → stale; raise it (conditional) when the token is above. */
@@ -1335,7 +1351,7 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
           if (outcome._tag === "Lost") continue
           if (outcome._tag === "FenceLost") {
             const stale = yield* Effect.flip(staleToken(partitionKey, token, "expire"))
-            if (stale._tag === "StoreUnavailable" || expired === 0) return yield* stale
+            if (expired === 0) return yield* stale
             return yield* new ExpireIncomplete({ partitionKey, expired, cause: stale })
           }
           return yield* cut(result.left)
