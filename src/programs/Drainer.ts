@@ -340,6 +340,48 @@ type Outcome =
   | { readonly _tag: "Fenced"; readonly error: StaleFencingToken }
   | { readonly _tag: "Lost"; readonly error: StaleFencingToken }
 
+/** A group in flight: its records (one ordering key, age order) and the index of its next record. */
+interface Lane {
+  readonly group: ReadonlyArray<OutboxRecord>
+  next: number
+}
+
+/** The groups of a batch in start order, and the index of the next one to start. */
+interface GroupSource {
+  readonly groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>
+  next: number
+}
+
+/** The next non-empty group to start, if any. */
+const takeGroup = (source: GroupSource): ReadonlyArray<OutboxRecord> | undefined => {
+  while (source.next < source.groups.length) {
+    const group = source.groups[source.next++]
+    if (group !== undefined && group.length > 0) return group
+  }
+  return undefined
+}
+
+/** A record of a wave: its lane, its send result, how it is to be completed, and its outcome once known. */
+interface Slot {
+  readonly lane: Lane
+  readonly record: OutboxRecord
+  /** A younger record of its group follows it in this batch. */
+  readonly hasNext: boolean
+  /** The send's result, once it returned. */
+  result: Either.Either<void, SendError> | undefined
+  /** Set when the record is to be completed: sent, or dead-lettered / dropped. */
+  how: Disposal | "delivered" | undefined
+  outcome: Outcome | undefined
+}
+
+const delivered: Outcome = { _tag: "Delivered" }
+
+/** What the waves of one batch share: a synchronous runner on the batch fiber's runtime, and its clock. */
+interface BatchRuntime {
+  readonly run: <A, E>(effect: Effect.Effect<A, E>) => Exit.Exit<A, E>
+  readonly clock: Clock.Clock
+}
+
 interface Counters {
   delivered: number
   deadLettered: number
@@ -459,15 +501,15 @@ const makeWith = (
    * The live lease's token when it is this owner's, valid and unexpired; `none` when it is not;
    * `"unknown"` when the lease store could not be read (a transient failure is not a lost lease).
    */
-  const readLease: Effect.Effect<Option.Option<LeaseTokenModule.LeaseToken> | "unknown"> = Effect.gen(function* () {
-    const lease = yield* Effect.either(leases.current(partitionKey))
-    if (Either.isLeft(lease)) return lease.left._tag === "LeaseNotFound" ? Option.none() : "unknown"
-    const now = yield* Clock.currentTimeMillis
-    const { expiresAt, token } = lease.right
-    if (token.owner !== config.owner || !LeaseTokenModule.isValid(token)) return Option.none()
-    if (DateTime.toEpochMillis(expiresAt) <= now) return Option.none()
-    return Option.some(token)
-  })
+  const readLease: Effect.Effect<Option.Option<LeaseTokenModule.LeaseToken> | "unknown"> = Effect.clockWith((clock) =>
+    Effect.map(Effect.either(leases.current(partitionKey)), (lease) => {
+      if (Either.isLeft(lease)) return lease.left._tag === "LeaseNotFound" ? Option.none() : "unknown"
+      const { expiresAt, token } = lease.right
+      if (token.owner !== config.owner || !LeaseTokenModule.isValid(token)) return Option.none()
+      if (DateTime.toEpochMillis(expiresAt) <= clock.unsafeCurrentTimeMillis()) return Option.none()
+      return Option.some(token)
+    })
+  )
 
   /** The live lease's token when this owner holds it (an unreadable lease counts as not held). */
   const liveToken: Effect.Effect<Option.Option<LeaseTokenModule.LeaseToken>> = Effect.map(readLease, (read) =>
@@ -577,13 +619,6 @@ const makeWith = (
       return "dlq" as const
     })
 
-  /** A record of a wave that is to be completed: sent (`delivered`) or dead-lettered / dropped. */
-  interface Completion {
-    readonly index: number
-    readonly record: OutboxRecord
-    readonly how: Disposal | "delivered"
-  }
-
   /**
    * Completes the wave's records in one `complete` call (group commit: a store that pays a transaction
    * per call pays it once per wave). When a multi-id call fails naming some ids, those fail; the others
@@ -613,87 +648,79 @@ const makeWith = (
     })
 
   /**
-   * Dead-letters or drops a record that will not be delivered. On success the record joins the wave's
-   * completions; a failed dead-letter write leaves it claimed (the outcome is returned instead).
+   * Dead-letters or drops a record of a wave that will not be delivered. On success the record joins the
+   * wave's completions (`slot.how`); a failed dead-letter write leaves it claimed (`slot.outcome`).
    */
-  const disposeInWave = (
-    index: number,
-    record: OutboxRecord,
+  const disposeSlot = (
+    slot: Slot,
     category: DeadLetterCategory,
     policy: Disposal,
     reason: string,
     errorCode: string,
-    lastError: string,
-    completions: Array<Completion>
-  ): Effect.Effect<Outcome | undefined> =>
-    dispose(record, category, policy, reason, errorCode, lastError).pipe(
+    lastError: string
+  ): Effect.Effect<void> =>
+    dispose(slot.record, category, policy, reason, errorCode, lastError).pipe(
       Effect.matchEffect({
         onFailure: (error) =>
           Effect.logError("dead-letter write failed; record stays claimed").pipe(
-            Effect.annotateLogs({ recordId: record.id, category, error: error.message }),
-            Effect.as<Outcome>({ _tag: "LeftClaimed", delivered: false })
+            Effect.annotateLogs({ recordId: slot.record.id, category, error: error.message }),
+            Effect.zipRight(
+              Effect.sync(() => {
+                slot.outcome = { _tag: "LeftClaimed", delivered: false }
+              })
+            )
           ),
         onSuccess: (how) =>
           Effect.sync(() => {
-            completions.push({ index, record, how })
-            return undefined
+            slot.how = how
           })
       })
     )
+
+  /** Disposes an expired or poison record (`category`) without sending it. */
+  const disposeUnsendable = (slot: Slot, category: "expired" | "poison"): Effect.Effect<void> => {
+    const record = slot.record
+    if (category === "expired") {
+      return Effect.zipRight(
+        Metric.increment(metrics.expired),
+        disposeSlot(
+          slot,
+          "expired",
+          config.onExpired,
+          "expiresAt passed before delivery",
+          "expired",
+          `expired at ${Option.match(record.expiresAt, { onNone: () => "", onSome: DateTime.formatIso })}`
+        )
+      )
+    }
+    const firstAttemptedAt = Option.match(record.firstAttemptedAt, { onNone: () => "", onSome: DateTime.formatIso })
+    const budget = Duration.format(config.replayBudget)
+    return Effect.logWarning("poison record: replay cap and budget spent; not sending").pipe(
+      Effect.annotateLogs({
+        recordId: record.id,
+        replayCount: record.replayCount,
+        maxReplayAttempts: config.maxReplayAttempts,
+        firstAttemptedAt,
+        replayBudget: budget
+      }),
+      Effect.zipRight(
+        disposeSlot(
+          slot,
+          "poison",
+          config.onPoison,
+          `claimed ${record.replayCount} times (max ${config.maxReplayAttempts}) since ${firstAttemptedAt}; budget ${budget} spent`,
+          "poison",
+          ""
+        )
+      )
+    )
+  }
 
   const timeoutError = new SendErrorClass({
     retryable: true,
     code: "timeout",
     message: `send did not finish within ${sendTimeoutMillis} ms`
   })
-
-  /**
-   * Sends a wave's records under one deadline of `sendTimeout`. Each send starts at once, in wave order:
-   * a send that finishes without waiting (in-memory, buffered sinks) is done on the spot, with no fiber
-   * or timer of the drainer's own; a send that has to wait keeps running in the background while the
-   * next one starts, so the sends of a wave are in flight together. When some had to wait, they are
-   * awaited together, bounded by `sendTimeout`; a send that outlives it is a transient failure
-   * (`timeout`) and is interrupted in the background. Interrupting the wave interrupts its sends.
-   */
-  const sendWave = (records: ReadonlyArray<OutboxRecord>): Effect.Effect<Array<Either.Either<void, SendError>>> =>
-    Effect.gen(function* () {
-      const runtime = yield* Effect.runtime<never>()
-      const run = Runtime.runSyncExit(runtime)
-      const results: Array<Either.Either<void, SendError> | undefined> = new Array(records.length)
-      const waiting: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
-      for (let i = 0; i < records.length; i++) {
-        const record = records[i]
-        if (record === undefined) continue
-        const exit = run(
-          Effect.map(Effect.either(sink.send(record)), (result) => {
-            results[i] = result
-          })
-        )
-        if (Exit.isSuccess(exit)) continue
-        const defect = Cause.dieOption(exit.cause)
-        if (Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)) {
-          waiting.push(defect.value.fiber)
-          continue
-        }
-        // a defect of the sink: stop the wave, interrupting the sends still running
-        yield* Effect.forEach(waiting, Fiber.interruptFork, { discard: true })
-        return yield* Effect.failCause(exit.cause)
-      }
-      if (waiting.length > 0) {
-        const exits = yield* Effect.forEach(waiting, Fiber.await).pipe(
-          Effect.timeoutOption(config.sendTimeout),
-          Effect.onExit(() => Effect.forEach(waiting, Fiber.interruptFork, { discard: true }))
-        )
-        if (Option.isSome(exits)) {
-          for (const exit of exits.value) {
-            if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
-              return yield* Effect.die(Cause.squash(exit.cause))
-            }
-          }
-        }
-      }
-      return Array.from(results, (result) => result ?? Either.left(timeoutError))
-    })
 
   /** Releases records (one call); on failure they are remembered and retried next cycle. */
   const release = (
@@ -719,176 +746,180 @@ const makeWith = (
     })
 
   /**
-   * One wave: the next record of every group in flight (at most `maxConcurrency`). Expired and poison
-   * records are disposed without a send; the rest are sent together after one lease check, checked once
-   * more after their sends, and completed (with the disposed ones) in one call. Returns each record's
-   * outcome, aligned with `wave`.
+   * One wave over the groups in flight (`lanes`, at most `maxConcurrency`): the next record of each.
+   * Expired and poison records are disposed without a send. The rest are sent after one lease check,
+   * each send starting at once, in wave order:
+   * - a send that finishes without waiting (in-memory, buffered sinks) is done on the spot, with no fiber
+   *   or timer of its own (one sender fiber runs the wave's sends one after another until one waits);
+   * - a send that has to wait keeps its sender running in the background while a new sender starts the
+   *   next send, so the waiting sends of a wave are in flight together.
+   * The sends that had to wait are awaited together under one deadline of `sendTimeout` (a send that
+   * outlives it is a transient failure, `timeout`, and is interrupted). Then the lease is checked once
+   * more, and the records with a younger sibling are completed in one call (before that sibling is sent);
+   * the others' completes are deferred to the end of the batch. Returns the lanes that go on to the next
+   * wave.
    */
   const runWave = (
-    wave: ReadonlyArray<OutboxRecord>,
-    hasNext: ReadonlyArray<boolean>,
+    lanes: ReadonlyArray<Lane>,
     token: LeaseTokenModule.LeaseToken,
-    state: BatchState
-  ): Effect.Effect<Array<Outcome>> =>
+    state: BatchState,
+    batch: BatchRuntime
+  ): Effect.Effect<Array<Lane>> =>
     Effect.gen(function* () {
-      const outcomes: Array<Outcome> = new Array(wave.length)
-      const completions: Array<Completion> = []
-      const sendIndexes: Array<number> = []
-      const now = yield* Clock.currentTimeMillis
-      for (let i = 0; i < wave.length; i++) {
-        const record = wave[i]
+      const now = batch.clock.unsafeCurrentTimeMillis()
+      const slots: Array<Slot> = []
+      const toSend: Array<Slot> = []
+      let started = 0
+      for (const lane of lanes) {
+        const record = lane.group[lane.next]
         if (record === undefined) continue
-        if (isExpired(record, now)) {
-          yield* Metric.increment(metrics.expired)
-          const outcome = yield* disposeInWave(
-            i,
-            record,
-            "expired",
-            config.onExpired,
-            "expiresAt passed before delivery",
-            "expired",
-            `expired at ${Option.match(record.expiresAt, { onNone: () => "", onSome: DateTime.formatIso })}`,
-            completions
-          )
-          if (outcome !== undefined) outcomes[i] = outcome
-          continue
+        const slot: Slot = {
+          lane,
+          record,
+          hasNext: lane.next + 1 < lane.group.length,
+          result: undefined,
+          how: undefined,
+          outcome: undefined
         }
-        if (isPoison(record, now, config)) {
-          const firstAttemptedAt = Option.match(record.firstAttemptedAt, {
-            onNone: () => "",
-            onSome: DateTime.formatIso
-          })
-          const budget = Duration.format(config.replayBudget)
-          yield* Effect.logWarning("poison record: replay cap and budget spent; not sending").pipe(
-            Effect.annotateLogs({
-              recordId: record.id,
-              replayCount: record.replayCount,
-              maxReplayAttempts: config.maxReplayAttempts,
-              firstAttemptedAt,
-              replayBudget: budget
-            })
-          )
-          const outcome = yield* disposeInWave(
-            i,
-            record,
-            "poison",
-            config.onPoison,
-            `claimed ${record.replayCount} times (max ${config.maxReplayAttempts}) since ${firstAttemptedAt}; budget ${budget} spent`,
-            "poison",
-            "",
-            completions
-          )
-          if (outcome !== undefined) outcomes[i] = outcome
-          continue
-        }
-        sendIndexes.push(i)
+        slots.push(slot)
+        if (isExpired(record, now)) yield* disposeUnsendable(slot, "expired")
+        else if (isPoison(record, now, config)) yield* disposeUnsendable(slot, "poison")
+        else toSend.push(slot)
       }
 
-      const sent: Array<Completion> = []
-      if (sendIndexes.length > 0) {
+      // one sender runs sends one after another until one of them has to wait
+      const sender: Effect.Effect<void> = Effect.suspend(function next(): Effect.Effect<void> {
+        const slot = toSend[started]
+        if (slot === undefined) return Effect.void
+        started += 1
+        const id = slot.record.id
+        state.inFlight.add(id)
+        return Effect.flatMap(Effect.either(sink.send(slot.record)), (result) => {
+          slot.result = result
+          state.inFlight.delete(id)
+          return next()
+        })
+      })
+      const waiting: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
+      if (toSend.length > 0) {
         const before = yield* checkLease(token)
         if (before !== "held") {
-          for (const i of sendIndexes) {
-            const record = wave[i]
-            if (record === undefined) continue
-            outcomes[i] =
+          for (const slot of toSend) {
+            slot.outcome =
               before === "lost"
-                ? { _tag: "Fenced", error: leaseMoved("send", token, record.id) }
+                ? { _tag: "Fenced", error: leaseMoved("send", token, slot.record.id) }
                 : // the lease cannot be verified right now: do not send; try again in a later cycle
                   { _tag: "Deferred", retryAfterMillis: undefined }
           }
-        } else {
-          const records: Array<OutboxRecord> = []
-          for (const i of sendIndexes) {
-            const record = wave[i]
-            if (record === undefined) continue
-            records.push(record)
-            state.inFlight.add(record.id)
-          }
-          const results = yield* sendWave(records)
-          let failures = 0
-          for (let j = 0; j < records.length; j++) {
-            const record = records[j]
-            const result = results[j]
-            const i = sendIndexes[j]
-            if (record === undefined || result === undefined || i === undefined) continue
-            state.inFlight.delete(record.id)
-            if (Either.isRight(result)) {
-              sent.push({ index: i, record, how: "delivered" })
-              continue
-            }
-            failures += 1
-            const error: SendError = result.left
-            if (error.retryable) {
-              yield* Effect.logDebug("transient send failure; deferring the rest of the group").pipe(
-                Effect.annotateLogs({ recordId: record.id, code: error.code })
-              )
-              outcomes[i] = { _tag: "Deferred", retryAfterMillis: error.retryAfterMillis }
-              continue
-            }
-            const outcome = yield* disposeInWave(
-              i,
-              record,
-              "permanent",
-              config.onPermanentFailure,
-              "the sink rejected the record permanently",
-              error.code,
-              error.message,
-              completions
-            )
-            if (outcome !== undefined) outcomes[i] = outcome
-          }
-          if (failures > 0) yield* Metric.incrementBy(metrics.failures, failures)
+          started = toSend.length
         }
       }
+      while (started < toSend.length) {
+        const exit = batch.run(sender)
+        if (Exit.isSuccess(exit)) continue
+        const defect = Cause.dieOption(exit.cause)
+        if (Option.isSome(defect) && Runtime.isAsyncFiberException(defect.value)) {
+          waiting.push(defect.value.fiber)
+          continue
+        }
+        // a defect of the sink: stop the wave, interrupting the sends still running
+        yield* Effect.forEach(waiting, Fiber.interruptFork, { discard: true })
+        return yield* Effect.failCause(exit.cause)
+      }
+      if (waiting.length > 0) {
+        const exits = yield* Effect.forEach(waiting, Fiber.await).pipe(
+          Effect.timeoutOption(config.sendTimeout),
+          Effect.onExit(() => Effect.forEach(waiting, Fiber.interruptFork, { discard: true }))
+        )
+        if (Option.isSome(exits)) {
+          for (const exit of exits.value) {
+            if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) {
+              return yield* Effect.die(Cause.squash(exit.cause))
+            }
+          }
+        }
+      }
+
+      const sent: Array<Slot> = []
+      let failures = 0
+      for (const slot of toSend) {
+        if (slot.outcome !== undefined) continue
+        // a send still running at the deadline was interrupted: a transient failure
+        const result = slot.result ?? Either.left(timeoutError)
+        state.inFlight.delete(slot.record.id)
+        if (Either.isRight(result)) {
+          sent.push(slot)
+          continue
+        }
+        failures += 1
+        const error: SendError = result.left
+        if (error.retryable) {
+          yield* Effect.logDebug("transient send failure; deferring the rest of the group").pipe(
+            Effect.annotateLogs({ recordId: slot.record.id, code: error.code })
+          )
+          slot.outcome = { _tag: "Deferred", retryAfterMillis: error.retryAfterMillis }
+          continue
+        }
+        yield* disposeSlot(
+          slot,
+          "permanent",
+          config.onPermanentFailure,
+          "the sink rejected the record permanently",
+          error.code,
+          error.message
+        )
+      }
+      if (failures > 0) yield* Metric.incrementBy(metrics.failures, failures)
 
       if (sent.length > 0) {
         const after = yield* checkLease(token)
         if (after === "held") {
-          for (const completion of sent) completions.push(completion)
+          for (const slot of sent) slot.how = "delivered"
         } else if (after === "unknown") {
           // sent, but the lease cannot be verified: leave them claimed and complete them in a later cycle
           yield* Effect.logWarning("lease unreadable after send; completing in a later cycle").pipe(
-            Effect.annotateLogs({ recordIds: sent.map((c) => c.record.id).join(",") })
+            Effect.annotateLogs({ recordIds: sent.map((s) => s.record.id).join(",") })
           )
-          for (const { index, record } of sent) {
-            toComplete.set(record.id, record)
-            outcomes[index] = { _tag: "LeftClaimed", delivered: true }
+          for (const slot of sent) {
+            toComplete.set(slot.record.id, slot.record)
+            slot.outcome = { _tag: "LeftClaimed", delivered: true }
           }
         } else {
           yield* Metric.incrementBy(metrics.duplicateRisk, sent.length)
           yield* Effect.logWarning("lease lost during send; not completing (may be delivered again)").pipe(
-            Effect.annotateLogs({ recordIds: sent.map((c) => c.record.id).join(","), version: token.version })
+            Effect.annotateLogs({ recordIds: sent.map((s) => s.record.id).join(","), version: token.version })
           )
-          for (const { index, record } of sent) {
-            outcomes[index] = { _tag: "Lost", error: leaseMoved("complete", token, record.id) }
+          for (const slot of sent) {
+            slot.outcome = { _tag: "Lost", error: leaseMoved("complete", token, slot.record.id) }
           }
         }
       }
 
       // a record with a younger sibling behind it is completed before that sibling is sent; the others'
       // completes are deferred to the end of the batch (one call)
-      const completeNow: Array<Completion> = []
-      for (const completion of completions) {
-        if (hasNext[completion.index] === true) {
-          completeNow.push(completion)
+      const completeNow: Array<Slot> = []
+      for (const slot of slots) {
+        const how = slot.how
+        if (how === undefined || slot.outcome !== undefined) continue
+        if (slot.hasNext) {
+          completeNow.push(slot)
           continue
         }
-        const { how, index, record } = completion
-        state.toFlush.push({ record, how })
+        state.toFlush.push({ record: slot.record, how })
         // until the deferred complete succeeds, a later cycle of this epoch completes it
-        toComplete.set(record.id, record)
-        outcomes[index] = how === "delivered" ? { _tag: "Delivered" } : { _tag: "Disposed", how }
+        toComplete.set(slot.record.id, slot.record)
+        slot.outcome = how === "delivered" ? delivered : { _tag: "Disposed", how }
       }
       if (completeNow.length > 0) {
         const failed = yield* completeMany(
-          completeNow.map((c) => c.record.id),
+          completeNow.map((s) => s.record.id),
           token
         )
-        const doneAt = yield* Clock.currentTimeMillis
+        const doneAt = batch.clock.unsafeCurrentTimeMillis()
         const latencies: Array<number> = []
         let duplicateRisk = 0
-        for (const { how, index, record } of completeNow) {
+        for (const slot of completeNow) {
+          const { how, record } = slot
           const error = failed.get(record.id)
           if (error !== undefined) {
             if (how === "delivered") duplicateRisk += 1
@@ -898,18 +929,59 @@ const makeWith = (
                 : "complete after disposal failed; record stays claimed"
             ).pipe(Effect.annotateLogs({ recordId: record.id, error: error.message }))
             toComplete.set(record.id, record)
-            outcomes[index] = { _tag: "LeftClaimed", delivered: true }
+            slot.outcome = { _tag: "LeftClaimed", delivered: true }
             continue
           }
           if (how === "delivered") {
             latencies.push(Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)))
-            outcomes[index] = { _tag: "Delivered" }
-          } else outcomes[index] = { _tag: "Disposed", how }
+            slot.outcome = delivered
+          } else if (how !== undefined) slot.outcome = { _tag: "Disposed", how }
         }
         if (duplicateRisk > 0) yield* Metric.incrementBy(metrics.duplicateRisk, duplicateRisk)
         if (latencies.length > 0) yield* updateAll(metrics.latency, latencies)
       }
-      return outcomes
+
+      // settle every record of the wave: its lane goes on, or its group stops here
+      const counters = state.counters
+      const stillRunning: Array<Lane> = []
+      for (const slot of slots) {
+        const { lane, record } = slot
+        const outcome: Outcome = slot.outcome ?? { _tag: "Deferred", retryAfterMillis: undefined }
+        switch (outcome._tag) {
+          case "Delivered":
+          case "Disposed":
+            state.held.delete(record.id)
+            if (outcome._tag === "Delivered") counters.delivered += 1
+            else if (outcome.how === "dlq") counters.deadLettered += 1
+            else counters.dropped += 1
+            lane.next += 1
+            if (lane.next < lane.group.length) stillRunning.push(lane)
+            continue
+          case "Deferred":
+            if (outcome.retryAfterMillis !== undefined) {
+              counters.retryAfterMillis = Math.max(counters.retryAfterMillis ?? 0, outcome.retryAfterMillis)
+            }
+            yield* release(lane.group.slice(lane.next), token, state)
+            continue
+          case "LeftClaimed":
+            state.held.delete(record.id)
+            counters.leftClaimed += 1
+            if (!outcome.delivered) toRelease.set(record.id, record)
+            yield* release(lane.group.slice(lane.next + 1), token, state)
+            continue
+          case "Fenced":
+            state.fenced = outcome.error
+            yield* release(lane.group.slice(lane.next), token, state)
+            continue
+          case "Lost":
+            state.held.delete(record.id)
+            counters.leftClaimed += 1
+            state.fenced = outcome.error
+            yield* release(lane.group.slice(lane.next + 1), token, state)
+            continue
+        }
+      }
+      return stillRunning
     })
 
   /** Updates a metric with many values in one step (one read of the fiber's metric labels). */
@@ -919,12 +991,6 @@ const makeWith = (
         for (const value of values) metric.unsafeUpdate(value, labels)
       })
     )
-
-  /** A group in flight: its records (one ordering key, age order) and the index of its next record. */
-  interface Lane {
-    readonly group: ReadonlyArray<OutboxRecord>
-    next: number
-  }
 
   /**
    * Completes the records whose completes were deferred to the end of the batch, in one call, after one
@@ -988,12 +1054,13 @@ const makeWith = (
     })
 
   /**
-   * Runs the batch in waves. Up to `maxConcurrency` groups are in flight (each taking the next group when
-   * one finishes); a wave sends the next record of each of them, so inside a group records go strictly one
-   * after another. Groups of several records start first (in age order of their heads), then the groups of
-   * one: a record with a successor is completed inside its wave, so packing those into the same waves
-   * takes fewer `complete` calls, while records without a successor are completed together at the end. A transient failure releases the record and the rest of
-   * its group; a record left claimed releases the rest of its group; a lost lease stops the batch.
+   * Runs the batch in waves (see {@link runWave}). Up to `maxConcurrency` groups are in flight, each taking
+   * the next group when one finishes; inside a group records go strictly one after another. Groups of
+   * several records start first (in age order of their heads), then the groups of one: a record with a
+   * successor is completed inside its wave, so packing those into the same waves takes fewer `complete`
+   * calls, while records without a successor are completed together at the end. A transient failure
+   * releases the record and the rest of its group; a record left claimed releases the rest of its group;
+   * a lost lease stops the batch.
    */
   const runWaves = (
     groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>,
@@ -1007,13 +1074,18 @@ const makeWith = (
     state: BatchState
   ): Effect.Effect<void> =>
     Effect.gen(function* () {
+      const source: GroupSource = { groups, next: 0 }
+      // the batch fiber's runtime (log annotations, span) runs the sends; its clock stamps the waves
+      const batch: BatchRuntime = {
+        run: Runtime.runSyncExit(yield* Effect.runtime<never>()),
+        clock: yield* Effect.clock
+      }
       let lanes: Array<Lane> = []
-      let nextGroup = 0
-      const counters = state.counters
       for (;;) {
-        while (lanes.length < config.maxConcurrency && nextGroup < groups.length) {
-          const group = groups[nextGroup++]
-          if (group !== undefined && group.length > 0) lanes.push({ group, next: 0 })
+        while (lanes.length < config.maxConcurrency) {
+          const group = takeGroup(source)
+          if (group === undefined) break
+          lanes.push({ group, next: 0 })
         }
         if (lanes.length === 0) return
         // interrupted: the rest stays held and the final drain releases it in one call
@@ -1021,60 +1093,10 @@ const makeWith = (
         if (state.fenced !== undefined) {
           const rest: Array<OutboxRecord> = []
           for (const lane of lanes) rest.push(...lane.group.slice(lane.next))
-          for (let g = nextGroup; g < groups.length; g++) rest.push(...(groups[g] ?? []))
+          for (let g = source.next; g < groups.length; g++) rest.push(...(groups[g] ?? []))
           return yield* release(rest, token, state)
         }
-        const wave: Array<OutboxRecord> = []
-        const hasNext: Array<boolean> = []
-        for (const lane of lanes) {
-          const record = lane.group[lane.next]
-          if (record !== undefined) {
-            wave.push(record)
-            hasNext.push(lane.next + 1 < lane.group.length)
-          }
-        }
-        const outcomes = yield* runWave(wave, hasNext, token, state)
-        const stillRunning: Array<Lane> = []
-        for (let w = 0; w < lanes.length; w++) {
-          const lane = lanes[w]
-          const record = wave[w]
-          const outcome = outcomes[w]
-          if (lane === undefined || record === undefined || outcome === undefined) continue
-          switch (outcome._tag) {
-            case "Delivered":
-            case "Disposed":
-              state.held.delete(record.id)
-              if (outcome._tag === "Delivered") counters.delivered += 1
-              else if (outcome.how === "dlq") counters.deadLettered += 1
-              else counters.dropped += 1
-              lane.next += 1
-              if (lane.next < lane.group.length) stillRunning.push(lane)
-              continue
-            case "Deferred":
-              if (outcome.retryAfterMillis !== undefined) {
-                counters.retryAfterMillis = Math.max(counters.retryAfterMillis ?? 0, outcome.retryAfterMillis)
-              }
-              yield* release(lane.group.slice(lane.next), token, state)
-              continue
-            case "LeftClaimed":
-              state.held.delete(record.id)
-              counters.leftClaimed += 1
-              if (!outcome.delivered) toRelease.set(record.id, record)
-              yield* release(lane.group.slice(lane.next + 1), token, state)
-              continue
-            case "Fenced":
-              state.fenced = outcome.error
-              yield* release(lane.group.slice(lane.next), token, state)
-              continue
-            case "Lost":
-              state.held.delete(record.id)
-              counters.leftClaimed += 1
-              state.fenced = outcome.error
-              yield* release(lane.group.slice(lane.next + 1), token, state)
-              continue
-          }
-        }
-        lanes = stillRunning
+        lanes = yield* runWave(lanes, token, state, batch)
       }
     })
 
