@@ -533,31 +533,27 @@ export const toRecord = (
 ): OutboxRecord.OutboxRecord => {
   const r = decoded.row
   const claimedAt = claim === undefined ? instant(r.claimed_at) : Option.some(claim.at)
-  return new OutboxRecord.OutboxRecord(
-    {
-      id: r.id,
-      partitionKey: r.partition_key,
-      envelopeId: r.envelope_id,
-      bindingId: r.binding_id,
-      routeId: r.route_id,
-      address: r.address,
-      payload: r.payload,
-      headers: decoded.headers,
-      orderingKey: Option.fromNullable(r.ordering_key),
-      createdAt,
-      expiresAt: instant(r.expires_at),
-      seq: r.seq,
-      status: claim === undefined ? decoded.status : "claimed",
-      claimedBy: claim === undefined ? Option.fromNullable(r.claimed_by) : Option.some(claim.owner),
-      claimVersion: claim === undefined ? r.claim_version : claim.version,
-      claimedAt,
-      firstAttemptedAt:
-        r.first_attempted_at === null && claim !== undefined ? claimedAt : instant(r.first_attempted_at),
-      replayCount: claim === undefined ? r.replay_count : r.replay_count + 1,
-      completedAt: instant(r.completed_at)
-    },
-    { disableValidation: true }
-  )
+  return OutboxRecord.makeUnvalidated({
+    id: r.id,
+    partitionKey: r.partition_key,
+    envelopeId: r.envelope_id,
+    bindingId: r.binding_id,
+    routeId: r.route_id,
+    address: r.address,
+    payload: r.payload,
+    headers: decoded.headers,
+    orderingKey: Option.fromNullable(r.ordering_key),
+    createdAt,
+    expiresAt: instant(r.expires_at),
+    seq: r.seq,
+    status: claim === undefined ? decoded.status : "claimed",
+    claimedBy: claim === undefined ? Option.fromNullable(r.claimed_by) : Option.some(claim.owner),
+    claimVersion: claim === undefined ? r.claim_version : claim.version,
+    claimedAt,
+    firstAttemptedAt: r.first_attempted_at === null && claim !== undefined ? claimedAt : instant(r.first_attempted_at),
+    replayCount: claim === undefined ? r.replay_count : r.replay_count + 1,
+    completedAt: instant(r.completed_at)
+  })
 }
 
 /**
