@@ -153,6 +153,24 @@ const busyRetry = Schedule.exponential(Duration.millis(5), 2).pipe(
   Schedule.intersect(Schedule.recurs(12))
 )
 
+/**
+ * `Effect.retry(effect, { schedule: busyRetry, while: isBusy })` with the same attempts and delays, but
+ * the schedule is set up only once a first attempt has failed busy (the common path pays nothing).
+ */
+const retryBusy = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.catchIf(effect, isBusy, (first) => {
+    // the retry loop starts by replaying the failure already seen, so its schedule decides the first delay
+    let replayed = false
+    return Effect.retry(
+      Effect.suspend(() => {
+        if (replayed) return effect
+        replayed = true
+        return Effect.fail(first)
+      }),
+      { schedule: busyRetry, while: isBusy }
+    )
+  })
+
 /** A decoded candidate row with the facts claim selection looks at. */
 interface Candidate extends ClaimOrder.ClaimFacts {
   readonly decoded: SqliteOutboxSchema.DecodedRow
@@ -237,13 +255,14 @@ export const make = (
 
     /** Runs `f` on the caller's transaction connection when there is one, else on a reserved connection. */
     const withConnection = <A, E>(
-      f: (conn: Connection, inTransaction: boolean) => Effect.Effect<A, E>
+      f: (conn: Connection, nested: boolean) => Effect.Effect<A, E>,
+      retry: "always" | "outside a caller's transaction"
     ): Effect.Effect<A, E | SqlError> =>
-      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-        Option.isSome(outer)
-          ? f(outer.value[0], true)
-          : Effect.scoped(Effect.flatMap(sql.reserve, (conn) => f(conn, false)))
-      )
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
+        if (Option.isNone(outer)) return retryBusy(Effect.scoped(Effect.flatMap(sql.reserve, (conn) => f(conn, false))))
+        const inner = f(outer.value[0], true)
+        return retry === "always" ? retryBusy(inner) : inner
+      })
 
     /** Undoes a transaction or savepoint after a failure; a failing rollback is logged, the failure kept. */
     const undo = (conn: Connection, nested: boolean): Effect.Effect<void> =>
@@ -260,10 +279,9 @@ export const make = (
      * caller's `sql.withTransaction` (R-PERSIST-6). On any failure (also of `COMMIT`) it is rolled back
      * and the failure returned. The body is a short run of statements and is not interrupted half-way.
      */
-    const inTransaction = <A, E>(
-      body: (conn: Connection) => Effect.Effect<A, E | SqlError>
-    ): Effect.Effect<A, E | SqlError> =>
-      withConnection((conn, nested) =>
+    const inTransaction =
+      <A, E>(body: (conn: Connection) => Effect.Effect<A, E | SqlError>) =>
+      (conn: Connection, nested: boolean): Effect.Effect<A, E | SqlError> =>
         Effect.uninterruptible(
           Effect.flatMap(run(conn, nested ? control.savepoint : control.begin, []), () =>
             Effect.matchCauseEffect(body(conn), {
@@ -276,7 +294,6 @@ export const make = (
             })
           )
         )
-      )
 
     /**
      * Runs `body` in a transaction (a savepoint inside a caller's transaction), retrying busy failures
@@ -287,10 +304,7 @@ export const make = (
       partitionKey: string | undefined,
       body: (conn: Connection) => Effect.Effect<A, E | SqlError>
     ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
-      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
-        const tx = inTransaction(body)
-        return Option.isSome(outer) ? tx : Effect.retry(tx, { schedule: busyRetry, while: isBusy })
-      }).pipe(unavailable(operation, partitionKey))
+      withConnection(inTransaction(body), "outside a caller's transaction").pipe(unavailable(operation, partitionKey))
 
     /** Runs `body` on a connection outside any transaction of the store's, retrying busy failures. */
     const standalone = <A, E extends { readonly _tag: string }>(
@@ -298,9 +312,7 @@ export const make = (
       partitionKey: string | undefined,
       body: (conn: Connection) => Effect.Effect<A, E | SqlError>
     ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
-      Effect.retry(withConnection(body), { schedule: busyRetry, while: isBusy }).pipe(
-        unavailable(operation, partitionKey)
-      )
+      withConnection(body, "always").pipe(unavailable(operation, partitionKey))
 
     /** Runs a statement and reads one column of its rows (`StoreUnavailable` when a row lacks it). */
     const select = <A>(
