@@ -408,29 +408,20 @@ export const make = (
         }
       )
 
-    const persistIn = (
+    /**
+     * Inserts the records with seq blocks from the fence row, in the same transaction (R-PERSIST-4; gaps
+     * are allowed), and returns the ids inserted: `ON CONFLICT DO NOTHING` leaves out a record whose
+     * identity (or id) is already stored, also by an earlier record of the same statement.
+     */
+    const insertRecords = (
       conn: Connection,
-      batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
-      replaceTerminal: boolean
-    ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
+      records: ReadonlyArray<OutboxRecord.PreparedRecord>
+    ): Effect.Effect<Set<string>, SqlError | StoreUnavailable> =>
       Effect.gen(function* () {
-        // in-batch duplicates: the first record of an identity wins (R-PERSIST-3)
-        const firstOfIdentity = new Map<string, number>()
-        const unique: Array<{ readonly record: OutboxRecord.PreparedRecord; readonly index: number }> = []
-        const duplicateOf: Array<{ readonly index: number; readonly first: number }> = []
         const perPartition = new Map<string, number>()
-        batch.forEach((record, index) => {
-          const identity = OutboxRecord.identityKey(record)
-          const first = firstOfIdentity.get(identity)
-          if (first === undefined) {
-            firstOfIdentity.set(identity, index)
-            unique.push({ record, index })
-            perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
-          } else {
-            duplicateOf.push({ index, first })
-          }
-        })
-        // seq blocks from the fence row, in the same transaction (R-PERSIST-4); gaps are allowed
+        for (const record of records) {
+          perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
+        }
         const nextSeq = new Map<string, number>()
         for (const [partitionKey, count] of perPartition) {
           const last = (yield* select(seqOf, "persist", conn, st.allocateSeq, [partitionKey, count]))[0]
@@ -439,29 +430,49 @@ export const make = (
           }
           nextSeq.set(partitionKey, last - count + 1)
         }
-        if (replaceTerminal) {
-          // an id held by another identity is rejected against the state before the batch, also when
-          // that holder is a terminal record this batch replaces (as the model and memory store do)
-          for (const { record, index } of unique) yield* rejectIdHeldByOther(conn, record, index)
-          for (const { record } of unique) {
-            yield* run(conn, st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])
-          }
-        }
         const inserted = new Set<string>()
-        for (const chunk of chunksOf(unique, SqliteOutboxSchema.insertChunk)) {
+        for (const chunk of chunksOf(records, SqliteOutboxSchema.insertChunk)) {
           const values: Array<unknown> = []
-          for (const { record } of chunk) {
+          for (const record of chunk) {
             const seq = nextSeq.get(record.partitionKey) ?? 0
             nextSeq.set(record.partitionKey, seq + 1)
             SqliteOutboxSchema.pushInsertValues(values, record, seq)
           }
           for (const id of yield* select(idsOf, "persist", conn, st.insert(chunk.length), values)) inserted.add(id)
         }
-        if (inserted.size === unique.length && duplicateOf.length === 0) {
-          // the common case: every record is new
-          return { persisted: unique.map(({ record }) => record.id), skipped: [], existingIds: [] }
+        return inserted
+      })
+
+    /** The records of a batch by first occurrence of their identity (R-PERSIST-3: the first one wins). */
+    const dedupe = (batch: ReadonlyArray<OutboxRecord.PreparedRecord>) => {
+      const firstOfIdentity = new Map<string, number>()
+      const unique: Array<{ readonly record: OutboxRecord.PreparedRecord; readonly index: number }> = []
+      const duplicateOf: Array<{ readonly index: number; readonly first: number }> = []
+      batch.forEach((record, index) => {
+        const identity = OutboxRecord.identityKey(record)
+        const first = firstOfIdentity.get(identity)
+        if (first === undefined) {
+          firstOfIdentity.set(identity, index)
+          unique.push({ record, index })
+        } else {
+          duplicateOf.push({ index, first })
         }
-        // not inserted: an existing identity (skip) or an id held by a different identity (reject)
+      })
+      return { unique, duplicateOf }
+    }
+
+    /**
+     * The report of a batch some of whose records were not inserted: each of them is an existing
+     * identity or a repeat of an earlier record of the batch (skipped), or uses an id held by a different
+     * identity (the whole batch fails with `InvalidRecord`).
+     */
+    const reportOf = (
+      conn: Connection,
+      batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
+      { duplicateOf, unique }: ReturnType<typeof dedupe>,
+      inserted: ReadonlySet<string>
+    ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
+      Effect.gen(function* () {
         const notInserted = [
           ...unique.filter(({ record }) => !inserted.has(record.id)),
           ...duplicateOf.flatMap(({ index }) => {
@@ -500,6 +511,35 @@ export const make = (
           existingIds: skipped.map((s) => s.existing)
         }
         return report
+      })
+
+    const persistIn = (
+      conn: Connection,
+      batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
+      replaceTerminal: boolean
+    ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
+      Effect.gen(function* () {
+        if (!replaceTerminal) {
+          // one INSERT of the whole batch leaves out repeated and existing identities by itself; when
+          // every record went in, none was repeated or existing and the batch is done
+          const inserted = yield* insertRecords(conn, batch)
+          if (inserted.size === batch.length) {
+            return { persisted: batch.map((record) => record.id), skipped: [], existingIds: [] }
+          }
+          return yield* reportOf(conn, batch, dedupe(batch), inserted)
+        }
+        const batchIdentities = dedupe(batch)
+        // an id held by another identity is rejected against the state before the batch, also when that
+        // holder is a terminal record this batch replaces (as the model and memory store do)
+        for (const { record, index } of batchIdentities.unique) yield* rejectIdHeldByOther(conn, record, index)
+        for (const { record } of batchIdentities.unique) {
+          yield* run(conn, st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])
+        }
+        const inserted = yield* insertRecords(
+          conn,
+          batchIdentities.unique.map(({ record }) => record)
+        )
+        return yield* reportOf(conn, batch, batchIdentities, inserted)
       })
 
     const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
