@@ -2,13 +2,14 @@
  * The in-memory `OutboxStore` backend (SPEC §3.1): for tests, demos and single-process use. Nothing
  * survives the process.
  *
- * **State and atomicity.** All state lives in one mutable structure owned by the store instance and
- * guarded by a 1-permit semaphore. Every operation takes the permit, reads `Clock` once, and then does
- * all of its reads and writes in one synchronous step, so operations are atomic with respect to each
- * other (two concurrent claims never hand out the same record, R-CLAIM-9) and multi-id complete/release
- * are all-or-nothing. A `Ref` of immutable maps was not used: copying the indexes (or rebuilding
- * persistent trees) on every batch costs several times the target throughput of 100k records/s, while
- * in-place mutation behind the permit keeps a claim at O(limit · log n).
+ * **State and atomicity.** All state lives in one mutable structure owned by the store instance. Every
+ * operation reads `Clock` once and does all of its reads and writes in the same synchronous step (no
+ * effect runs in between, so no other fiber can), so operations are atomic with respect to each other
+ * (two concurrent claims never hand out the same record, R-CLAIM-9) and multi-id complete/release are
+ * all-or-nothing. No lock is needed for that, so none is taken (a semaphore permit added an
+ * asynchronous acquire and a release to every call on the drain path). A `Ref` of immutable maps was not
+ * used: copying the indexes (or rebuilding persistent trees) on every batch costs several times the target
+ * throughput of 100k records/s, while in-place mutation keeps a claim at O(limit · log n).
  *
  * **Indexes (per partition).** Each is a sorted array with binary-search insert, an append fast path
  * (records persisted with `createdAt ≈ now` and increasing `seq` land at the end), lazy removal of
@@ -44,7 +45,6 @@
  *
  * @since 0.1.0
  */
-import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -600,7 +600,6 @@ const notClaimedByToken = (entry: Entry | undefined, token: LeaseToken.LeaseToke
  */
 export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect.Effect<Instrumented> =>
   Effect.gen(function* () {
-    const lock = yield* Effect.makeSemaphore(1)
     const staleClaimAfterMillis =
       options.staleClaimAfter === undefined ? undefined : Duration.toMillis(Duration.decode(options.staleClaimAfter))
     const retentionMillis = Duration.toMillis(Duration.decode(options.retention ?? defaultRetention))
@@ -663,14 +662,16 @@ export const makeInstrumented = (options: OutboxStore.StoreOptions = {}): Effect
       terminal.push(entry)
     }
 
-    /** Runs `f` holding the permit, after reading the clock and evicting what retention lets go. */
+    /**
+     * Runs `f` in one synchronous step with the clock's time, after evicting what retention lets go: the
+     * step is atomic with respect to every other operation (see the module documentation).
+     */
     const atomically = <A, E>(f: (now: number) => Effect.Effect<A, E>): Effect.Effect<A, E> =>
-      lock.withPermits(1)(
-        Effect.flatMap(Clock.currentTimeMillis, (now) => {
-          evictDue(now)
-          return f(now)
-        })
-      )
+      Effect.clockWith((clock) => {
+        const now = clock.unsafeCurrentTimeMillis()
+        evictDue(now)
+        return f(now)
+      })
 
     const persist: OutboxStore.Backend["persist"] = (records, { replaceTerminal }) =>
       atomically(() => {
