@@ -97,7 +97,9 @@ export class ProgressDisplay {
 
   private draw(): void {
     if (this.out.isTTY !== true || this.closed) return
-    const columns = "columns" in this.out && typeof this.out.columns === "number" ? this.out.columns : 120
+    // a pseudo-terminal may report 0 columns: then assume a usual width
+    const reported = "columns" in this.out && typeof this.out.columns === "number" ? this.out.columns : 0
+    const columns = reported >= 20 ? reported : 120
     const text = this.status()
     this.out.write(`\r\x1b[K${text.length >= columns ? `${text.slice(0, columns - 2)}…` : text}`)
     this.shown = true

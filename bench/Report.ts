@@ -10,6 +10,7 @@
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
+import * as prettier from "prettier"
 
 /** The result files the report knows, in report order. */
 export const ResultNames = ["memory", "sqlite", "dynamodb", "drain", "contention"] as const
@@ -447,6 +448,8 @@ const contentionSection = (data: unknown): Array<string> => {
     `Conflicts or failed requests: ${formatNumber(num(conflicts, "producers"))} among the producers, ${formatNumber(num(conflicts, "withClaimer"))} with the claimer; SDK retries: ${formatNumber(num(data, "dynamodb", "sdkRetries"))}. Fence row a bottleneck: ${bool(data, "fenceBottleneck") === undefined ? na : bool(data, "fenceBottleneck") === true ? "**yes**" : "no"}.`,
     ""
   )
+  const rule = str(data, "bottleneckRule")
+  if (rule !== undefined) out.push(`Rule for calling the fence row a bottleneck: ${rule}.`, "")
   const note = str(data, "note")
   if (note !== undefined) out.push(`**Conclusion.** ${note}`, "")
   return out
@@ -855,15 +858,17 @@ export const readResults = (
 }
 
 /**
- * Regenerates the README (`readmePath`) and `chart.svg` in `resultsDirectory` from the result files found
- * there; returns which files were found and which were missing.
+ * Regenerates the README (`readmePath`, laid out by the project's Prettier settings so that
+ * `prettier --check` passes) and `chart.svg` in `resultsDirectory` from the result files found there;
+ * returns which files were found and which were missing.
  */
-export const writeReport = (
+export const writeReport = async (
   resultsDirectory: string,
   readmePath: string
-): { readonly found: Array<ResultName>; readonly missing: Array<ResultName> } => {
+): Promise<{ readonly found: Array<ResultName>; readonly missing: Array<ResultName> }> => {
   const { found, missing: absent, results } = readResults(resultsDirectory)
   writeFileSync(join(resultsDirectory, "chart.svg"), renderChart(results))
-  writeFileSync(readmePath, renderReadme(results, "results/chart.svg"))
+  const options = (await prettier.resolveConfig(readmePath)) ?? {}
+  writeFileSync(readmePath, await prettier.format(renderReadme(results), { ...options, filepath: readmePath }))
   return { found, missing: absent }
 }

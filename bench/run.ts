@@ -62,7 +62,7 @@ for (const [i, name] of names.entries()) {
   }
 }
 
-const written = writeReport(join(here, "results"), join(here, "README.md"))
+const written = await writeReport(join(here, "results"), join(here, "README.md"))
 console.log(
   `\nbench/README.md and bench/results/chart.svg regenerated from ${written.found.join(", ") || "no results"}` +
     (written.missing.length > 0 ? ` (missing: ${written.missing.join(", ")})` : "") +
