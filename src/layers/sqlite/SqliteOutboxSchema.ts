@@ -244,7 +244,28 @@ export interface Statements {
   readonly sweep: string
 }
 
-const placeholders = (n: number): string => Array.from({ length: n }, () => "?").join(", ")
+/**
+ * `n` comma-separated `?` placeholders, without spaces: the SQL client keys its prepared-statement
+ * cache by the statement text and hashes the whole text on every execution, so long lists stay short.
+ */
+const placeholders = (n: number): string => (n <= 0 ? "" : "?" + ",?".repeat(n - 1))
+
+/**
+ * Memoises a statement builder by its size argument (a handful of sizes recur: full batches and the
+ * last partial one), so the text of a large statement is not rebuilt on every call. Bounded.
+ */
+const bySize = (build: (n: number) => string): ((n: number) => string) => {
+  const built = new Map<number, string>()
+  return (n) => {
+    let text = built.get(n)
+    if (text === undefined) {
+      if (built.size >= 64) built.clear()
+      text = build(n)
+      built.set(n, text)
+    }
+    return text
+  }
+}
 
 /**
  * Builds the {@link Statements} for a set of table names.
@@ -264,9 +285,11 @@ export const statements = (t: TableNames, options: { readonly staleReclaim: bool
     allocateSeq: `INSERT INTO ${t.fence} (partition_key, max_version, seq_counter) VALUES (?, 0, ?)
 ON CONFLICT (partition_key) DO UPDATE SET seq_counter = seq_counter + excluded.seq_counter
 RETURNING seq_counter`,
-    insert: (rows) =>
-      `INSERT INTO ${t.outbox} (${insertColumns.join(", ")}) VALUES ${Array.from({ length: rows }, () => row).join(", ")}
-ON CONFLICT DO NOTHING RETURNING id`,
+    insert: bySize(
+      (rows) =>
+        `INSERT INTO ${t.outbox} (${insertColumns.join(", ")}) VALUES ${row}${`,${row}`.repeat(Math.max(0, rows - 1))}
+ON CONFLICT DO NOTHING RETURNING id`
+    ),
     findIdentity: `SELECT id FROM ${t.outbox} WHERE partition_key = ? AND envelope_id = ? AND binding_id = ?`,
     findById: `SELECT partition_key, envelope_id, binding_id FROM ${t.outbox} WHERE id = ?`,
     deleteTerminalIdentity: `DELETE FROM ${t.outbox}
@@ -283,16 +306,22 @@ WHERE o.partition_key = ? AND ${live("o")} AND ${claimable}
       AND (b.created_at, b.seq) < (o.created_at, o.seq) AND ${blocking}))
 ORDER BY o.created_at, o.seq
 LIMIT ?`,
-    claimUpdate: (n) => `UPDATE ${t.outbox} AS o SET status = 'claimed', claimed_by = ?, claim_version = ?,
+    claimUpdate: bySize(
+      (n) => `UPDATE ${t.outbox} AS o SET status = 'claimed', claimed_by = ?, claim_version = ?,
   claimed_at = ?, first_attempted_at = coalesce(first_attempted_at, ?), replay_count = replay_count + 1
 WHERE o.id IN (${placeholders(n)}) AND +o.partition_key = ? AND +o.status IN ('pending', 'claimed') AND ${claimable}
-RETURNING id`,
-    complete: (n) => `UPDATE ${t.outbox} SET status = 'completed', completed_at = ?, terminal_at = ?
+RETURNING id`
+    ),
+    complete: bySize(
+      (n) => `UPDATE ${t.outbox} SET status = 'completed', completed_at = ?, terminal_at = ?
 WHERE id IN (${placeholders(n)}) AND status = 'claimed' AND claimed_by = ? AND claim_version = ?
-RETURNING id`,
-    release: (n) => `UPDATE ${t.outbox} SET status = 'pending', claimed_by = NULL, claimed_at = NULL
+RETURNING id`
+    ),
+    release: bySize(
+      (n) => `UPDATE ${t.outbox} SET status = 'pending', claimed_by = NULL, claimed_at = NULL
 WHERE id IN (${placeholders(n)}) AND status = 'claimed' AND claimed_by = ? AND claim_version = ?
-RETURNING id`,
+RETURNING id`
+    ),
     expire: `UPDATE ${t.outbox} SET status = 'expired', terminal_at = ?
 WHERE partition_key = ? AND expires_at IS NOT NULL AND status = 'pending' AND expires_at < ?
 RETURNING id`,
