@@ -454,29 +454,28 @@ const isIntOrNull = (u: unknown): u is number | null => u === null || isInt(u)
 /** True when `input` has exactly what {@link Row} requires of every column. */
 const isRow = (input: unknown): input is Row => {
   if (typeof input !== "object" || input === null) return false
-  const get = (column: string): unknown => Reflect.get(input, column)
-  const orderingKey = get("ordering_key")
-  const claimedBy = get("claimed_by")
+  const orderingKey: unknown = Reflect.get(input, "ordering_key")
+  const claimedBy: unknown = Reflect.get(input, "claimed_by")
   return (
-    isNonEmpty(get("id")) &&
-    isNonEmpty(get("partition_key")) &&
-    isNonEmpty(get("envelope_id")) &&
-    isNonEmpty(get("binding_id")) &&
-    isText(get("route_id")) &&
-    isText(get("address")) &&
-    get("payload") instanceof Uint8Array &&
-    isText(get("headers")) &&
+    isNonEmpty(Reflect.get(input, "id")) &&
+    isNonEmpty(Reflect.get(input, "partition_key")) &&
+    isNonEmpty(Reflect.get(input, "envelope_id")) &&
+    isNonEmpty(Reflect.get(input, "binding_id")) &&
+    isText(Reflect.get(input, "route_id")) &&
+    isText(Reflect.get(input, "address")) &&
+    Reflect.get(input, "payload") instanceof Uint8Array &&
+    isText(Reflect.get(input, "headers")) &&
     (orderingKey === null || isNonEmpty(orderingKey)) &&
-    isInt(get("created_at")) &&
-    isIntOrNull(get("expires_at")) &&
-    isNonNegativeInt(get("seq")) &&
-    isText(get("status")) &&
+    isInt(Reflect.get(input, "created_at")) &&
+    isIntOrNull(Reflect.get(input, "expires_at")) &&
+    isNonNegativeInt(Reflect.get(input, "seq")) &&
+    isText(Reflect.get(input, "status")) &&
     (claimedBy === null || isNonEmpty(claimedBy)) &&
-    isNonNegativeInt(get("claim_version")) &&
-    isIntOrNull(get("claimed_at")) &&
-    isIntOrNull(get("first_attempted_at")) &&
-    isNonNegativeInt(get("replay_count")) &&
-    isIntOrNull(get("completed_at"))
+    isNonNegativeInt(Reflect.get(input, "claim_version")) &&
+    isIntOrNull(Reflect.get(input, "claimed_at")) &&
+    isIntOrNull(Reflect.get(input, "first_attempted_at")) &&
+    isNonNegativeInt(Reflect.get(input, "replay_count")) &&
+    isIntOrNull(Reflect.get(input, "completed_at"))
   )
 }
 
@@ -548,6 +547,30 @@ export interface AppliedClaim {
 }
 
 /**
+ * A claim applied to a whole batch: {@link AppliedClaim} with the `Option`s every record of the batch
+ * shares (built once per batch, not once per record).
+ *
+ * @since 0.1.0
+ */
+export interface BatchClaim extends AppliedClaim {
+  readonly claimedBy: Option.Option<string>
+  readonly claimedAt: Option.Option<DateTime.Utc>
+}
+
+/**
+ * Builds a {@link BatchClaim}.
+ *
+ * @since 0.1.0
+ */
+export const batchClaim = (owner: string, version: number, at: DateTime.Utc): BatchClaim => ({
+  owner,
+  version,
+  at,
+  claimedBy: Option.some(owner),
+  claimedAt: Option.some(at)
+})
+
+/**
  * Builds the `OutboxRecord` of a decoded row, optionally with a claim applied (status `claimed`, owner,
  * version, `claimedAt`, `firstAttemptedAt` if empty, one more replay). `createdAt` may be passed when the
  * caller already built it. Every field was validated by
@@ -557,11 +580,12 @@ export interface AppliedClaim {
  */
 export const toRecord = (
   decoded: DecodedRow,
-  claim?: AppliedClaim,
+  claim?: AppliedClaim | BatchClaim,
   createdAt: DateTime.Utc = DateTime.unsafeMake(decoded.row.created_at)
 ): OutboxRecord.OutboxRecord => {
   const r = decoded.row
-  const claimedAt = claim === undefined ? instant(r.claimed_at) : Option.some(claim.at)
+  const applied = claim === undefined || "claimedAt" in claim ? claim : batchClaim(claim.owner, claim.version, claim.at)
+  const claimedAt = applied === undefined ? instant(r.claimed_at) : applied.claimedAt
   return OutboxRecord.makeUnvalidated({
     id: r.id,
     partitionKey: r.partition_key,
@@ -575,12 +599,13 @@ export const toRecord = (
     createdAt,
     expiresAt: instant(r.expires_at),
     seq: r.seq,
-    status: claim === undefined ? decoded.status : "claimed",
-    claimedBy: claim === undefined ? Option.fromNullable(r.claimed_by) : Option.some(claim.owner),
-    claimVersion: claim === undefined ? r.claim_version : claim.version,
+    status: applied === undefined ? decoded.status : "claimed",
+    claimedBy: applied === undefined ? Option.fromNullable(r.claimed_by) : applied.claimedBy,
+    claimVersion: applied === undefined ? r.claim_version : applied.version,
     claimedAt,
-    firstAttemptedAt: r.first_attempted_at === null && claim !== undefined ? claimedAt : instant(r.first_attempted_at),
-    replayCount: claim === undefined ? r.replay_count : r.replay_count + 1,
+    firstAttemptedAt:
+      r.first_attempted_at === null && applied !== undefined ? claimedAt : instant(r.first_attempted_at),
+    replayCount: applied === undefined ? r.replay_count : r.replay_count + 1,
     completedAt: instant(r.completed_at)
   })
 }

@@ -25,6 +25,13 @@
  *   corrupt row in the way blocks claims of its partition until it is repaired or removed.
  * - Terminal records are removed after `retention` by a sweep that runs at most once per
  *   `sweepInterval`, on the claim path, in bounded chunks.
+ * - Hot path: statements run directly on the client's connection (reserved per operation, or the
+ *   connection of the caller's transaction) inside the store's own `BEGIN … COMMIT` or savepoint, with
+ *   one span per public operation (from the store core) rather than one per statement; rows and
+ *   result columns are checked structurally and go through their Schema only when the check fails
+ *   (acceptance is the Schema's; it then names the problem); records are built without re-validation.
+ *   Rows come back with the column names the store selects (the client's `transformResultNames`, if
+ *   any, is not applied to the store's own statements).
  *
  * Stale reclaim (R-CLAIM-6) is off unless `staleClaimAfter` is given; it compares `claimedAt` with this
  * process's clock, so the threshold must exceed the worst clock skew between the processes sharing the
@@ -596,7 +603,7 @@ export const make = (
         }
         // read back: the candidates were read under this transaction's write lock; the update changed
         // exactly the claim fields, which are applied to them here
-        const applied = { owner: token.owner, version: token.version, at: DateTime.unsafeMake(now) }
+        const applied = SqliteOutboxSchema.batchClaim(token.owner, token.version, DateTime.unsafeMake(now))
         const claimed: Array<OutboxRecord.OutboxRecord> = []
         for (const c of chosen) {
           if (updated.has(c.decoded.row.id)) claimed.push(SqliteOutboxSchema.toRecord(c.decoded, applied, c.createdAt))
