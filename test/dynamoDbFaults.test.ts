@@ -212,6 +212,30 @@ describe("DynamoDB store under injected faults", () => {
     }
   )
 
+  // real time: the store backs off between retries (tens of milliseconds)
+  it.live(
+    "persist retries a seq allocation rejected with TransactionConflict (the fence was in a claim's transaction)",
+    () => {
+      const faults = new Faulty.Faults()
+      const pk = partition("seq-conflict")
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* seed(pk, 2)
+        faults.reset()
+        faults.match = (operation) => operation === "UpdateItem"
+        faults.updateConflictShare = 1
+        faults.burst = 3
+        faults.enabled = true
+        const report = yield* store.persist([record(pk, envelope(2)), record(pk, envelope(3))])
+        faults.clear()
+        expect(faults.injectedConflicts).toBe(3)
+        expect(report.persisted).toHaveLength(2)
+        const batch = yield* store.claim(pk, token(1), 10)
+        expect(batch.records.map((r) => r.envelopeId)).toEqual([0, 1, 2, 3].map(envelope))
+      }).pipe(Effect.provide(storeLayer(faults)))
+    }
+  )
+
   it.effect("R-CLAIM-5 a ClaimIndex lagging behind a keyed head still yields the true oldest, in order", () => {
     const faults = new Faulty.Faults()
     const pk = partition("lag")

@@ -1,7 +1,8 @@
 /**
  * Generated histories on the DynamoDB store (DynamoDB Local) behind the fault decorator
  * (`test/support/FaultyDynamoDb.ts`): a share of requests — all, writes, reads or transactions only — fail
- * before they reach DynamoDB with throttling or a `TransactionConflict` cancellation, and some claims meet
+ * before they reach DynamoDB with throttling, a `TransactionConflict` cancellation of a transaction, or a
+ * `TransactionConflictException` of a fence update (the fence was in a claim's transaction), and some claims meet
  * another owner raising the fence in the middle of their batch.
  *
  * DynamoDB writes record by record, so a failed operation may have applied part of its work. The oracle
@@ -194,6 +195,7 @@ let counter = 0
 const runHistory = (steps: ReadonlyArray<Step>, faultSeed: number, stats: Stats): Promise<void> => {
   const faults = new Faulty.Faults()
   faults.random = seededRandom(faultSeed)
+  faults.updateConflictShare = 0.5
   const time = makeClock(START)
   const faultyDynamo = Faulty.layer(faults).pipe(Layer.provide(dynamoLayer))
   const layer = Layer.provideMerge(

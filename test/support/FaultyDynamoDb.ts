@@ -51,6 +51,11 @@ export class Faults {
   /** The first this-many matching requests pass untouched (faults strike later in an operation). */
   after = 0
   conflictShare = 0.5
+  /**
+   * A failing UpdateItem is rejected with `TransactionConflictException` with this probability (the item
+   * was in a transaction at that instant — the fence item is, during claims), else throttled.
+   */
+  updateConflictShare = 0
   match: (operation: string) => boolean = () => true
   random: () => number = Math.random
   /** Random faults injected since the last `reset` (`injectedConflicts` of them conflicts). */
@@ -95,6 +100,7 @@ export class Faults {
     this.rate = 0
     this.burst = 0
     this.after = 0
+    this.updateConflictShare = 0
   }
 }
 
@@ -137,6 +143,15 @@ export const decorate = (inner: DynamoDbService, faults: Faults): DynamoDbServic
         "None",
         "TransactionConflict"
       ])
+    }
+    if (operation === "UpdateItem" && faults.random() < faults.updateConflictShare) {
+      faults.injectedConflicts++
+      return new DynamoDbError({
+        kind: "TransactionConflict",
+        operation,
+        errorName: "TransactionConflictException",
+        detail: "injected by FaultyDynamoDb"
+      })
     }
     return fabricated("Throttling", "ThrottlingException", operation)
   }

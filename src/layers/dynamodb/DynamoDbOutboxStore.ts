@@ -7,7 +7,9 @@
  * `RecordIdIndex`, `ExpiryIndex`, `PartitionIndex`).
  *
  * **Persist** allocates seqs with one `ADD seq_counter :n` per partition per batch (the batch takes the
- * block ending at the returned value; skipped records leave gaps), then writes one conditional put per
+ * block ending at the returned value; skipped records leave gaps; a `TransactionConflict` — the fence item
+ * was in a claim's transaction at that instant, which the SDK does not retry — is retried with a short
+ * back-off), then writes one conditional put per
  * record (`attribute_not_exists(SK)`); a failed condition is settled by a consistent read (same identity
  * → skipped, reported with the stored id; gone meanwhile → `StoreUnavailable`). Record ids must be unique
  * across identities: each id is looked up in `RecordIdIndex` before anything is written.
@@ -96,6 +98,7 @@ import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Ref from "effect/Ref"
+import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as ClaimOrder from "../../domain/ClaimOrder.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
@@ -455,6 +458,17 @@ const checkIdsUnused = (
   )
 
 /**
+ * Retries a single-item write to a fence item that DynamoDB rejected with `TransactionConflict`: the item
+ * was part of a claim or expire transaction in flight at that instant (each such transaction checks the
+ * fence), which the SDK does not retry. Up to 5 retries, jittered exponential back-off from 10 ms.
+ */
+const retryFenceConflicts = <A, R>(effect: Effect.Effect<A, DynamoDbError, R>): Effect.Effect<A, DynamoDbError, R> =>
+  Effect.retry(effect, {
+    schedule: Schedule.exponential(Duration.millis(10)).pipe(Schedule.jittered, Schedule.intersect(Schedule.recurs(5))),
+    while: (error) => error.kind === "TransactionConflict"
+  })
+
+/**
  * Allocates seqs: one `ADD seq_counter :n` per partition (in first-appearance order). Returns the seq of
  * every record, in batch order.
  */
@@ -469,8 +483,8 @@ const allocateSeqs = (
     for (const record of records) counts.set(record.partitionKey, (counts.get(record.partitionKey) ?? 0) + 1)
     const next = new Map<string, number>()
     for (const [partitionKey, n] of counts) {
-      const output = yield* dynamo
-        .updateItem({
+      const output = yield* retryFenceConflicts(
+        dynamo.updateItem({
           TableName: tableName,
           Key: RecordItem.fenceKey(partitionKey),
           UpdateExpression: "ADD seq_counter :n, listing_epoch :one SET partitions_shard = :shard, listed_at = :now",
@@ -482,7 +496,7 @@ const allocateSeqs = (
           },
           ReturnValues: "UPDATED_NEW"
         })
-        .pipe(Effect.mapError(unavailable("persist", partitionKey)))
+      ).pipe(Effect.mapError(unavailable("persist", partitionKey)))
       const end = Number(output.Attributes?.["seq_counter"]?.N)
       if (!Number.isSafeInteger(end) || end < n) {
         return yield* new StoreUnavailable({
@@ -689,9 +703,9 @@ const makeBackend = (dynamo: DynamoDbService, options: Resolved, bypassLogged: R
       yield* Effect.forEach(
         storedPartitions,
         (partitionKey) =>
-          dynamo
-            .updateItem(listingUpdate(tableName, partitionKey, now))
-            .pipe(Effect.mapError(unavailable("persist", partitionKey))),
+          retryFenceConflicts(dynamo.updateItem(listingUpdate(tableName, partitionKey, now))).pipe(
+            Effect.mapError(unavailable("persist", partitionKey))
+          ),
         { discard: true }
       )
       const persisted: Array<string> = []
