@@ -158,14 +158,16 @@ export const make = (options: MemorySinkOptions = {}): Effect.Effect<MemorySinkS
         const armed = scripted(record)
         wake()
         if (armed !== undefined) return failWith(armed, record)
-        const deliver = () => {
-          deliveries.push({ record, deliveredAtMillis: clock.unsafeCurrentTimeMillis() })
-        }
         if (options.onSend === undefined) {
-          deliver()
+          deliveries.push({ record, deliveredAtMillis: clock.unsafeCurrentTimeMillis() })
           return Effect.void
         }
-        return Effect.zipRight(options.onSend(record), Effect.sync(deliver))
+        return Effect.zipRight(
+          options.onSend(record),
+          Effect.sync(() => {
+            deliveries.push({ record, deliveredAtMillis: clock.unsafeCurrentTimeMillis() })
+          })
+        )
       })
 
     return {
