@@ -399,7 +399,9 @@ const main = Effect.gen(function* () {
       ratio: round3(store / raw),
       runs: {
         store: runs.map((run) => Math.round(run[key].store)),
-        raw: runs.map((run) => Math.round(run[key].raw))
+        raw: runs.map((run) => Math.round(run[key].raw)),
+        /** store/raw of each round: both sides of a round ran interleaved, under the same load */
+        ratio: runs.map((run) => round3(run[key].store / run[key].raw))
       }
     }
   }
