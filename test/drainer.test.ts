@@ -772,6 +772,33 @@ describe("Drainer", () => {
     }).pipe(Effect.provide(withSink))
   )
 
+  it.effect("the sends of a wave that have to wait are in flight together; the others finish on the spot", () =>
+    Effect.gen(function* () {
+      const p = "d-in-flight"
+      yield* setup(p, [rec(p, "x1"), rec(p, "x2"), rec(p, "x3"), rec(p, "x4"), rec(p, "x5")])
+      // x2 and x4 take a second each; x1, x3 and x5 finish without waiting
+      const slow = new Set(["x2", "x4"])
+      const sink = yield* MemorySink.make({
+        onSend: (record) => (slow.has(record.id) ? Effect.sleep("1 second") : Effect.void)
+      })
+      const d = yield* drainer(p, { maxConcurrency: 4 }).pipe(Effect.provideService(Sink, sink.sink))
+      const fiber = yield* Effect.fork(d.drainOnce())
+      // the first wave (x1..x4) is sent without waiting for x2: x3 and x4 start while x2 is in flight
+      yield* sink.awaitAttempts(4)
+      expect(yield* sink.attempts).toEqual(["x1", "x2", "x3", "x4"])
+      expect(yield* sink.deliveredIds).toEqual(["x1", "x3"])
+      // one second later both slow sends are done; x5 goes in the next wave
+      yield* TestClock.adjust("1 second")
+      const result = yield* Fiber.join(fiber)
+      expect(result).toMatchObject({ claimed: 5, delivered: 5, deferred: 0 })
+      const delivered = yield* sink.deliveredIds
+      expect(delivered.slice(0, 2)).toEqual(["x1", "x3"])
+      expect(delivered.slice(2, 4).slice().sort()).toEqual(["x2", "x4"])
+      expect(delivered[4]).toBe("x5")
+      expect(yield* claimedCount(p)).toBe(0)
+    }).pipe(Effect.provide(baseLayer))
+  )
+
   it.effect("a send timeout is a transient failure: the record is released", () =>
     Effect.gen(function* () {
       const p = "d-timeout"

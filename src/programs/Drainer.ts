@@ -12,7 +12,9 @@
  * 4. Groups the batch by ordering key in age order (keyless records are groups of one) and runs at most
  *    `maxConcurrency` groups at once, each strictly in order. The work goes in **waves**: a wave is the
  *    next record of every group in flight, i.e. the records sent concurrently. Lease checks and completes
- *    are per wave, not per record (below); sends that finish without waiting cost no fiber or timer.
+ *    are per wave, not per record (below). One sender fiber runs a wave's sends one after another as
+ *    long as they finish without waiting (no fiber or timer per record); a send that has to wait leaves
+ *    the rest of the wave to a new sender, so the waiting sends are in flight together.
  * 5. Per record: expired → dead-letter (`expired`) or drop, then complete. Poison (`replayCount >
  *    maxReplayAttempts` and `now - firstAttemptedAt >= replayBudget`; an empty `firstAttemptedAt`
  *    never poisons) → dead-letter (`poison`) or drop, then complete, without sending, with a WARN log.
