@@ -1,19 +1,20 @@
 /**
  * Renders bench/README.md and bench/results/chart.svg from the benchmarks' result files
- * (bench/results/{memory,sqlite,dynamodb,drain,contention}.json).
+ * (bench/results/{memory,sqlite,dynamodb,dynamodbThroughput,drain,contention}.json).
  *
  * Every figure is read defensively: a missing file, a file caught half-written by a benchmark running
  * at the same moment, or a missing field shows as "not available" instead of failing the report. Ratios
  * are computed here from the store and baseline figures, so they always match the numbers beside them.
- * The chart is hand-written SVG (no packages): store vs baseline records/s per backend, claim latency
- * vs backlog per backend, and DynamoDB items read per claimed record by backlog (scan / GSI / LSI).
+ * The chart is hand-written SVG (no packages): store vs baseline records/s per backend (DynamoDB: store
+ * vs raw SDK), claim latency vs backlog per backend (DynamoDB: store and raw SDK side by side), and
+ * DynamoDB items read per claimed record by backlog (scan / GSI / LSI).
  */
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as prettier from "prettier"
 
 /** The result files the report knows, in report order. */
-export const ResultNames = ["memory", "sqlite", "dynamodb", "drain", "contention"] as const
+export const ResultNames = ["memory", "sqlite", "dynamodb", "dynamodbThroughput", "drain", "contention"] as const
 
 /** One result name. */
 export type ResultName = (typeof ResultNames)[number]
@@ -108,6 +109,7 @@ const measuredLine = (data: unknown): string => {
   const parts = [
     date !== undefined ? `measured ${date}` : undefined,
     before !== undefined ? `load average ${formatNumber(before)} → ${formatNumber(after)}` : undefined,
+    num(data, "seconds") !== undefined ? `run took ${formatNumber(num(data, "seconds"))} s` : undefined,
     bool(data, "quick") === true ? "**quick run**" : undefined
   ].filter((p): p is string => p !== undefined)
   return parts.length > 0 ? `_${parts.join("; ")}._` : ""
@@ -292,6 +294,88 @@ const dynamoSection = (data: unknown): Array<string> => {
   return out
 }
 
+/** `a / b` of two figures, each "n/a" when absent. */
+const pair = (a: number | undefined, b: number | undefined): string => `${formatNumber(a)} / ${formatNumber(b)}`
+
+const dynamoThroughputSection = (data: unknown): Array<string> => {
+  const out = ["## DynamoDB store vs raw SDK (DynamoDB Local)", "", measuredLine(data), ""]
+  const scenarios: ReadonlyArray<readonly [string, string]> = [
+    ["persist", `persist in batches of ${formatNumber(num(data, "persist", "batch"))}`],
+    [
+      "endToEnd",
+      `persist ${formatNumber(num(data, "endToEnd", "limit"))} (batches of ${formatNumber(num(data, "endToEnd", "batch"))}) → claim ${formatNumber(num(data, "endToEnd", "limit"))} → complete`
+    ]
+  ]
+  out.push(
+    "Records/s, median of the rounds; baseline: the same SDK client sending the minimum requests the design",
+    "needs (identical items), in the same process, the two sides taking turns in every round.",
+    "",
+    ...table(
+      [
+        "scenario",
+        "store",
+        "raw baseline",
+        "store / baseline",
+        "paired-round median ratio",
+        "best round store / raw",
+        "requests per record store / raw",
+        "CPU ms per record store / raw"
+      ],
+      scenarios.map(([key, label]) => {
+        const store = num(data, key, "storeRecordsPerSecond")
+        const raw = num(data, key, "rawRecordsPerSecond")
+        return [
+          label,
+          formatNumber(store),
+          formatNumber(raw),
+          formatRatio(store, raw),
+          formatNumber(num(data, key, "medianRoundRatio")),
+          pair(num(data, key, "bestStoreRecordsPerSecond"), num(data, key, "bestRawRecordsPerSecond")),
+          pair(num(data, key, "storeRequestsPerRecord"), num(data, key, "rawRequestsPerRecord")),
+          pair(num(data, key, "storeCpuMillisPerRecord"), num(data, key, "rawCpuMillisPerRecord"))
+        ]
+      })
+    )
+  )
+  const latency = at(data, "claimLatency")
+  const pendings = entries(latency, "byBacklog")
+    .map(([k]) => k)
+    .sort((a, b) => Number(a) - Number(b))
+  const side = (p: string, s: "store" | "raw", field: string) => num(latency, "byBacklog", p, s, field)
+  out.push(
+    `claim(${formatNumber(num(latency, "limit"))}) latency on a ${str(latency, "partition") ?? na} partition by pending records, ms over ${formatNumber(num(latency, "samplesPerSide"))} claims per side; baseline: fence GetItem + conditional`,
+    "UpdateItem + one ClaimIndex Query + one TransactWriteItems per record, with the same SDK client.",
+    "",
+    ...table(
+      [
+        "pending",
+        "store median",
+        "store p90",
+        "raw median",
+        "raw p90",
+        "store / raw (median)",
+        "store / raw (p90)",
+        "requests per claim store / raw",
+        "CPU ms per claim store / raw"
+      ],
+      pendings.map((p) => [
+        formatNumber(Number(p)),
+        formatNumber(side(p, "store", "medianMillis")),
+        formatNumber(side(p, "store", "p90Millis")),
+        formatNumber(side(p, "raw", "medianMillis")),
+        formatNumber(side(p, "raw", "p90Millis")),
+        formatRatio(side(p, "store", "medianMillis"), side(p, "raw", "medianMillis")),
+        formatRatio(side(p, "store", "p90Millis"), side(p, "raw", "p90Millis")),
+        pair(side(p, "store", "requestsPerClaim"), side(p, "raw", "requestsPerClaim")),
+        pair(side(p, "store", "medianCpuMillis"), side(p, "raw", "medianCpuMillis"))
+      ])
+    )
+  )
+  const notes = list(data, "notes").filter((n): n is string => typeof n === "string")
+  if (notes.length > 0) out.push(...notes.map((n) => `- ${n}`), "")
+  return out
+}
+
 const drainSection = (data: unknown): Array<string> => {
   const out = ["## Drain end to end (Relay.run, memory sink)", "", measuredLine(data), ""]
   const note = str(data, "note")
@@ -459,6 +543,7 @@ const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   memory: memorySection,
   sqlite: sqliteSection,
   dynamodb: dynamoSection,
+  dynamodbThroughput: dynamoThroughputSection,
   drain: drainSection,
   contention: contentionSection
 }
@@ -498,7 +583,7 @@ export const renderReadme = (results: Results, chart: string | false = "results/
 const escapeXml = (text: string): string =>
   text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;")
 
-const palette = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2"]
+const palette = ["#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#b07aa1", "#76b7b2", "#edc948", "#9c755f"]
 
 /** Log-scale axis over [min, max] padded to whole decades. */
 const logScale = (values: ReadonlyArray<number>, from: number, to: number) => {
@@ -678,6 +763,9 @@ const linePanel = (
   return { height, svg: out.join("\n") }
 }
 
+/** The baseline series of the throughput panel (plain JS for memory, raw SQL for SQLite, raw SDK for DynamoDB). */
+const baselineSeries = "baseline (plain JS / raw SQL / raw SDK)"
+
 const throughputGroups = (results: Results): Array<BarGroup> => {
   const groups: Array<BarGroup> = []
   const memory = results.memory
@@ -686,7 +774,7 @@ const throughputGroups = (results: Results): Array<BarGroup> => {
       label: "memory\nend to end",
       bars: [
         { series: "store", value: num(memory, "endToEnd", "idsGiven", "wall") },
-        { series: "baseline (plain JS / raw SQL)", value: num(memory, "endToEnd", "baseline", "wall") }
+        { series: baselineSeries, value: num(memory, "endToEnd", "baseline", "wall") }
       ]
     })
   }
@@ -700,7 +788,7 @@ const throughputGroups = (results: Results): Array<BarGroup> => {
         label,
         bars: [
           { series: "store", value: num(sqlite, key, "storeRecordsPerSecond") },
-          { series: "baseline (plain JS / raw SQL)", value: num(sqlite, key, "rawRecordsPerSecond") }
+          { series: baselineSeries, value: num(sqlite, key, "rawRecordsPerSecond") }
         ]
       })
     }
@@ -712,11 +800,26 @@ const throughputGroups = (results: Results): Array<BarGroup> => {
       bars: [
         { series: "store", value: num(drain, "sqlite", "throughput", "recordsPerSecondWall") },
         {
-          series: "baseline (plain JS / raw SQL)",
+          series: baselineSeries,
           value: num(drain, "sqlite", "rawBaseline", "best", "recordsPerSecondWall")
         }
       ]
     })
+  }
+  const dynamo = results.dynamodbThroughput
+  if (dynamo !== undefined) {
+    for (const [key, label] of [
+      ["persist", "DynamoDB Local\npersist"],
+      ["endToEnd", "DynamoDB Local\nend to end"]
+    ] as const) {
+      groups.push({
+        label,
+        bars: [
+          { series: "store", value: num(dynamo, key, "storeRecordsPerSecond") },
+          { series: baselineSeries, value: num(dynamo, key, "rawRecordsPerSecond") }
+        ]
+      })
+    }
   }
   const contention = results.contention
   for (const s of list(contention, "dynamodb", "scenarios")) {
@@ -750,6 +853,16 @@ const claimLatencySeries = (results: Results): Array<LineSeries> => {
     )
     if (points.length > 0) out.push({ name: `DynamoDB Local, ${label} (mean)`, points })
   }
+  for (const [side, label] of [
+    ["store", "store"],
+    ["raw", "raw SDK baseline"]
+  ] as const) {
+    const points = entries(results.dynamodbThroughput, "claimLatency", "byBacklog").flatMap(([b]) => {
+      const y = num(results.dynamodbThroughput, "claimLatency", "byBacklog", b, side, "medianMillis")
+      return y !== undefined ? [{ x: Number(b), y }] : []
+    })
+    if (points.length > 0) out.push({ name: `DynamoDB Local, keyless, ${label} (median)`, points })
+  }
   return out
 }
 
@@ -778,7 +891,7 @@ export const renderChart = (results: Results): string => {
     panels.push(
       barPanel(
         "Store vs baseline, records per second",
-        "each pair measured in the same process and run (wall clock); DynamoDB Local pairs: 8 producers on one partition vs 1 producer",
+        "each pair measured in the same process and run (wall clock); DynamoDB Local contention pairs: 8 producers on one partition vs 1 producer",
         "records/s",
         throughput,
         width
@@ -790,7 +903,7 @@ export const renderChart = (results: Results): string => {
     panels.push(
       linePanel(
         "Claim(100) latency vs backlog, per backend",
-        "memory and SQLite: median claim at a steady backlog; DynamoDB Local: mean per claim (local milliseconds, orientation only)",
+        "memory, SQLite, DynamoDB store vs raw SDK: median claim at a steady backlog; DynamoDB claim-cost paths: mean per claim (local ms)",
         "pending records",
         "ms per claim",
         latency,

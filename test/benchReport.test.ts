@@ -76,6 +76,45 @@ const dynamodb = {
   ]
 }
 
+const dynamodbThroughput = {
+  date: "2026-12-02T14:00:00.000Z",
+  loadAverage1m: { before: 9.5, after: 11 },
+  seconds: 200,
+  persist: {
+    batch: 25,
+    storeRecordsPerSecond: 60,
+    rawRecordsPerSecond: 80,
+    bestStoreRecordsPerSecond: 70,
+    bestRawRecordsPerSecond: 90,
+    medianRoundRatio: 0.8,
+    storeRequestsPerRecord: 1.08,
+    rawRequestsPerRecord: 1.04,
+    storeCpuMillisPerRecord: 5.5,
+    rawCpuMillisPerRecord: 3.7
+  },
+  claimLatency: {
+    limit: 100,
+    partition: "keyless",
+    samplesPerSide: 6,
+    byBacklog: {
+      // out of order on purpose: rows sort by backlog
+      "10000": { store: { medianMillis: 3000, p90Millis: 4000 }, raw: { medianMillis: 2000, p90Millis: 5000 } },
+      "1000": {
+        store: { medianMillis: 2500, p90Millis: 2600, requestsPerClaim: 103, medianCpuMillis: 450 },
+        raw: { medianMillis: 2000, p90Millis: 2600, requestsPerClaim: 103, medianCpuMillis: 330 }
+      }
+    }
+  },
+  endToEnd: {
+    batch: 25,
+    limit: 100,
+    storeRecordsPerSecond: 30,
+    rawRecordsPerSecond: 24,
+    medianRoundRatio: 1.2
+  },
+  notes: ["raw = the same SDK client"]
+}
+
 const run = (producers: number, recordsPerSecond: number, p50: number, p99: number) => ({
   producers,
   recordsPerSecond,
@@ -147,6 +186,23 @@ describe("bench report", () => {
     expect(readme).not.toContain("heads stranded")
   })
 
+  it("renders DynamoDB store vs raw SDK: throughput and claim latency tables with ratios from the figures shown", () => {
+    const readme = renderReadme({ dynamodbThroughput })
+    expect(readme).toContain("## DynamoDB store vs raw SDK (DynamoDB Local)")
+    expect(readme).toContain("load average 9.5 → 11; run took 200 s")
+    expect(readme).toContain("| persist in batches of 25 | 60 | 80 | 0.75× | 0.8 | 70 / 90 | 1.08 / 1.04 | 5.5 / 3.7 |")
+    // fields absent from the file: n/a, the ratio still computed
+    expect(readme).toContain(
+      "| persist 100 (batches of 25) → claim 100 → complete | 30 | 24 | 1.25× | 1.2 | n/a / n/a | n/a / n/a | n/a / n/a |"
+    )
+    expect(readme).toContain("claim(100) latency on a keyless partition by pending records, ms over 6 claims per side")
+    const first = readme.indexOf("| 1,000 | 2,500 | 2,600 | 2,000 | 2,600 | 1.25× | 1.00× | 103 / 103 | 450 / 330 |")
+    const second = readme.indexOf("| 10,000 | 3,000 | 4,000 | 2,000 | 5,000 | 1.50× | 0.80× | n/a / n/a | n/a / n/a |")
+    expect(first).toBeGreaterThan(0)
+    expect(second).toBeGreaterThan(first)
+    expect(readme).toContain("- raw = the same SDK client")
+  })
+
   it("renders the contention tables: 1 producer vs 8 on one partition vs 8 on eight, fence latencies, the note", () => {
     const readme = renderReadme({ contention })
     expect(readme).toContain(
@@ -164,13 +220,13 @@ describe("bench report", () => {
 
   it("a missing result says so instead of failing, and the other sections still render", () => {
     const readme = renderReadme({ memory })
-    for (const name of ["sqlite", "dynamodb", "drain", "contention"]) {
+    for (const name of ["sqlite", "dynamodb", "dynamodbThroughput", "drain", "contention"]) {
       expect(readme).toContain(`_No results: bench/results/${name}.json is missing or unreadable`)
     }
     expect(readme).toContain("123,456")
     const empty = renderReadme({}, false)
     expect(empty).not.toContain("chart.svg")
-    expect(empty.match(/_No results:/g)?.length).toBe(5)
+    expect(empty.match(/_No results:/g)?.length).toBe(6)
   })
 
   it("a field missing from a result file shows n/a", () => {
@@ -193,6 +249,21 @@ describe("bench report", () => {
     expect(svg).toContain("<title>memory (median): 0.12 ms per claim at 100,000 pending records</title>")
   })
 
+  it("the chart puts DynamoDB store vs raw SDK beside the other pairs and draws both claim latency lines", () => {
+    const svg = renderChart({ dynamodbThroughput })
+    expect(svg.match(/<g transform=/g)?.length).toBe(2)
+    // persist and end-to-end pairs
+    expect(svg.match(/<rect x=/g)?.length).toBe(4 + legendSwatches(svg))
+    for (const value of ["60", "80", "30", "24"]) expect(svg).toContain(`>${value}</text>`)
+    expect(svg).toContain(">baseline (plain JS / raw SQL / raw SDK)</text>")
+    expect(svg).toContain(
+      "<title>DynamoDB Local, keyless, store (median): 3,000 ms per claim at 10,000 pending records</title>"
+    )
+    expect(svg).toContain(
+      "<title>DynamoDB Local, keyless, raw SDK baseline (median): 2,000 ms per claim at 1,000 pending records</title>"
+    )
+  })
+
   it("the chart of nothing is a valid note; table cells escape the Markdown column bar", () => {
     expect(renderChart({})).toContain("No benchmark results yet")
     expect(renderChart({ dynamodb: { results: [dynamoRow("unknown-path", 100, 2)] } })).toContain(
@@ -212,7 +283,7 @@ describe("bench report", () => {
       fs.writeFileSync(path.join(directory, "drain.json"), "[1, 2]")
       const read = readResults(directory)
       expect(read.found).toEqual(["memory"])
-      expect(read.missing).toEqual(["sqlite", "dynamodb", "drain", "contention"])
+      expect(read.missing).toEqual(["sqlite", "dynamodb", "dynamodbThroughput", "drain", "contention"])
 
       const readme = path.join(directory, "README.md")
       const written = await writeReport(directory, readme)
