@@ -672,7 +672,7 @@ const barPanel = (
     const lines = group.label.split("\n")
     lines.forEach((line, li) => {
       out.push(
-        `<text x="${(left + gi * groupWidth + groupWidth / 2).toFixed(1)}" y="${bottom + 16 + li * 13}" font-size="10.5" text-anchor="middle">${escapeXml(line)}</text>`
+        `<text x="${(left + gi * groupWidth + groupWidth / 2).toFixed(1)}" y="${bottom + 16 + li * 13}" font-size="10" text-anchor="middle">${escapeXml(line)}</text>`
       )
     })
   })
@@ -809,8 +809,8 @@ const throughputGroups = (results: Results): Array<BarGroup> => {
   const dynamo = results.dynamodbThroughput
   if (dynamo !== undefined) {
     for (const [key, label] of [
-      ["persist", "DynamoDB Local\npersist"],
-      ["endToEnd", "DynamoDB Local\nend to end"]
+      ["persist", "DynamoDB Local\npersist\nvs raw SDK"],
+      ["endToEnd", "DynamoDB Local\nend to end\nvs raw SDK"]
     ] as const) {
       groups.push({
         label,
@@ -824,7 +824,7 @@ const throughputGroups = (results: Results): Array<BarGroup> => {
   const contention = results.contention
   for (const s of list(contention, "dynamodb", "scenarios")) {
     groups.push({
-      label: `DynamoDB Local\npersist, calls of ${formatNumber(num(s, "batch"))}`,
+      label: `DynamoDB Local\ncontention\ncalls of ${formatNumber(num(s, "batch"))}`,
       bars: [
         { series: "8 producers, 1 partition", value: num(s, "contended", "recordsPerSecond") },
         { series: "1 producer (contention baseline)", value: num(s, "single", "recordsPerSecond") }
@@ -855,7 +855,7 @@ const claimLatencySeries = (results: Results): Array<LineSeries> => {
   }
   for (const [side, label] of [
     ["store", "store"],
-    ["raw", "raw SDK baseline"]
+    ["raw", "raw SDK"]
   ] as const) {
     const points = entries(results.dynamodbThroughput, "claimLatency", "byBacklog").flatMap(([b]) => {
       const y = num(results.dynamodbThroughput, "claimLatency", "byBacklog", b, side, "medianMillis")

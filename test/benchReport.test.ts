@@ -260,7 +260,7 @@ describe("bench report", () => {
       "<title>DynamoDB Local, keyless, store (median): 3,000 ms per claim at 10,000 pending records</title>"
     )
     expect(svg).toContain(
-      "<title>DynamoDB Local, keyless, raw SDK baseline (median): 2,000 ms per claim at 1,000 pending records</title>"
+      "<title>DynamoDB Local, keyless, raw SDK (median): 2,000 ms per claim at 1,000 pending records</title>"
     )
   })
 
