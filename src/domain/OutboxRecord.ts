@@ -116,8 +116,32 @@ export type OutboxRecordFields = ConstructorParameters<typeof OutboxRecord>[0]
 
 type Mutable<A> = { -readonly [K in keyof A]: A[K] }
 
+// the fields are picked by name: `fields` may be a store's own object carrying more properties
 const viaConstructor = (fields: OutboxRecordFields): OutboxRecord =>
-  new OutboxRecord(fields, { disableValidation: true })
+  new OutboxRecord(
+    {
+      id: fields.id,
+      partitionKey: fields.partitionKey,
+      envelopeId: fields.envelopeId,
+      bindingId: fields.bindingId,
+      routeId: fields.routeId,
+      address: fields.address,
+      payload: fields.payload,
+      headers: fields.headers,
+      orderingKey: fields.orderingKey,
+      createdAt: fields.createdAt,
+      expiresAt: fields.expiresAt,
+      seq: fields.seq,
+      status: fields.status,
+      claimedBy: fields.claimedBy,
+      claimVersion: fields.claimVersion,
+      claimedAt: fields.claimedAt,
+      firstAttemptedAt: fields.firstAttemptedAt,
+      replayCount: fields.replayCount,
+      completedAt: fields.completedAt
+    },
+    { disableValidation: true }
+  )
 
 const viaPrototype = (fields: OutboxRecordFields): OutboxRecord => {
   const blank: unknown = Object.create(OutboxRecord.prototype)
@@ -146,8 +170,8 @@ const viaPrototype = (fields: OutboxRecordFields): OutboxRecord => {
 }
 
 /**
- * Builds an {@link OutboxRecord} from fields a store has already validated (its own rows), without
- * re-validation. The Schema.Class constructor copies the fields three times (spread, defaults merge,
+ * Builds an {@link OutboxRecord} from fields a store has already validated (its own rows or entries; only
+ * the record's fields are read, so a store may pass its own object), without re-validation. The Schema.Class constructor copies the fields three times (spread, defaults merge,
  * assign) even with validation disabled, the largest single cost of reading a batch of records; the
  * fields are therefore written onto the class prototype directly — but only if that yields exactly
  * what the constructor yields (same prototype, own keys in the same order, equality and hash), which

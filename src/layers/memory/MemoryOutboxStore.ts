@@ -48,8 +48,6 @@
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Equal from "effect/Equal"
-import * as Hash from "effect/Hash"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
@@ -96,104 +94,6 @@ const noHeaders: OutboxRecord.Headers = {}
 // ---------------------------------------------------------------------------------------------------
 // Stored entries
 // ---------------------------------------------------------------------------------------------------
-
-/** The fields of a stored record, as `OutboxRecord`'s constructor takes them. */
-type RecordFields = ConstructorParameters<typeof OutboxRecord.OutboxRecord>[0]
-
-type Mutable<A> = { -readonly [K in keyof A]: A[K] }
-
-/** The record fields of `source`, with the given payload, in the order the class declares them. */
-const fieldsOf = (source: RecordFields, payload: Uint8Array): RecordFields => ({
-  id: source.id,
-  partitionKey: source.partitionKey,
-  envelopeId: source.envelopeId,
-  bindingId: source.bindingId,
-  routeId: source.routeId,
-  address: source.address,
-  payload,
-  headers: source.headers,
-  orderingKey: source.orderingKey,
-  createdAt: source.createdAt,
-  expiresAt: source.expiresAt,
-  seq: source.seq,
-  status: source.status,
-  claimedBy: source.claimedBy,
-  claimVersion: source.claimVersion,
-  claimedAt: source.claimedAt,
-  firstAttemptedAt: source.firstAttemptedAt,
-  replayCount: source.replayCount,
-  completedAt: source.completedAt
-})
-
-const viaConstructor = (source: RecordFields, payload: Uint8Array): OutboxRecord.OutboxRecord =>
-  new OutboxRecord.OutboxRecord(fieldsOf(source, payload), { disableValidation: true })
-
-const viaPrototype = (source: RecordFields, payload: Uint8Array): OutboxRecord.OutboxRecord => {
-  const blank: unknown = Object.create(OutboxRecord.OutboxRecord.prototype)
-  if (!(blank instanceof OutboxRecord.OutboxRecord)) return viaConstructor(source, payload)
-  const target: Mutable<RecordFields> = blank
-  target.id = source.id
-  target.partitionKey = source.partitionKey
-  target.envelopeId = source.envelopeId
-  target.bindingId = source.bindingId
-  target.routeId = source.routeId
-  target.address = source.address
-  target.payload = payload
-  target.headers = source.headers
-  target.orderingKey = source.orderingKey
-  target.createdAt = source.createdAt
-  target.expiresAt = source.expiresAt
-  target.seq = source.seq
-  target.status = source.status
-  target.claimedBy = source.claimedBy
-  target.claimVersion = source.claimVersion
-  target.claimedAt = source.claimedAt
-  target.firstAttemptedAt = source.firstAttemptedAt
-  target.replayCount = source.replayCount
-  target.completedAt = source.completedAt
-  return blank
-}
-
-/**
- * Builds the `OutboxRecord` snapshots a store hands out from a stored entry and its payload. The
- * Schema.Class constructor copies the fields three times (spread, defaults merge, assign) even with validation
- * disabled, which made it the largest single cost of a claim; a snapshot is therefore written onto the class
- * prototype directly — but only if that yields exactly what the constructor yields (same prototype, own keys in
- * the same order, equality and hash), checked once when the module loads.
- */
-const makeRecord: (source: RecordFields, payload: Uint8Array) => OutboxRecord.OutboxRecord = (() => {
-  const sample: RecordFields = {
-    id: "id",
-    partitionKey: "p",
-    envelopeId: "e",
-    bindingId: "b",
-    routeId: "",
-    address: "",
-    payload: new Uint8Array([1]),
-    headers: { h: "v" },
-    orderingKey: Option.some("k"),
-    createdAt: DateTime.unsafeMake(1),
-    expiresAt: Option.none(),
-    seq: 1,
-    status: "claimed",
-    claimedBy: Option.some("o"),
-    claimVersion: 1,
-    claimedAt: Option.some(DateTime.unsafeMake(2)),
-    firstAttemptedAt: Option.some(DateTime.unsafeMake(2)),
-    replayCount: 1,
-    completedAt: Option.none()
-  }
-  const expected = viaConstructor(sample, sample.payload)
-  const actual = viaPrototype(sample, sample.payload)
-  const keys = (o: object): string => Reflect.ownKeys(o).map(String).join(",")
-  const same =
-    Object.getPrototypeOf(actual) === Object.getPrototypeOf(expected) &&
-    keys(actual) === keys(expected) &&
-    Equal.equals(expected, actual) &&
-    Equal.equals(actual, expected) &&
-    Hash.hash(actual) === Hash.hash(expected)
-  return same ? viaPrototype : viaConstructor
-})()
 
 /** A stored record: mutable, never handed out (callers get `OutboxRecord` snapshots). */
 class Entry implements ClaimOrder.ClaimFacts {
@@ -250,7 +150,7 @@ class Entry implements ClaimOrder.ClaimFacts {
   }
 
   toRecord(): OutboxRecord.OutboxRecord {
-    return makeRecord(this, this.payload)
+    return OutboxRecord.makeUnvalidated(this)
   }
 }
 
