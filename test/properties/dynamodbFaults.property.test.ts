@@ -26,7 +26,6 @@ import { describe, expect, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
-import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -48,6 +47,7 @@ import { normaliseLimit, OutboxStore } from "../../src/services/OutboxStore.js"
 import { seededRandom } from "../support/BusySqlClient.js"
 import { outboxTableForFile } from "../support/DynamoOutboxTable.js"
 import * as Faulty from "../support/FaultyDynamoDb.js"
+import { makeHistoryClock } from "../support/HistoryClock.js"
 import { testSeed } from "../support/Seed.js"
 import { type ModelInput, type ModelRecord, OutboxModel } from "./Model.js"
 
@@ -146,20 +146,6 @@ const stepArb: fc.Arbitrary<Step> = fc.record({
   target: fc.constantFrom<Target>("all", "all", "writes", "reads", "transactions")
 })
 
-/** A clock driven by the history: sleeps return at once. */
-const makeClock = (start: number) => {
-  let now = start
-  const clock: Clock.Clock = {
-    [Clock.ClockTypeId]: Clock.ClockTypeId,
-    unsafeCurrentTimeMillis: () => now,
-    currentTimeMillis: Effect.sync(() => now),
-    unsafeCurrentTimeNanos: () => BigInt(now) * 1_000_000n,
-    currentTimeNanos: Effect.sync(() => BigInt(now) * 1_000_000n),
-    sleep: () => Effect.void
-  }
-  return { clock, advance: (millis: number) => void (now += millis), now: () => now }
-}
-
 interface Stats {
   histories: number
   steps: number
@@ -196,7 +182,7 @@ const runHistory = (steps: ReadonlyArray<Step>, faultSeed: number, stats: Stats)
   const faults = new Faulty.Faults()
   faults.random = seededRandom(faultSeed)
   faults.updateConflictShare = 0.5
-  const time = makeClock(START)
+  const time = makeHistoryClock(START)
   const faultyDynamo = Faulty.layer(faults).pipe(Layer.provide(dynamoLayer))
   const layer = Layer.provideMerge(
     DynamoDbOutboxStore.layerWith({

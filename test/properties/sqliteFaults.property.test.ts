@@ -16,7 +16,6 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import { FastCheck as fc } from "effect"
 import * as Cause from "effect/Cause"
-import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
@@ -25,6 +24,7 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { randomBytes } from "node:crypto"
+import { makeHistoryClock } from "../support/HistoryClock.js"
 import { testSeed } from "../support/Seed.js"
 import * as ClaimOrder from "../../src/domain/ClaimOrder.js"
 import type { LeaseTokenLike } from "../../src/domain/LeaseToken.js"
@@ -124,20 +124,6 @@ const stepArb: fc.Arbitrary<Step> = fc.record({
   target: fc.constantFrom<Target>("all", "all", "writes", "reads", "early")
 })
 
-/** A clock driven by the history: sleeps return at once (busy-retry back-off is free and deterministic). */
-const makeClock = (start: number) => {
-  let now = start
-  const clock: Clock.Clock = {
-    [Clock.ClockTypeId]: Clock.ClockTypeId,
-    unsafeCurrentTimeMillis: () => now,
-    currentTimeMillis: Effect.sync(() => now),
-    unsafeCurrentTimeNanos: () => BigInt(now) * 1_000_000n,
-    currentTimeNanos: Effect.sync(() => BigInt(now) * 1_000_000n),
-    sleep: () => Effect.void
-  }
-  return { clock, advance: (millis: number) => void (now += millis), now: () => now }
-}
-
 const Row = Schema.Struct({
   id: Schema.String,
   partition_key: Schema.String,
@@ -170,7 +156,7 @@ let counter = 0
 const runHistory = (steps: ReadonlyArray<Step>, faultSeed: number, stats: Stats): Promise<void> => {
   const faults = BusySqlClient.makeFaults()
   const random = BusySqlClient.seededRandom(faultSeed)
-  const time = makeClock(START)
+  const time = makeHistoryClock(START)
   const layer = Layer.provideMerge(
     SqliteOutboxStore.layerWith({ staleClaimAfter: Duration.millis(STALE) }),
     Layer.provide(BusySqlClient.layer(faults, random), SqliteDatabase.layer({ filename: ":memory:" }))
