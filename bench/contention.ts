@@ -732,8 +732,9 @@ const verdict = (
     "outbox partition tops out near 500 persist calls/s whatever the number of producers (500 rec/s in calls of 1, " +
     "5,000 in calls of 10). And on DynamoDB a producer's fence write that meets a claim transaction holding a " +
     "ConditionCheck on the same fence fails with TransactionConflictException, which the SDK does not retry (it is " +
-    "not among its throttling or transient codes): the persist fails with StoreUnavailable and the caller retries " +
-    "it. DynamoDB Local reported no such conflict with a claimer running (above), so that rate is unmeasured here"
+    "not among its throttling or transient codes): the store retries such a fence update up to 5 times with a short " +
+    "back-off, then fails the persist with StoreUnavailable for the caller to retry. DynamoDB Local reported no such " +
+    "conflict with a claimer running (above), so that rate is unmeasured here"
   const shared = span(dynamo.map((s) => s.medianRoundRatio.contendedToSpread))
   const sqliteRounds = span(sqlite.flatMap((s) => s.roundRatios.contendedToSpread))
   const fenceToPut = fence.map((f) => `${f.seqAllocationToPutP50.contended} vs ${f.seqAllocationToPutP50.spread}`)
