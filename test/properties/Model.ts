@@ -12,7 +12,7 @@ import * as Option from "effect/Option"
 import * as ClaimOrder from "../../src/domain/ClaimOrder.js"
 import * as LeaseToken from "../../src/domain/LeaseToken.js"
 import type { RecordStatus } from "../../src/domain/OutboxRecord.js"
-import { identityKey } from "../../src/domain/OutboxRecord.js"
+import { identityKey, NewOutboxRecord } from "../../src/domain/OutboxRecord.js"
 import { normaliseLimit } from "../../src/services/OutboxStore.js"
 
 /** A record as the model keeps it. */
@@ -39,6 +39,22 @@ export interface ModelInput {
   readonly createdAtMillis?: number
   readonly expiresAtMillis?: number
 }
+
+/**
+ * The store record for a model input (payload: the id's bytes), so a history hands the store and the model
+ * the same record.
+ */
+export const newRecordOf = (input: ModelInput): NewOutboxRecord =>
+  new NewOutboxRecord({
+    id: input.id,
+    partitionKey: input.partitionKey,
+    envelopeId: input.envelopeId,
+    bindingId: input.bindingId,
+    payload: new TextEncoder().encode(input.id),
+    ...(input.orderingKey !== undefined ? { orderingKey: input.orderingKey } : {}),
+    ...(input.createdAtMillis !== undefined ? { createdAt: DateTime.unsafeMake(input.createdAtMillis) } : {}),
+    ...(input.expiresAtMillis !== undefined ? { expiresAt: DateTime.unsafeMake(input.expiresAtMillis) } : {})
+  })
 
 /** The error tags the model predicts. */
 export type ModelErrorTag = "StaleFencingToken" | "DuplicateRecord" | "InvalidRecord"

@@ -39,7 +39,6 @@ import * as Stream from "effect/Stream"
 import { randomBytes } from "node:crypto"
 import * as ClaimOrder from "../../src/domain/ClaimOrder.js"
 import type { LeaseTokenLike } from "../../src/domain/LeaseToken.js"
-import { NewOutboxRecord } from "../../src/domain/OutboxRecord.js"
 import * as DynamoDbOutboxStore from "../../src/layers/dynamodb/DynamoDbOutboxStore.js"
 import * as RecordItem from "../../src/layers/dynamodb/RecordItem.js"
 import { DynamoDb } from "../../src/services/DynamoDb.js"
@@ -49,7 +48,7 @@ import { outboxTableForFile } from "../support/DynamoOutboxTable.js"
 import * as Faulty from "../support/FaultyDynamoDb.js"
 import { makeHistoryClock } from "../support/HistoryClock.js"
 import { testSeed } from "../support/Seed.js"
-import { type ModelInput, type ModelRecord, OutboxModel } from "./Model.js"
+import { type ModelInput, type ModelRecord, OutboxModel, newRecordOf } from "./Model.js"
 
 const PARTITIONS = 2
 const OWNERS = 3
@@ -325,18 +324,7 @@ const runHistory = (steps: ReadonlyArray<Step>, faultSeed: number, stats: Stats)
             ...(key !== undefined ? { orderingKey: key } : {}),
             ...(nextEnvelope % 3 === 0 ? { expiresAtMillis: now + 2_000 } : {})
           }))
-          const records = inputs.map(
-            (i) =>
-              new NewOutboxRecord({
-                id: i.id,
-                partitionKey: pk,
-                envelopeId: i.envelopeId,
-                bindingId: i.bindingId,
-                payload: new TextEncoder().encode(i.id),
-                ...(i.orderingKey !== undefined ? { orderingKey: i.orderingKey } : {}),
-                ...(i.expiresAtMillis !== undefined ? { expiresAt: DateTime.unsafeMake(i.expiresAtMillis) } : {})
-              })
-          )
+          const records = inputs.map(newRecordOf)
           const ids = inputs.map((i) => i.id)
           const tag = `${label} ${pk} ${ids.join(",")}`
           const { exit, injected } = yield* faulty(step, store.persist(records))

@@ -28,12 +28,11 @@ import { makeHistoryClock } from "../support/HistoryClock.js"
 import { testSeed } from "../support/Seed.js"
 import * as ClaimOrder from "../../src/domain/ClaimOrder.js"
 import type { LeaseTokenLike } from "../../src/domain/LeaseToken.js"
-import { NewOutboxRecord } from "../../src/domain/OutboxRecord.js"
 import * as SqliteDatabase from "../../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxStore from "../../src/layers/sqlite/SqliteOutboxStore.js"
 import { OutboxStore } from "../../src/services/OutboxStore.js"
 import * as BusySqlClient from "../support/BusySqlClient.js"
-import { type ModelInput, OutboxModel, type Outcome } from "./Model.js"
+import { type ModelInput, OutboxModel, type Outcome, newRecordOf } from "./Model.js"
 
 const PARTITIONS = 2
 const OWNERS = 3
@@ -280,18 +279,7 @@ const runHistory = (steps: ReadonlyArray<Step>, faultSeed: number, stats: Stats)
             ...(key !== undefined ? { orderingKey: key } : {}),
             ...(nextEnvelope % 3 === 0 ? { expiresAtMillis: now + 2_000 } : {})
           }))
-          const records = inputs.map(
-            (i) =>
-              new NewOutboxRecord({
-                id: i.id,
-                partitionKey: pk,
-                envelopeId: i.envelopeId,
-                bindingId: i.bindingId,
-                payload: new TextEncoder().encode(i.id),
-                ...(i.orderingKey !== undefined ? { orderingKey: i.orderingKey } : {}),
-                ...(i.expiresAtMillis !== undefined ? { expiresAt: DateTime.unsafeMake(i.expiresAtMillis) } : {})
-              })
-          )
+          const records = inputs.map(newRecordOf)
           const expected = candidate.persist(inputs, now)
           const result = yield* faulty(step, store.persist(records))
           judge(`${label} ${pk} ${inputs.map((i) => i.id).join(",")}`, candidate, expected, result, (e, a) =>

@@ -629,21 +629,11 @@ const headersText = (headers: OutboxRecord.Headers): string => {
  *
  * @since 0.1.0
  */
-export const insertValues = (record: OutboxRecord.PreparedRecord, seq: number): ReadonlyArray<unknown> => [
-  record.id,
-  record.partitionKey,
-  record.envelopeId,
-  record.bindingId,
-  record.routeId,
-  record.address,
-  record.payload,
-  headersText(record.headers),
-  Option.getOrNull(record.orderingKey),
-  DateTime.toEpochMillis(record.createdAt),
-  Option.match(record.expiresAt, { onNone: () => null, onSome: DateTime.toEpochMillis }),
-  seq,
-  "pending"
-]
+export const insertValues = (record: OutboxRecord.PreparedRecord, seq: number): ReadonlyArray<unknown> => {
+  const values: Array<unknown> = []
+  pushInsertValues(values, record, seq)
+  return values
+}
 
 /**
  * Appends the bound values of one record for {@link Statements.insert} to `values` (what
