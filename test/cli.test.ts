@@ -1,7 +1,7 @@
 /**
- * The `effect-outbox` command line, end to end: every command runs as its own process
- * (`node --import tsx src/programs/cli/main.ts …`) against a temporary SQLite file, and the tests assert
- * on its output and exit code.
+ * The `effect-outbox` command line, end to end: every command runs as its own process (`node <bundle> …`,
+ * the CLI bundled once per run by esbuild, see `support/CliBundle.ts`) against a temporary SQLite file, and
+ * the tests assert on its output and exit code.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
@@ -14,7 +14,6 @@ import * as http from "node:http"
 import type { AddressInfo } from "node:net"
 import * as os from "node:os"
 import * as path from "node:path"
-import { fileURLToPath, pathToFileURL } from "node:url"
 import { afterAll } from "vitest"
 import { DeadLetterEntry } from "../src/domain/DeadLetterEntry.js"
 import * as OutboxTable from "../src/layers/dynamodb/OutboxTable.js"
@@ -23,12 +22,12 @@ import * as SqliteDeadLetterStore from "../src/layers/sqlite/SqliteDeadLetterSto
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
 import * as DynamoDb from "../src/services/DynamoDb.js"
+import { buildCli } from "./support/CliBundle.js"
 import { dynamoEndpoint, makeTestClientConfig, randomTableName } from "./support/DynamoLocal.js"
 
-const root = fileURLToPath(new URL("..", import.meta.url))
-const main = path.join(root, "src", "programs", "cli", "main.ts")
-/** tsx's loader by URL, so the CLI can run from any working directory. */
-const tsx = pathToFileURL(path.join(root, "node_modules", "tsx", "dist", "loader.mjs")).href
+/** The CLI, compiled once for the whole file (every spawn below runs this bundle). */
+const bundle = await buildCli()
+afterAll(() => bundle.remove())
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-cli-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
 let files = 0
@@ -50,7 +49,7 @@ interface Result {
 }
 
 const start = (args: ReadonlyArray<string>, env: Record<string, string> = {}): ChildProcess =>
-  spawn(process.execPath, ["--import", tsx, main, ...args], {
+  spawn(process.execPath, bundle.argv(args), {
     cwd: directory,
     env: { ...baseEnv(), ...env },
     stdio: ["pipe", "pipe", "pipe"]
