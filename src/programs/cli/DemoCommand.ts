@@ -1,14 +1,13 @@
 /**
  * `effect-outbox demo` (what `npm start` runs): see {@link Demo.run}. Exits 0 when the verification
- * holds, 1 otherwise.
+ * holds, 1 otherwise. The demo (with its HTTP client and receiver) is imported only when the command runs.
  *
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
-import * as Observability from "../Observability.js"
-import * as Demo from "./Demo.js"
+import type * as Demo from "./Demo.js"
 import { CliFailure } from "./Settings.js"
 
 /**
@@ -44,7 +43,10 @@ export const command = Command.make(
           exitCode: 2
         })
       }
-      const result = yield* Demo.run({
+      const [{ run }, { optionsFromEnv }] = yield* Effect.promise(() =>
+        Promise.all([import("./Demo.js"), import("../Observability.js")])
+      )
+      const result = yield* run({
         records: flags.records,
         partitions: flags.partitions,
         dataDir: flags.dataDir,
@@ -53,7 +55,7 @@ export const command = Command.make(
           process.stdout.write(text)
         },
         tty: process.stdout.isTTY === true,
-        tracing: Observability.optionsFromEnv().endpoint !== undefined
+        tracing: optionsFromEnv().endpoint !== undefined
       })
       if (!result.ok) return yield* new CliFailure({ message: "demo verification failed", exitCode: 1 })
     })

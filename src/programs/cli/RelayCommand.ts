@@ -3,32 +3,42 @@
  * webhook or to stdout (JSON lines). On a signal the relay stops discovery, lets each drainer finish or
  * release its in-flight batch, and releases every lease before the process exits.
  *
+ * The webhook sink and its HTTP client are imported only when a relay delivers to a webhook.
+ *
  * @since 0.1.0
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
-import * as WebhookSink from "../../layers/sinks/WebhookSink.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
 import { load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
 
 /**
- * The sink layer for the settings.
+ * The sink layer for the settings (a webhook sink loads its HTTP client when the layer is built).
  *
  * @since 0.1.0
  */
 export const sinkLayer = (sink: SinkSettings): Layer.Layer<Sink> =>
   sink._tag === "stdout"
     ? StdoutSink.layer
-    : WebhookSink.layerWith({ url: sink.url, timeout: sink.timeout }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+    : Layer.unwrapEffect(
+        Effect.map(
+          Effect.promise(() =>
+            Promise.all([import("../../layers/sinks/WebhookSink.js"), import("@effect/platform-node/NodeHttpClient")])
+          ),
+          ([WebhookSink, NodeHttpClient]) =>
+            WebhookSink.layerWith({ url: sink.url, timeout: sink.timeout }).pipe(
+              Layer.provide(NodeHttpClient.layerUndici)
+            )
+        )
+      )
 
 /**
  * The relay options for the settings.

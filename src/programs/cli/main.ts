@@ -19,7 +19,7 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
-import * as Observability from "../Observability.js"
+import type * as Observability from "../Observability.js"
 import * as DemoCommand from "./DemoCommand.js"
 import * as DlqCommand from "./DlqCommand.js"
 import * as EnqueueCommand from "./EnqueueCommand.js"
@@ -91,6 +91,21 @@ export const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
   return 1
 }
 
+/**
+ * OTLP export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see {@link Observability.layer}). The exporter and
+ * its HTTP client are imported only then, so that a CLI run without export does not load them.
+ */
+const observabilityLayer: Layer.Layer<never> = Layer.unwrapEffect(
+  Effect.suspend(() => {
+    const endpoint = process.env["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trim()
+    if (endpoint === undefined || endpoint.length === 0) return Effect.succeed(Layer.empty)
+    return Effect.map(
+      Effect.promise(() => import("../Observability.js")),
+      (module) => module.layer
+    )
+  })
+)
+
 const program = Effect.suspend(() => cli(process.argv)).pipe(
   Effect.tapErrorCause((cause) => {
     const failure = Cause.failureOption(cause)
@@ -102,7 +117,7 @@ const program = Effect.suspend(() => cli(process.argv)).pipe(
     }
     return Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(`effect-outbox: ${Cause.pretty(cause)}`)
   }),
-  Effect.provide(Layer.mergeAll(NodeContext.layer, Observability.layer, loggerLayer))
+  Effect.provide(Layer.mergeAll(NodeContext.layer, observabilityLayer, loggerLayer))
 )
 
 NodeRuntime.runMain(program, {
