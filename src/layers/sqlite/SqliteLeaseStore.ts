@@ -13,6 +13,7 @@
  */
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
@@ -64,6 +65,16 @@ const LeaseRow = Schema.Struct({
 type LeaseRow = typeof LeaseRow.Type
 
 const decodeRows = Schema.decodeUnknown(Schema.Array(LeaseRow))
+
+const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
+/** A structural check accepting a subset of what `LeaseRow` decodes (safe integers, a string owner). */
+const isLeaseRow = (u: unknown): u is LeaseRow =>
+  typeof u === "object" &&
+  u !== null &&
+  typeof Reflect.get(u, "owner") === "string" &&
+  isInt(Reflect.get(u, "version")) &&
+  isInt(Reflect.get(u, "expires_at")) &&
+  isInt(Reflect.get(u, "released"))
 
 /** Short, bounded retry of busy failures (they never happen on `:memory:`). */
 const busyRetry = Schedule.exponential(Duration.millis(5), 2).pipe(
@@ -250,9 +261,31 @@ export const make = (
           .pipe(retryBusy, Effect.catchTags(storeErrors("release", partitionKey)))
       }).pipe(Effect.withSpan("LeaseStore.release", { attributes: { "outbox.partition": partitionKey } }))
 
+    /**
+     * `current` is on the drainer's hot path (checked before and after every wave of sends), so it runs
+     * its one statement directly on a connection (the caller's transaction connection, or a reserved
+     * one), without the client's per-statement span, and checks the row structurally (the Schema only
+     * describes a row that fails the check). Busy failures are retried outside a caller's transaction.
+     */
+    const currentText = `SELECT owner, version, expires_at, released FROM "${prefix}outbox_lease" WHERE partition_key = ?`
+    const readCurrent = (
+      partitionKey: string
+    ): Effect.Effect<LeaseRow | undefined, SqlError | ParseResult.ParseError> =>
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
+        const query = (conn: Connection) =>
+          Effect.flatMap(conn.execute(currentText, [partitionKey], undefined), (rows) => {
+            const row: unknown = rows[0]
+            return rows.length <= 1 && (row === undefined || isLeaseRow(row))
+              ? Effect.succeed(row)
+              : Effect.map(decodeRows(rows), (decoded) => decoded[0])
+          })
+        if (Option.isSome(outer)) return query(outer.value[0])
+        const reserved = Effect.scoped(Effect.flatMap(sql.reserve, query))
+        return Effect.catchIf(reserved, isBusy, () => Effect.retry(reserved, { schedule: busyRetry, while: isBusy }))
+      })
+
     const current = (partitionKey: string) =>
-      read(partitionKey).pipe(
-        retryBusy,
+      readCurrent(partitionKey).pipe(
         Effect.catchTags(storeErrors("current", partitionKey)),
         Effect.flatMap((row) =>
           row === undefined || row.released !== 0

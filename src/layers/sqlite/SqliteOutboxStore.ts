@@ -45,9 +45,11 @@ import type { SqlError } from "@effect/sql/SqlError"
 import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
@@ -88,6 +90,14 @@ export interface SqliteOutboxStoreOptions extends StoreOptions {
   readonly sweepInterval?: Duration.DurationInput | undefined
   /** Rows deleted per sweep statement (default 500); a sweep runs at most 20 of them. */
   readonly sweepChunk?: number | undefined
+  /**
+   * Group commit of `complete` and `release` (default true): calls made outside a caller's transaction
+   * while one is waiting share one transaction, so drainers of several partitions pay one commit (one
+   * `fsync` with `synchronous = FULL`) between them instead of one each. Every call still gets its own
+   * outcome: its matching ids applied, the others named in its `StaleFencingToken`. False runs each call
+   * as its own statement.
+   */
+  readonly groupCommit?: boolean | undefined
 }
 
 /** Ids per guarded UPDATE (keeps the bound values well under SQLite's limit). */
@@ -197,6 +207,25 @@ const candidateOf = (decoded: SqliteOutboxSchema.DecodedRow): Candidate => {
   }
 }
 
+/** One `complete` or `release` call (its ids without duplicates) and where its result goes. */
+interface SettleRequest {
+  readonly operation: "complete" | "release"
+  readonly ids: ReadonlyArray<string>
+  readonly token: LeaseToken.LeaseTokenLike
+  /** The caller's clock reading: `completed_at` / `terminal_at` of a complete. */
+  readonly now: number
+  readonly done: Deferred.Deferred<Set<string>, SettleFailure>
+}
+
+/** How one complete/release statement can fail before the ids are known. */
+type SettleFailure = SqlError | StoreUnavailable
+
+/** Resolves on the next turn of the event loop (a macrotask), whatever the `Clock`. */
+const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
+  const handle = setImmediate(() => resume(Effect.void))
+  return Effect.sync(() => clearImmediate(handle))
+})
+
 const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
   if (items.length <= size) return [items]
   const out: Array<ReadonlyArray<A>> = []
@@ -239,6 +268,7 @@ export const make = (
     const retentionMillis = Duration.toMillis(Duration.decode(options.retention ?? Duration.hours(1)))
     const sweepIntervalMillis = Duration.toMillis(Duration.decode(options.sweepInterval ?? Duration.minutes(1)))
     const sweepChunk = Math.max(1, Math.floor(options.sweepChunk ?? 500))
+    const groupCommit = options.groupCommit ?? true
     const problems: Array<string> = []
     if (staleMillis !== undefined && !(staleMillis > 0)) problems.push("staleClaimAfter must be positive")
     if (!(retentionMillis >= 0)) problems.push("retention must not be negative")
@@ -618,45 +648,137 @@ export const make = (
         maybeSweep
       )
 
-    /** The guarded update of complete/release; fails naming the ids that did not match, after committing the rest. */
-    const settle = (
-      operation: "complete" | "release",
-      ids: ReadonlyArray<string>,
-      token: LeaseToken.LeaseTokenLike
-    ) => {
-      const unique = Array.from(new Set(ids))
-      const work = (conn: Connection) =>
-        Effect.gen(function* () {
-          const now = yield* Clock.currentTimeMillis
-          const matched = new Set<string>()
-          for (const chunk of chunksOf(unique, idChunk)) {
-            const done =
-              operation === "complete"
-                ? yield* select(idsOf, operation, conn, st.complete(chunk.length), [
-                    now,
-                    now,
-                    ...chunk,
-                    token.owner,
-                    token.version
-                  ])
-                : yield* select(idsOf, operation, conn, st.release(chunk.length), [
-                    ...chunk,
-                    token.owner,
-                    token.version
-                  ])
-            for (const id of done) matched.add(id)
-          }
-          return matched.size === unique.length ? [] : ids.filter((id) => !matched.has(id))
-        })
-      // one guarded UPDATE is atomic on its own; several chunks share one transaction
-      return (
-        unique.length <= idChunk ? standalone(operation, undefined, work) : transact(operation, undefined, work)
-      ).pipe(
-        Effect.flatMap((mismatched) =>
-          mismatched.length === 0 ? Effect.void : Effect.fail(notClaimedBy(operation, token, mismatched))
+    /** Runs the guarded updates of one complete/release call on `conn`; returns the ids they changed. */
+    const applySettle = (conn: Connection, request: SettleRequest): Effect.Effect<Set<string>, SettleFailure> =>
+      Effect.gen(function* () {
+        const { now, operation, token } = request
+        const matched = new Set<string>()
+        for (const chunk of chunksOf(request.ids, idChunk)) {
+          const done =
+            operation === "complete"
+              ? yield* select(idsOf, operation, conn, st.complete(chunk.length), [
+                  now,
+                  now,
+                  ...chunk,
+                  token.owner,
+                  token.version
+                ])
+              : yield* select(idsOf, operation, conn, st.release(chunk.length), [...chunk, token.owner, token.version])
+          for (const id of done) matched.add(id)
+        }
+        return matched
+      })
+
+    /** Calls waiting for the next group commit, and whether a fiber has taken on to run it. */
+    let waitingSettles: Array<SettleRequest> = []
+    let groupScheduled = false
+
+    /**
+     * Runs the waiting calls of one group. One call with one chunk runs as a single autocommitted
+     * statement; more share one transaction, each call keeping its own result (a guarded UPDATE is atomic
+     * on its own, and a failing statement undoes only itself). A busy failure fails the whole transaction,
+     * which is rolled back and retried; a failing `COMMIT` fails every call of the group. Total: every
+     * call's deferred is completed, whatever happens.
+     */
+    const runGroup = (group: ReadonlyArray<SettleRequest>): Effect.Effect<void> => {
+      const only = group.length === 1 ? group[0] : undefined
+      const results = new Map<SettleRequest, Either.Either<Set<string>, SettleFailure>>()
+      const body = (conn: Connection): Effect.Effect<void, SettleFailure> =>
+        Effect.forEach(
+          group,
+          (request) =>
+            Effect.flatMap(Effect.either(applySettle(conn, request)), (result) => {
+              if (Either.isLeft(result) && isBusy(result.left)) return Effect.fail(result.left)
+              results.set(request, result)
+              return Effect.void
+            }),
+          { discard: true }
         )
-      )
+      const run =
+        only !== undefined && only.ids.length <= idChunk
+          ? withConnection(body, "always")
+          : withConnection(inTransaction(body), "always")
+      return Effect.matchCauseEffect(run, {
+        onFailure: (cause) =>
+          Effect.forEach(group, (request) => Deferred.failCause(request.done, cause), { discard: true }),
+        onSuccess: () =>
+          Effect.forEach(
+            group,
+            (request) => {
+              const result = results.get(request)
+              return result === undefined
+                ? Deferred.die(request.done, new Error("group commit left a call without a result"))
+                : Deferred.complete(request.done, result)
+            },
+            { discard: true }
+          )
+      })
     }
+
+    /**
+     * Runs groups until no call is waiting. The first call of a group waits one turn of the event loop
+     * (the other fibers then run until they wait too, adding their calls), and runs the group on its own
+     * fiber; calls that arrive meanwhile form the next group. Uninterruptible, so no call is left waiting.
+     */
+    const runGroups: Effect.Effect<void> = Effect.zipRight(
+      yieldToEventLoop,
+      Effect.suspend(function next(): Effect.Effect<void> {
+        const group = waitingSettles
+        if (group.length === 0) {
+          groupScheduled = false
+          return Effect.void
+        }
+        waitingSettles = []
+        return Effect.zipRight(runGroup(group), Effect.suspend(next))
+      })
+    ).pipe(
+      Effect.onExit((exit) => {
+        if (Exit.isSuccess(exit)) return Effect.void
+        // cannot happen (runGroup is total); never leave a call waiting on a group that will not run
+        const left = waitingSettles
+        waitingSettles = []
+        groupScheduled = false
+        return Effect.forEach(left, (request) => Deferred.failCause(request.done, exit.cause), { discard: true })
+      }),
+      Effect.uninterruptible
+    )
+
+    /** Joins the next group commit and waits for its own result. */
+    const settleGrouped = (request: SettleRequest): Effect.Effect<Set<string>, SettleFailure> =>
+      Effect.suspend(() => {
+        waitingSettles.push(request)
+        if (groupScheduled) return Deferred.await(request.done)
+        groupScheduled = true
+        return Effect.zipRight(runGroups, Deferred.await(request.done))
+      })
+
+    /** The guarded update of complete/release; fails naming the ids that did not match, after committing the rest. */
+    const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
+      Effect.gen(function* () {
+        const unique = Array.from(new Set(ids))
+        const now = yield* Clock.currentTimeMillis
+        const outer = yield* Effect.serviceOption(SqlClient.TransactionConnection)
+        const done = yield* Deferred.make<Set<string>, SettleFailure>()
+        const request: SettleRequest = { operation, ids: unique, token, now, done }
+        const matched =
+          groupCommit && Option.isNone(outer)
+            ? yield* settleGrouped(request)
+            : // inside a caller's transaction (or without group commit): one guarded UPDATE is atomic on its
+              // own; several chunks share one transaction
+              yield* withConnection(
+                (conn, nested) =>
+                  unique.length <= idChunk
+                    ? applySettle(conn, request)
+                    : inTransaction((c) => applySettle(c, request))(conn, nested),
+                unique.length <= idChunk ? "always" : "outside a caller's transaction"
+              )
+        if (matched.size === unique.length) return
+        return yield* notClaimedBy(
+          operation,
+          token,
+          ids.filter((id) => !matched.has(id))
+        )
+      }).pipe(unavailable(operation, undefined))
 
     const expire: Backend["expire"] = (before, partitionKey, token) =>
       transact("expire", partitionKey, (conn) =>
