@@ -63,23 +63,49 @@ const collect = (child: ChildProcess) => {
   return { output, exited }
 }
 
+/**
+ * How many run-to-completion CLI processes may run at once: the tests run concurrently, and each start is
+ * CPU-bound for a second or two, so more processes than cores only slow every one of them down. Long-running
+ * relays (`start`) are not counted: a test holding one may need a slot for an `inspect` meanwhile.
+ */
+const maxRunning = os.availableParallelism() + 1
+let running = 0
+const waiting: Array<() => void> = []
+const slot = async (): Promise<void> => {
+  if (running < maxRunning) {
+    running++
+    return
+  }
+  await new Promise<void>((resolve) => waiting.push(resolve))
+}
+const freeSlot = (): void => {
+  const next = waiting.shift()
+  if (next === undefined) running--
+  else next()
+}
+
 /** Runs the CLI to completion with `input` on stdin. */
 const cli = async (
   args: ReadonlyArray<string>,
   options: { readonly input?: string; readonly env?: Record<string, string> } = {}
 ): Promise<Result> => {
-  const child = start(args, options.env)
-  const { exited, output } = collect(child)
-  child.stdin?.end(options.input ?? "")
-  const code = await exited
-  return { code, ...output }
+  await slot()
+  try {
+    const child = start(args, options.env)
+    const { exited, output } = collect(child)
+    child.stdin?.end(options.input ?? "")
+    const code = await exited
+    return { code, ...output }
+  } finally {
+    freeSlot()
+  }
 }
 
 const waitFor = async (what: string, check: () => boolean | Promise<boolean>, withinMillis = 60_000) => {
   const deadline = Date.now() + withinMillis
   while (!(await check())) {
     if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 100))
+    await new Promise((resolve) => setTimeout(resolve, 25))
   }
 }
 
@@ -163,8 +189,9 @@ const receiver = async (status: (body: typeof Delivered.Type) => number = () => 
   }
 }
 
-// every command is a fresh Node process (~2-7 s to start on a busy 2-core machine)
-describe("effect-outbox CLI", { timeout: 240_000 }, () => {
+// every command is a fresh Node process (~1.5-4 s to start on a busy 2-core machine). The tests use distinct
+// files, tables and ports and run concurrently; commands that only read the same state run at once.
+describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
   it("enqueue reads JSON lines, reports bad lines with their number and still enqueues the good ones", async () => {
     const file = freshFile()
     const input = lines(
@@ -189,7 +216,7 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
     expect(again.code).toBe(0)
     expect(again.stdout).toContain("enqueued 0 records (2 duplicates skipped, 0 lines rejected)")
 
-    const report = await inspectJson(file)
+    const [report, text] = await Promise.all([inspectJson(file), cli(["inspect", "--sqlite-file", file])])
     expect(report.backend).toBe("sqlite")
     expect(report.partitions.map((p) => [p.partition, p.pending, p.claimed])).toEqual([
       ["p1", 2, 0],
@@ -199,7 +226,6 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
     expect(report.partitions.every((p) => (p.oldestPendingAgeMillis ?? -1) >= 0)).toBe(true)
     expect(report.totals).toEqual({ pending: 3, claimed: 0 })
 
-    const text = await cli(["inspect", "--sqlite-file", file])
     expect(text.code).toBe(0)
     expect(text.stdout).toMatch(/partition\s+pending\s+claimed\s+oldest pending\s+fence\s+lease/)
     expect(text.stdout).toMatch(/p1\s+2\s+0\s+\S+\s+0\s+-/)
@@ -258,7 +284,7 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
 
   it("relay stdout writes one JSON line per record and stops on SIGINT; settings come from a config file", async () => {
     const file = freshFile()
-    const config = path.join(directory, `config-${files}.json`)
+    const config = path.join(directory, `config-${path.basename(path.dirname(file))}.json`)
     fs.writeFileSync(
       config,
       JSON.stringify({ sqlite: { file }, relay: { owner: "from-file", discoveryInterval: "200 millis" } })
@@ -285,33 +311,36 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
 
   it("rejects bad settings with one clear message naming each setting, exit code 2", async () => {
     const file = freshFile()
-    const badFlag = await cli(["relay", "webhook", "http://127.0.0.1:9/x", "--sqlite-file", file, "--batch-size", "0"])
+    // independent commands, each refused before it opens a store: run at once
+    const [badFlag, badEnv, noUrl, badUrl, missingFile, unknownBackend] = await Promise.all([
+      cli(["relay", "webhook", "http://127.0.0.1:9/x", "--sqlite-file", file, "--batch-size", "0"]),
+      cli(["relay", "stdout", "--sqlite-file", file], {
+        env: { OUTBOX_RELAY_LEASE_TTL: "banana", OUTBOX_RELAY_MAX_PARTITIONS: "many" }
+      }),
+      cli(["relay", "webhook", "--sqlite-file", file]),
+      cli(["relay", "--webhook-url", "ftp://example", "--sqlite-file", file]),
+      cli(["inspect", "--config", path.join(directory, "absent.json")]),
+      cli(["inspect"], { env: { OUTBOX_BACKEND: "postgres" } })
+    ])
     expect(badFlag.code).toBe(2)
     expect(badFlag.stderr).toContain("invalid configuration")
     expect(badFlag.stderr).toContain("relay.batchSize (env OUTBOX_RELAY_BATCH_SIZE): Expected an integer of at least 1")
 
-    const badEnv = await cli(["relay", "stdout", "--sqlite-file", file], {
-      env: { OUTBOX_RELAY_LEASE_TTL: "banana", OUTBOX_RELAY_MAX_PARTITIONS: "many" }
-    })
     expect(badEnv.code).toBe(2)
     expect(badEnv.stderr).toContain(
       'relay.leaseTtl (env OUTBOX_RELAY_LEASE_TTL): Expected a duration but received "banana"'
     )
     expect(badEnv.stderr).toContain("relay.maxPartitions (env OUTBOX_RELAY_MAX_PARTITIONS): Expected an integer")
 
-    const noUrl = await cli(["relay", "webhook", "--sqlite-file", file])
     expect(noUrl.code).toBe(2)
     expect(noUrl.stderr).toContain("a webhook sink needs a URL")
 
-    const badUrl = await cli(["relay", "--webhook-url", "ftp://example", "--sqlite-file", file])
     expect(badUrl.code).toBe(2)
     expect(badUrl.stderr).toContain("sink.url (env OUTBOX_SINK_URL): Expected an http:// or https:// URL")
 
-    const missingFile = await cli(["inspect", "--config", path.join(directory, "absent.json")])
     expect(missingFile.code).toBe(2)
     expect(missingFile.stderr).toContain("cannot read config file")
 
-    const unknownBackend = await cli(["inspect"], { env: { OUTBOX_BACKEND: "postgres" } })
     expect(unknownBackend.code).toBe(2)
     expect(unknownBackend.stderr).toContain("backend (env OUTBOX_BACKEND): Expected one of (sqlite, dynamodb, memory)")
   })
@@ -358,42 +387,45 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
         .filter((l) => l.length > 0)
         .map((l) => decodeIdLine(l).id)
 
-    const all = await cli(["dlq", "list", "--sqlite-file", file, "--json"])
+    // commands that leave the entries as they are (reads, and two refused before they change anything): at once
+    const [all, byRoute, byCategory, byTime, table, inspected, refused, badTime] = await Promise.all([
+      cli(["dlq", "list", "--sqlite-file", file, "--json"]),
+      cli(["dlq", "list", "--sqlite-file", file, "--json", "--route", "billing"]),
+      cli(["dlq", "list", "--sqlite-file", file, "--json", "--category", "permanent"]),
+      cli([
+        "dlq",
+        "list",
+        "--sqlite-file",
+        file,
+        "--json",
+        "--since",
+        "2026-01-01T00:10:00Z",
+        "--before",
+        "2026-01-01T00:30:00Z",
+        "--limit",
+        "5"
+      ]),
+      cli(["dlq", "list", "--sqlite-file", file, "--limit", "2"]),
+      inspectJson(file),
+      cli(["dlq", "purge", "--sqlite-file", file]),
+      cli(["dlq", "list", "--sqlite-file", file, "--since", "yesterday-ish"])
+    ])
     expect(all.code).toBe(0)
     expect(ids(all)).toEqual(["a", "b", "c", "d"])
-    expect(ids(await cli(["dlq", "list", "--sqlite-file", file, "--json", "--route", "billing"]))).toEqual([
-      "a",
-      "b",
-      "d"
-    ])
-    expect(ids(await cli(["dlq", "list", "--sqlite-file", file, "--json", "--category", "permanent"]))).toEqual([
-      "a",
-      "c"
-    ])
-    expect(
-      ids(
-        await cli([
-          "dlq",
-          "list",
-          "--sqlite-file",
-          file,
-          "--json",
-          "--since",
-          "2026-01-01T00:10:00Z",
-          "--before",
-          "2026-01-01T00:30:00Z",
-          "--limit",
-          "5"
-        ])
-      )
-    ).toEqual(["b", "c"])
+    expect(ids(byRoute)).toEqual(["a", "b", "d"])
+    expect(ids(byCategory)).toEqual(["a", "c"])
+    expect(ids(byTime)).toEqual(["b", "c"])
 
-    const table = await cli(["dlq", "list", "--sqlite-file", file, "--limit", "2"])
     expect(table.stdout).toMatch(/failed at\s+id\s+category/)
     expect(table.stdout).toContain("2 entries")
 
-    const inspected = await inspectJson(file)
     expect(inspected.deadLetters).toEqual({ poison: 1, permanent: 2, expired: 1, total: 4 })
+
+    expect(refused.code).toBe(2)
+    expect(refused.stderr).toContain("refusing to purge")
+
+    expect(badTime.code).toBe(2)
+    expect(badTime.stderr).toContain("--since")
 
     const redriven = await cli(["dlq", "redrive", "--sqlite-file", file, "c"])
     expect(redriven.code).toBe(0)
@@ -402,18 +434,10 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
     expect(afterRedrive.partitions.find((p) => p.partition === "p")?.pending).toBe(1)
     expect(afterRedrive.deadLetters.permanent).toBe(1)
 
-    const refused = await cli(["dlq", "purge", "--sqlite-file", file])
-    expect(refused.code).toBe(2)
-    expect(refused.stderr).toContain("refusing to purge")
-
     const purged = await cli(["dlq", "purge", "--sqlite-file", file, "--before", "2026-01-01T00:15:00Z"])
     expect(purged.code).toBe(0)
     expect(purged.stdout).toContain("purged 2 entries")
     expect(ids(await cli(["dlq", "list", "--sqlite-file", file, "--json"]))).toEqual(["d"])
-
-    const badTime = await cli(["dlq", "list", "--sqlite-file", file, "--since", "yesterday-ish"])
-    expect(badTime.code).toBe(2)
-    expect(badTime.stderr).toContain("--since")
   })
   it("enqueue and inspect on DynamoDB Local: depths, oldest pending age and fence version from the table", async () => {
     const table = randomTableName("cli-outbox")
@@ -470,7 +494,8 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
           Effect.provide(DynamoDb.layer(makeTestClientConfig()))
         )
       )
-    try {
+    // the two tables are independent: their commands run side by side
+    const withTheIndex = async () => {
       const enqueued = await cli(["enqueue", "--dynamodb-local-claim-index"], {
         input: lines(rec("k1", 1, { orderingKey: "a" }), rec("k1", 2, { orderingKey: "a" }), rec("k1", 3)),
         env: envFor(withIndex)
@@ -484,7 +509,8 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
       const inspected = await cli(["inspect", "--json", "--dynamodb-local-claim-index"], { env: envFor(withIndex) })
       expect(inspected.code, inspected.stderr).toBe(0)
       expect(decodeInspect(inspected.stdout).partitions.map((p) => [p.partition, p.pending])).toEqual([["k1", 3]])
-
+    }
+    const withoutTheIndex = async () => {
       // without the option the table is created without the index ...
       const plain = await cli(["enqueue"], { input: lines(rec("k2", 1)), env: envFor(withoutIndex) })
       expect(plain.code, plain.stderr).toBe(0)
@@ -496,6 +522,12 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
       expect(refused.code).not.toBe(0)
       expect(refused.stderr).toContain(OutboxTable.ClaimLocalIndex)
       expect(refused.stderr).toContain("LSI can only be created together with the table")
+    }
+    try {
+      // both run to their end before the tables are deleted, whichever fails
+      for (const outcome of await Promise.allSettled([withTheIndex(), withoutTheIndex()])) {
+        if (outcome.status === "rejected") throw outcome.reason
+      }
     } finally {
       await Effect.runPromise(
         Effect.forEach(
@@ -507,6 +539,10 @@ describe("effect-outbox CLI", { timeout: 240_000 }, () => {
       )
     }
   })
+})
+
+// on its own, after the concurrent block: the exporter has a few seconds to flush its spans as the CLI exits
+describe("effect-outbox CLI with OpenTelemetry", { timeout: 240_000 }, () => {
   it("exports spans over OTLP/HTTP when OTEL_EXPORTER_OTLP_ENDPOINT is set", async () => {
     const file = freshFile()
     const received: Array<{ readonly path: string; readonly body: string }> = []
