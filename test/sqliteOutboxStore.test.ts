@@ -24,7 +24,9 @@ import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
+import type { SqliteOutboxStoreOptions } from "../src/layers/sqlite/SqliteOutboxStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
+import * as BusySqlClient from "./support/BusySqlClient.js"
 
 const START = 1_700_000_000_000
 
@@ -230,6 +232,136 @@ describe("SqliteOutboxStore", () => {
           expect(failure._tag).toBe("StoreUnavailable")
           if (failure._tag === "StoreUnavailable") expect(failure.cause).toBeInstanceOf(SqlError)
         }
+      }).pipe(Effect.provide(memory))
+    )
+  })
+
+  describe("group commit", () => {
+    /** The store over a fault decorator that only counts `COMMIT`s (no faults unless a burst is set). */
+    const counted = (options: SqliteOutboxStoreOptions, faults: BusySqlClient.BusyFaults) =>
+      Layer.provideMerge(
+        SqliteOutboxStore.layerWith(options),
+        BusySqlClient.layer(faults, BusySqlClient.seededRandom(7)).pipe(
+          Layer.provideMerge(SqliteDatabase.layer({ filename: ":memory:" }))
+        )
+      )
+    const commits = (): BusySqlClient.BusyFaults => ({
+      ...BusySqlClient.makeFaults(),
+      enabled: true,
+      control: true,
+      match: (sql) => /^\s*COMMIT/i.test(sql)
+    })
+
+    /**
+     * Four partitions with two claimed records each (version 1), then four concurrent calls on them;
+     * returns their results and the `COMMIT`s the calls ran.
+     */
+    const setUp = (faults: BusySqlClient.BusyFaults) =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        for (const pk of ["g1", "g2", "g3", "g4"]) {
+          yield* store.persist([record(pk, "a"), record(pk, "b")])
+          yield* store.claim(pk, token("o", 1), 10)
+        }
+        const before = faults.statements
+        const results = yield* Effect.all(
+          [
+            Effect.either(store.complete(["g1.a", "g1.b"], token("o", 1))),
+            Effect.either(store.complete(["g2.a", "g2.b"], token("o", 2))),
+            Effect.either(store.release(["g3.a", "g3.b"], token("o", 1))),
+            Effect.either(store.complete(["g4.a", "g4.missing"], token("o", 1)))
+          ],
+          { concurrency: "unbounded" }
+        )
+        return { results, commits: faults.statements - before }
+      })
+
+    /** What every call must have done, grouped or not. */
+    const expectOutcomes = (results: Effect.Effect.Success<ReturnType<typeof setUp>>["results"]) =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const [g1, g2, g3, g4] = results
+        expect(g1 !== undefined && Either.isRight(g1)).toBe(true)
+        // a stale token fails its own call only, naming its ids; the records stay claimed
+        const stale = g2 !== undefined && Either.isLeft(g2) ? g2.left : undefined
+        expect(stale?._tag).toBe("StaleFencingToken")
+        if (stale?._tag === "StaleFencingToken") expect(stale.recordIds).toEqual(["g2.a", "g2.b"])
+        expect(g3 !== undefined && Either.isRight(g3)).toBe(true)
+        // R-DONE-3 inside a group: the matching id stays completed, the other is named
+        const partial = g4 !== undefined && Either.isLeft(g4) ? g4.left : undefined
+        if (partial?._tag !== "StaleFencingToken")
+          return expect.fail(`expected StaleFencingToken, got ${partial?._tag}`)
+        expect(partial.recordIds).toEqual(["g4.missing"])
+        expect([
+          yield* store.countClaimed("g1"),
+          yield* store.countPending("g1"),
+          yield* store.countClaimed("g2"),
+          yield* store.countPending("g3"),
+          yield* store.countClaimed("g4"),
+          yield* store.countPending("g4")
+        ]).toEqual([0, 0, 2, 2, 1, 0])
+      })
+
+    it.effect(
+      "concurrent completes and releases of several partitions share one transaction, each with its own result",
+      () => {
+        const faults = commits()
+        return Effect.gen(function* () {
+          const { commits, results } = yield* setUp(faults)
+          // every call was made outside a transaction, so the four share one COMMIT
+          expect(commits).toBe(1)
+          yield* expectOutcomes(results)
+        }).pipe(Effect.provide(counted({}, faults)))
+      }
+    )
+
+    it.effect("without group commit every call is its own statement (no transaction)", () => {
+      const faults = commits()
+      return Effect.gen(function* () {
+        const { commits, results } = yield* setUp(faults)
+        expect(commits).toBe(0)
+        yield* expectOutcomes(results)
+      }).pipe(Effect.provide(counted({ groupCommit: false }, faults)))
+    })
+
+    it.live("a busy COMMIT rolls the group back and runs it again: every call applied once", () => {
+      const faults = commits()
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        for (const pk of ["g1", "g2", "g3", "g4"]) {
+          yield* store.persist([record(pk, "a"), record(pk, "b")])
+          yield* store.claim(pk, token("o", 1), 10)
+        }
+        faults.burst = 1
+        const before = faults.statements
+        const results = yield* Effect.all(
+          [
+            Effect.either(store.complete(["g1.a", "g1.b"], token("o", 1))),
+            Effect.either(store.complete(["g2.a", "g2.b"], token("o", 2))),
+            Effect.either(store.release(["g3.a", "g3.b"], token("o", 1))),
+            Effect.either(store.complete(["g4.a", "g4.missing"], token("o", 1)))
+          ],
+          { concurrency: "unbounded" }
+        )
+        expect(faults.busy + faults.locked).toBe(1)
+        expect(faults.statements - before).toBe(2)
+        yield* expectOutcomes(results)
+      }).pipe(Effect.provide(counted({}, faults)))
+    })
+
+    it.effect("inside a caller's transaction complete joins that transaction and rolls back with it", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* OutboxStore
+        yield* store.persist([record("tx", "a")])
+        yield* store.claim("tx", token("o", 1), 10)
+        const exit = yield* Effect.exit(
+          sql.withTransaction(Effect.zipRight(store.complete(["tx.a"], token("o", 1)), Effect.fail("abort")))
+        )
+        expect(Exit.isFailure(exit)).toBe(true)
+        expect(yield* store.countClaimed("tx")).toBe(1)
+        yield* sql.withTransaction(store.complete(["tx.a"], token("o", 1)))
+        expect(yield* store.countClaimed("tx")).toBe(0)
       }).pipe(Effect.provide(memory))
     )
   })
