@@ -1248,6 +1248,7 @@ const makeWith = (
       )
       const counters = yield* runBatch(records, token).pipe(
         Effect.withSpan("Drainer.batch", {
+          captureStackTrace: false,
           attributes: { "outbox.partition": partitionKey, "outbox.records": records.length }
         })
       )

@@ -3,7 +3,9 @@
  *
  * Backends implement {@link Backend} (storage only). {@link make} wraps a backend with what must not
  * drift between backends: token validity (R-CLAIM-1, R-DONE-1), input validation and defaults
- * (R-PERSIST-2/4/5), id generation, limit normalisation and one span per public operation.
+ * (R-PERSIST-2/4/5), id generation, limit normalisation and one span per public operation (without a
+ * captured call site: it would always point into this module, and capturing one costs a stack trace on
+ * the hot path).
  *
  * @since 0.1.0
  */
@@ -403,6 +405,10 @@ const numberOrUndefined = (u: unknown): number | undefined => (typeof u === "num
  */
 export const normaliseLimit = (limit: number): number => (Number.isFinite(limit) && limit > 0 ? Math.floor(limit) : 0)
 
+/** The span of one public operation, without a captured call site (it would point into this module). */
+const span = (name: string, attributes: Record<string, unknown>) =>
+  Effect.withSpan(name, { attributes, captureStackTrace: false })
+
 /**
  * Wraps a backend with the shared core.
  *
@@ -423,43 +429,37 @@ export const make = (backend: Backend): OutboxStoreService =>
           })
         }
         return report
-      }).pipe(Effect.withSpan("OutboxStore.persist", { attributes: { "outbox.records": records.length } })),
+      }).pipe(span("OutboxStore.persist", { "outbox.records": records.length })),
     claim: (partitionKey, token, limit) =>
       checkToken("claim", token, partitionKey).pipe(
         Effect.zipRight(backend.claim(partitionKey, token, normaliseLimit(limit))),
-        Effect.withSpan("OutboxStore.claim", {
-          attributes: { "outbox.partition": partitionKey, "outbox.limit": limit }
-        })
+        span("OutboxStore.claim", { "outbox.partition": partitionKey, "outbox.limit": limit })
       ),
     complete: (ids, token) =>
       checkToken("complete", token, undefined, ids).pipe(
         Effect.zipRight(ids.length === 0 ? Effect.void : backend.complete(ids, token)),
-        Effect.withSpan("OutboxStore.complete", { attributes: { "outbox.records": ids.length } })
+        span("OutboxStore.complete", { "outbox.records": ids.length })
       ),
     release: (ids, token) =>
       checkToken("release", token, undefined, ids).pipe(
         Effect.zipRight(ids.length === 0 ? Effect.void : backend.release(ids, token)),
-        Effect.withSpan("OutboxStore.release", { attributes: { "outbox.records": ids.length } })
+        span("OutboxStore.release", { "outbox.records": ids.length })
       ),
     expire: (before, partitionKey, token) =>
       checkToken("expire", token, partitionKey).pipe(
         Effect.zipRight(backend.expire(before, partitionKey, token)),
-        Effect.withSpan("OutboxStore.expire", { attributes: { "outbox.partition": partitionKey } })
+        span("OutboxStore.expire", { "outbox.partition": partitionKey })
       ),
     queryPending: (partitionKey, limit) => {
       const n = normaliseLimit(limit)
       return (n === 0 ? Effect.succeed([]) : backend.queryPending(partitionKey, n)).pipe(
-        Effect.withSpan("OutboxStore.queryPending", { attributes: { "outbox.partition": partitionKey } })
+        span("OutboxStore.queryPending", { "outbox.partition": partitionKey })
       )
     },
     countPending: (partitionKey) =>
-      backend
-        .countPending(partitionKey)
-        .pipe(Effect.withSpan("OutboxStore.countPending", { attributes: { "outbox.partition": partitionKey } })),
+      backend.countPending(partitionKey).pipe(span("OutboxStore.countPending", { "outbox.partition": partitionKey })),
     countClaimed: (partitionKey) =>
-      backend
-        .countClaimed(partitionKey)
-        .pipe(Effect.withSpan("OutboxStore.countClaimed", { attributes: { "outbox.partition": partitionKey } })),
+      backend.countClaimed(partitionKey).pipe(span("OutboxStore.countClaimed", { "outbox.partition": partitionKey })),
     listPartitions: backend.listPartitions
   })
 

@@ -42,6 +42,8 @@ interface Entry {
   readonly version: number
   readonly expiresAtMillis: number
   readonly released: boolean
+  /** The entry as a `Lease`, built on first read (entries never change: an update makes a new one). */
+  lease?: Lease | undefined
 }
 
 type Leases = HashMap.HashMap<string, Entry>
@@ -123,7 +125,7 @@ export const make = (_options: MemoryLeaseStoreOptions = {}): Effect.Effect<Leas
         const millis = yield* ttlMillis(ttl)
         const now = yield* Clock.currentTimeMillis
         return yield* modifyHeld("renew", partitionKey, token, (entry) => {
-          const next: Entry = { ...entry, expiresAtMillis: now + millis }
+          const next: Entry = { ...entry, expiresAtMillis: now + millis, lease: undefined }
           return [toLease(partitionKey, next), next]
         })
       }).pipe(Effect.withSpan("LeaseStore.renew", { attributes: { "outbox.partition": partitionKey } }))
@@ -131,7 +133,7 @@ export const make = (_options: MemoryLeaseStoreOptions = {}): Effect.Effect<Leas
     const release = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
       modifyHeld("release", partitionKey, token, (entry): readonly [void, Entry] => [
         undefined,
-        { ...entry, released: true }
+        { ...entry, released: true, lease: undefined }
       ]).pipe(Effect.withSpan("LeaseStore.release", { attributes: { "outbox.partition": partitionKey } }))
 
     const current = (partitionKey: string) =>
@@ -140,7 +142,7 @@ export const make = (_options: MemoryLeaseStoreOptions = {}): Effect.Effect<Leas
           const found = HashMap.get(leases, partitionKey)
           return Option.isNone(found) || found.value.released
             ? Effect.fail(new LeaseNotFound({ partitionKey }))
-            : Effect.succeed(toLease(partitionKey, found.value))
+            : Effect.succeed((found.value.lease ??= toLease(partitionKey, found.value)))
         })
       )
 
