@@ -399,6 +399,23 @@ const drainSection = (data: unknown): Array<string> => {
       met
     ])
     rows.push([`${backend}, per CPU second`, formatNumber(cpu), formatNumber(rawCpu), formatRatio(cpu, rawCpu), "", ""])
+    const variants: ReadonlyArray<readonly [string, string]> = [
+      ["withoutGroupCommit", "group commit off"],
+      ["oneLanePerKey", "one lane per key"]
+    ]
+    for (const [name, label] of variants) {
+      const variantWall = num(section, name, "throughput", "recordsPerSecondWall")
+      if (variantWall === undefined) continue
+      const ratio = num(section, name, "ratioWall")
+      rows.push([
+        `${backend}, ${label} (informational)`,
+        formatNumber(variantWall),
+        "",
+        ratio === undefined ? na : `${ratio.toFixed(2)}×`,
+        "",
+        ""
+      ])
+    }
   }
   out.push(...table(["backend", "relay rec/s", "raw baseline rec/s", "relay / baseline", "goal", "goal met"], rows))
   const latencyRows: Array<Array<string>> = []
