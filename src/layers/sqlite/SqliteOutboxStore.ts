@@ -207,13 +207,17 @@ const candidateOf = (decoded: SqliteOutboxSchema.DecodedRow): Candidate => {
   }
 }
 
-/** One `complete` or `release` call (its ids without duplicates) and where its result goes. */
-interface SettleRequest {
+/** One `complete` or `release` call (its ids without duplicates). */
+interface SettleCall {
   readonly operation: "complete" | "release"
   readonly ids: ReadonlyArray<string>
   readonly token: LeaseToken.LeaseTokenLike
   /** The caller's clock reading: `completed_at` / `terminal_at` of a complete. */
   readonly now: number
+}
+
+/** A call waiting for a group commit, and where its result goes. */
+interface SettleRequest extends SettleCall {
   readonly done: Deferred.Deferred<Set<string>, SettleFailure>
 }
 
@@ -649,7 +653,7 @@ export const make = (
       )
 
     /** Runs the guarded updates of one complete/release call on `conn`; returns the ids they changed. */
-    const applySettle = (conn: Connection, request: SettleRequest): Effect.Effect<Set<string>, SettleFailure> =>
+    const applySettle = (conn: Connection, request: SettleCall): Effect.Effect<Set<string>, SettleFailure> =>
       Effect.gen(function* () {
         const { now, operation, token } = request
         const matched = new Set<string>()
@@ -744,12 +748,12 @@ export const make = (
     )
 
     /** Joins the next group commit and waits for its own result. */
-    const settleGrouped = (request: SettleRequest): Effect.Effect<Set<string>, SettleFailure> =>
-      Effect.suspend(() => {
-        waitingSettles.push(request)
-        if (groupScheduled) return Deferred.await(request.done)
+    const settleGrouped = (call: SettleCall): Effect.Effect<Set<string>, SettleFailure> =>
+      Effect.flatMap(Deferred.make<Set<string>, SettleFailure>(), (done) => {
+        waitingSettles.push({ ...call, done })
+        if (groupScheduled) return Deferred.await(done)
         groupScheduled = true
-        return Effect.zipRight(runGroups, Deferred.await(request.done))
+        return Effect.zipRight(runGroups, Deferred.await(done))
       })
 
     /** The guarded update of complete/release; fails naming the ids that did not match, after committing the rest. */
@@ -758,18 +762,17 @@ export const make = (
         const unique = Array.from(new Set(ids))
         const now = yield* Clock.currentTimeMillis
         const outer = yield* Effect.serviceOption(SqlClient.TransactionConnection)
-        const done = yield* Deferred.make<Set<string>, SettleFailure>()
-        const request: SettleRequest = { operation, ids: unique, token, now, done }
+        const call: SettleCall = { operation, ids: unique, token, now }
         const matched =
           groupCommit && Option.isNone(outer)
-            ? yield* settleGrouped(request)
+            ? yield* settleGrouped(call)
             : // inside a caller's transaction (or without group commit): one guarded UPDATE is atomic on its
               // own; several chunks share one transaction
               yield* withConnection(
                 (conn, nested) =>
                   unique.length <= idChunk
-                    ? applySettle(conn, request)
-                    : inTransaction((c) => applySettle(c, request))(conn, nested),
+                    ? applySettle(conn, call)
+                    : inTransaction((c) => applySettle(c, call))(conn, nested),
                 unique.length <= idChunk ? "always" : "outside a caller's transaction"
               )
         if (matched.size === unique.length) return
