@@ -11,6 +11,7 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
@@ -336,6 +337,31 @@ describe("SqliteOutboxStore", () => {
         yield* expectOutcomes(results)
       }).pipe(Effect.provide(counted({}, faults)))
     })
+
+    it.live("an interrupted caller leaves the group working: the others get their results, later calls run", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        for (const pk of ["i1", "i2"]) {
+          yield* store.persist([record(pk, "a")])
+          yield* store.claim(pk, token("o", 1), 10)
+        }
+        // the leader (first caller) is interrupted while the group waits for its turn of the event loop
+        const leader = yield* Effect.fork(store.complete(["i1.a"], token("o", 1)))
+        const follower = yield* Effect.fork(store.complete(["i2.a"], token("o", 1)))
+        // both calls are queued; the leader waits for the event loop's turn
+        yield* Effect.yieldNow()
+        yield* Fiber.interrupt(leader)
+        yield* Fiber.join(follower)
+        expect(yield* store.countClaimed("i2")).toBe(0)
+        // the leader's call ran or not, but nothing waits on a group that will not run
+        yield* Effect.either(store.complete(["i1.a"], token("o", 1)))
+        expect(yield* store.countClaimed("i1")).toBe(0)
+        yield* store.persist([record("i1", "b")])
+        yield* store.claim("i1", token("o", 1), 10)
+        yield* store.complete(["i1.b"], token("o", 1))
+        expect(yield* store.countPending("i1")).toBe(0)
+      }).pipe(Effect.timeout("10 seconds"), Effect.provide(memory))
+    )
 
     it.effect("inside a caller's transaction complete joins that transaction and rolls back with it", () =>
       Effect.gen(function* () {
