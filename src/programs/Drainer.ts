@@ -70,6 +70,7 @@ import {
 } from "../domain/OutboxError.js"
 import type { OutboxRecord } from "../domain/OutboxRecord.js"
 import { DeadLetterStore, type DeadLetterStoreService } from "../services/DeadLetterStore.js"
+import { yieldToEventLoop } from "../services/EventLoop.js"
 import { LeaseStore } from "../services/LeaseStore.js"
 import * as OutboxMetrics from "../services/OutboxMetrics.js"
 import { OutboxStore } from "../services/OutboxStore.js"
@@ -265,17 +266,6 @@ export const groupByKey = (records: ReadonlyArray<OutboxRecord>): Array<Array<Ou
   }
   return groups
 }
-
-/** Resolves on the next turn of the event loop (a macrotask), whatever the `Clock`. */
-const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
-  const done = () => resume(Effect.void)
-  if (typeof setImmediate === "function") {
-    const handle = setImmediate(done)
-    return Effect.sync(() => clearImmediate(handle))
-  }
-  const handle = setTimeout(done, 0)
-  return Effect.sync(() => clearTimeout(handle))
-})
 
 /**
  * What one cycle did.

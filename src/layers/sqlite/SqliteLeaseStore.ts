@@ -22,7 +22,6 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as LeaseTokenModule from "../../domain/LeaseToken.js"
 import {
@@ -41,7 +40,7 @@ import {
   notCurrentHolder,
   ttlMillis
 } from "../../services/LeaseStore.js"
-import { isBusy } from "./SqliteOutboxStore.js"
+import { retryBusy as retryBusyCheaply } from "./SqliteOutboxStore.js"
 
 /**
  * Options of the SQLite lease store.
@@ -76,17 +75,10 @@ const isLeaseRow = (u: unknown): u is LeaseRow =>
   isInt(Reflect.get(u, "expires_at")) &&
   isInt(Reflect.get(u, "released"))
 
-/** Short, bounded retry of busy failures (they never happen on `:memory:`). */
-const busyRetry = Schedule.exponential(Duration.millis(5), 2).pipe(
-  Schedule.jittered,
-  Schedule.either(Schedule.spaced(Duration.millis(200))),
-  Schedule.intersect(Schedule.recurs(12))
-)
-
 /** Retries busy failures when not inside a caller's transaction (where only the caller may retry). */
 const retryBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-    Option.isSome(outer) ? effect : Effect.retry(effect, { schedule: busyRetry, while: isBusy })
+    Option.isSome(outer) ? effect : retryBusyCheaply(effect)
   )
 
 const prefixPattern = /^[A-Za-z_][A-Za-z0-9_]*$/
@@ -280,8 +272,7 @@ export const make = (
               : Effect.map(decodeRows(rows), (decoded) => decoded[0])
           })
         if (Option.isSome(outer)) return query(outer.value[0])
-        const reserved = Effect.scoped(Effect.flatMap(sql.reserve, query))
-        return Effect.catchIf(reserved, isBusy, () => Effect.retry(reserved, { schedule: busyRetry, while: isBusy }))
+        return retryBusyCheaply(Effect.scoped(Effect.flatMap(sql.reserve, query)))
       })
 
     const current = (partitionKey: string) =>

@@ -76,6 +76,7 @@ import {
   type PersistReport,
   type StoreOptions
 } from "../../services/OutboxStore.js"
+import { yieldToEventLoop } from "../../services/EventLoop.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
 
 /**
@@ -173,8 +174,11 @@ const busyRetry = Schedule.exponential(Duration.millis(5), 2).pipe(
 /**
  * `Effect.retry(effect, { schedule: busyRetry, while: isBusy })` with the same attempts and delays, but
  * the schedule is set up only once a first attempt has failed busy (the common path pays nothing).
+ * Shared by the SQLite stores.
+ *
+ * @since 0.1.0
  */
-const retryBusy = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+export const retryBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.catchIf(effect, isBusy, (first) => {
     // the retry loop starts by replaying the failure already seen, so its schedule decides the first delay
     let replayed = false
@@ -223,12 +227,6 @@ interface SettleRequest extends SettleCall {
 
 /** How one complete/release statement can fail before the ids are known. */
 type SettleFailure = SqlError | StoreUnavailable
-
-/** Resolves on the next turn of the event loop (a macrotask), whatever the `Clock`. */
-const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
-  const handle = setImmediate(() => resume(Effect.void))
-  return Effect.sync(() => clearImmediate(handle))
-})
 
 const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
   if (items.length <= size) return [items]
