@@ -326,6 +326,38 @@ export const outboxStoreContract = (
           )
       )
 
+      it.effect(
+        "R-PERSIST-1 replaceTerminal checks the id of an in-batch repeat too: an old id of a replaced record is InvalidRecord",
+        () =>
+          withStore((store) =>
+            Effect.gen(function* () {
+              const pk = freshPartition("replacerepeat")
+              const [a, b] = yield* seed(store, pk, ["a", "b"])
+              const t = token("o", 1)
+              yield* store.claim(pk, t, 1)
+              yield* store.complete([a ?? ""], t)
+              // "a" (completed) is replaced; "b" is live, so its first copy is skipped and the repeat of "b"
+              // would be skipped too — but the repeat carries the id of the replaced "a"
+              const batch = [
+                record(pk, { env: "a", id: `${pk}.a2` }),
+                record(pk, { env: "b", id: `${pk}.b2` }),
+                record(pk, { env: "b", id: a ?? "" })
+              ]
+              const error = yield* Effect.flip(store.persist(batch, { replaceTerminal: true }))
+              expect(error._tag).toBe("InvalidRecord")
+              if (error._tag === "InvalidRecord") {
+                expect(error.index).toBe(2)
+                expect(error.recordId).toBe(a)
+              }
+              // nothing of the batch was stored: "a" is still the completed record, not replaced
+              expect(yield* pendingIds(store, pk)).toEqual([b])
+              expect(yield* store.countPending(pk)).toBe(1)
+              const report = yield* store.persist(batch.slice(0, 2), { replaceTerminal: true })
+              expect(report.persisted).toEqual([`${pk}.a2`])
+            })
+          )
+      )
+
       it.effect("R-PERSIST-1 replaceTerminal still skips a non-terminal holder, keeping its id", () =>
         withStore((store) =>
           Effect.gen(function* () {

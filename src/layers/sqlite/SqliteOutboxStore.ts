@@ -569,8 +569,13 @@ export const make = (
         }
         const batchIdentities = dedupe(batch)
         // an id held by another identity is rejected against the state before the batch, also when that
-        // holder is a terminal record this batch replaces (as the model and memory store do)
-        for (const { record, index } of batchIdentities.unique) yield* rejectIdHeldByOther(conn, record, index)
+        // holder is a terminal record this batch replaces (as the model and memory store do) — for every
+        // record of the batch, in-batch repeats included: once the terminal holders are deleted, the old id of
+        // a replaced record would no longer be seen as taken
+        for (let index = 0; index < batch.length; index++) {
+          const record = batch[index]
+          if (record !== undefined) yield* rejectIdHeldByOther(conn, record, index)
+        }
         for (const { record } of batchIdentities.unique) {
           yield* run(conn, st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])
         }
