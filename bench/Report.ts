@@ -376,6 +376,31 @@ const dynamoThroughputSection = (data: unknown): Array<string> => {
   return out
 }
 
+/** The drain bench's informational round with every SQLite statement timed, as one paragraph. */
+const statementTimeLines = (data: unknown): Array<string> => {
+  if (data === undefined) return []
+  const side = (name: string) => {
+    const wall = num(data, name, "wallSeconds")
+    const seconds = num(data, name, "statements", "seconds")
+    const commits = num(data, name, "statements", "commits")
+    const commitMedian = num(data, name, "statements", "commitMedianMillis")
+    if (wall === undefined || seconds === undefined) return na
+    return (
+      `${seconds.toFixed(2)} s of ${wall.toFixed(2)} s wall in SQLite statements` +
+      (commits !== undefined && commitMedian !== undefined
+        ? ` (${formatNumber(commits)} commits, median ${commitMedian.toFixed(2)} ms)`
+        : "")
+    )
+  }
+  const ceiling = num(data, "ceilingRatio")
+  return [
+    `SQLite statement time (one more round, every statement timed): raw baseline ${side("raw")}; ` +
+      `relay ${side("relay")}. With nothing outside SQLite taking time, the relay would reach ` +
+      `${ceiling === undefined ? na : `${ceiling.toFixed(2)}×`} the raw baseline.`,
+    ""
+  ]
+}
+
 const drainSection = (data: unknown): Array<string> => {
   const out = ["## Drain end to end (Relay.run, memory sink)", "", measuredLine(data), ""]
   const note = str(data, "note")
@@ -418,6 +443,7 @@ const drainSection = (data: unknown): Array<string> => {
     }
   }
   out.push(...table(["backend", "relay rec/s", "raw baseline rec/s", "relay / baseline", "goal", "goal met"], rows))
+  out.push(...statementTimeLines(at(data, "sqlite", "statementTime")))
   const latencyRows: Array<Array<string>> = []
   for (const backend of ["memory", "sqlite"]) {
     const l = at(data, backend, "latency")

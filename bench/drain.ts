@@ -127,6 +127,8 @@ interface Throughput {
   readonly recordsPerSecondCpu: number
   /** The 1-minute load average when the run ended. */
   readonly loadAverage1m: number
+  /** SQLite's own share of the run, present when the statement clock was on (see {@link statementClock}). */
+  readonly statements?: StatementTime | undefined
 }
 
 interface Latency {
@@ -185,6 +187,8 @@ const throughput = (
     const recorder = yield* MemorySink.make()
     const counting = countingSink()
     const sink = sinkKind === "memory" ? recorder.sink : counting.sink
+    const timeStatements = statementClock.installed
+    if (timeStatements) statementClock.start()
     const startWall = performance.now()
     const startCpu = cpuMillis()
     const relay = yield* Effect.fork(Relay.run(options).pipe(Effect.provideService(Sink, sink)))
@@ -197,13 +201,15 @@ const throughput = (
     yield* awaitDrained(store)
     const wall = (performance.now() - startWall) / 1000
     const cpu = (cpuMillis() - startCpu) / 1000
+    const statements = timeStatements ? statementClock.stop() : undefined
     yield* Fiber.interrupt(relay)
     return {
       records: count,
       wallSeconds: Number(wall.toFixed(3)),
       recordsPerSecondWall: Math.round(count / wall),
       recordsPerSecondCpu: Math.round(count / cpu),
-      loadAverage1m: Number((os.loadavg()[0] ?? 0).toFixed(2))
+      loadAverage1m: Number((os.loadavg()[0] ?? 0).toFixed(2)),
+      ...(statements !== undefined ? { statements } : {})
     }
   }).pipe(Effect.provide(stores), Effect.orDie)
 
@@ -253,6 +259,71 @@ interface RawDatabase {
 }
 type RawDatabaseConstructor = new (filename: string) => RawDatabase
 const RawSqlite: RawDatabaseConstructor = createRequire(import.meta.url)("better-sqlite3")
+
+/** Time spent inside better-sqlite3 statements during a measured window. */
+interface StatementTime {
+  readonly seconds: number
+  readonly statements: number
+  readonly commits: number
+  readonly commitMedianMillis: number
+}
+
+/**
+ * A clock around every better-sqlite3 statement of the process: the raw baseline and the store (through
+ * `@effect/sql-sqlite-node`) load the same module, so both are timed alike. Installed only for the
+ * informational statement-time round, so the measured rounds run the module untouched. A statement's time
+ * includes SQLite's file writes and fsyncs (a `COMMIT` is mostly its fsync).
+ */
+const statementClock = {
+  on: false,
+  millis: 0,
+  statements: 0,
+  commits: [] as Array<number>,
+  installed: false,
+  install(): void {
+    if (this.installed) return
+    this.installed = true
+    const clock = this
+    const prototype = (RawSqlite as unknown as { prototype: { prepare(sql: string): RawStatement } }).prototype
+    const prepare = prototype.prepare
+    prototype.prepare = function (this: unknown, sql: string): RawStatement {
+      const statement = prepare.call(this, sql) as RawStatement & Record<string, unknown>
+      const commit = /^\s*COMMIT/i.test(sql)
+      for (const method of ["run", "all", "get", "iterate"]) {
+        const original = statement[method]
+        if (typeof original !== "function") continue
+        statement[method] = function (this: unknown, ...params: ReadonlyArray<unknown>) {
+          if (!clock.on) return original.apply(this, params)
+          const start = performance.now()
+          try {
+            return original.apply(this, params)
+          } finally {
+            const millis = performance.now() - start
+            clock.millis += millis
+            clock.statements += 1
+            if (commit) clock.commits.push(millis)
+          }
+        }
+      }
+      return statement
+    }
+  },
+  start(): void {
+    this.on = true
+    this.millis = 0
+    this.statements = 0
+    this.commits = []
+  },
+  stop(): StatementTime {
+    this.on = false
+    return {
+      seconds: Number((this.millis / 1000).toFixed(3)),
+      statements: this.statements,
+      commits: this.commits.length,
+      commitMedianMillis: Number(median(this.commits).toFixed(3))
+    }
+  }
+}
 const names = Either.getOrThrow(SqliteOutboxSchema.tableNames(""))
 const statements = SqliteOutboxSchema.statements(names, { staleReclaim: false })
 
@@ -283,6 +354,8 @@ const rawBaseline = (count: number): Throughput => {
     }
   }
   const version = 1
+  const timeStatements = statementClock.installed
+  if (timeStatements) statementClock.start()
   const startWall = performance.now()
   const startCpu = cpuMillis()
   let done = 0
@@ -332,13 +405,15 @@ const rawBaseline = (count: number): Throughput => {
   }
   const wall = (performance.now() - startWall) / 1000
   const cpu = (cpuMillis() - startCpu) / 1000
+  const statementTime = timeStatements ? statementClock.stop() : undefined
   db.close()
   return {
     records: count,
     wallSeconds: Number(wall.toFixed(3)),
     recordsPerSecondWall: Math.round(count / wall),
     recordsPerSecondCpu: Math.round(count / cpu),
-    loadAverage1m: Number((os.loadavg()[0] ?? 0).toFixed(2))
+    loadAverage1m: Number((os.loadavg()[0] ?? 0).toFixed(2)),
+    ...(statementTime !== undefined ? { statements: statementTime } : {})
   }
 }
 
@@ -424,6 +499,14 @@ const main = Effect.gen(function* () {
     Number((run.recordsPerSecondWall / (laneRawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3))
   )
 
+  // last (it patches the module): where the SQLite relay's time goes, SQLite's own work against the rest
+  statementClock.install()
+  const timedRaw = rawBaseline(sqliteCount)
+  console.log("raw sqlite, statements timed", timedRaw)
+  const timedRelay = yield* throughput(sqliteStores(), sqliteCount, "noop")
+  console.log("sqlite relay, statements timed", timedRelay)
+  const relayStatementSeconds = timedRelay.statements?.seconds ?? 0
+
   const ratioWall = Number((sqlite.recordsPerSecondWall / raw.recordsPerSecondWall).toFixed(3))
   const ratioCpu = Number((sqlite.recordsPerSecondCpu / raw.recordsPerSecondCpu).toFixed(3))
   const perRound = sqliteRuns.map((run, r) => ({
@@ -474,6 +557,16 @@ const main = Effect.gen(function* () {
           Number((run.recordsPerSecondWall / (rawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3))
         ),
         note: "the same relay with SqliteOutboxStore groupCommit: false (every complete its own commit); informational"
+      },
+      statementTime: {
+        raw: timedRaw,
+        relay: timedRelay,
+        // the relay's rate if nothing but its SQLite statements took time, over the raw baseline's rate
+        ceilingRatio:
+          relayStatementSeconds > 0 ? Number((timedRaw.wallSeconds / relayStatementSeconds).toFixed(3)) : undefined,
+        note:
+          "one more raw and relay round with every better-sqlite3 statement timed (both sides load the same module; a COMMIT is mostly its fsync); " +
+          "ceilingRatio = raw wall seconds / relay statement seconds, the ratio the relay would reach if nothing outside SQLite took time; informational"
       },
       oneLanePerKey: {
         maxConcurrency: keysPerPartition,

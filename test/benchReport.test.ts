@@ -218,6 +218,40 @@ describe("bench report", () => {
     expect(readme).toContain("**Conclusion.** Verdict: the fence row is not a bottleneck here.")
   })
 
+  it("renders the drain table with its informational variants and the SQLite statement-time paragraph", () => {
+    const throughput = (wall: number, cpu: number) => ({ recordsPerSecondWall: wall, recordsPerSecondCpu: cpu })
+    const drain = {
+      date: "2026-12-02T12:00:00.000Z",
+      loadAverage1m: { before: 0.5, after: 0.7 },
+      memory: { throughput: throughput(60_000, 50_000), target: "≥ 50000 records/s end to end", met: true },
+      sqlite: {
+        throughput: throughput(5_000, 4_000),
+        rawBaseline: { best: throughput(10_000, 16_000) },
+        target: "≥ 0.6 × raw better-sqlite3 baseline",
+        met: false,
+        withoutGroupCommit: { throughput: throughput(4_000, 3_000), ratioWall: 0.4 },
+        statementTime: {
+          raw: { wallSeconds: 2, statements: { seconds: 1.5, commits: 600, commitMedianMillis: 0.4 } },
+          relay: { wallSeconds: 4, statements: { seconds: 2.5, commits: 250, commitMedianMillis: 1.25 } },
+          ceilingRatio: 0.8
+        }
+      }
+    }
+    const readme = renderReadme({ drain })
+    expect(readme).toContain("| memory, wall clock | 60,000 | n/a | n/a | ≥ 50000 records/s end to end | met |")
+    expect(readme).toContain(
+      "| sqlite, wall clock | 5,000 | 10,000 | 0.50× | ≥ 0.6 × raw better-sqlite3 baseline | **not met** |"
+    )
+    expect(readme).toContain("| sqlite, group commit off (informational) | 4,000 |  | 0.40× |")
+    expect(readme).toContain(
+      "raw baseline 1.50 s of 2.00 s wall in SQLite statements (600 commits, median 0.40 ms); " +
+        "relay 2.50 s of 4.00 s wall in SQLite statements (250 commits, median 1.25 ms). " +
+        "With nothing outside SQLite taking time, the relay would reach 0.80× the raw baseline."
+    )
+    const without = renderReadme({ drain: { ...drain, sqlite: { ...drain.sqlite, statementTime: undefined } } })
+    expect(without).not.toContain("SQLite statement time")
+  })
+
   it("a missing result says so instead of failing, and the other sections still render", () => {
     const readme = renderReadme({ memory })
     for (const name of ["sqlite", "dynamodb", "dynamodbThroughput", "drain", "contention"]) {
