@@ -488,7 +488,6 @@ const makeWith = (
   const toComplete = new Map<string, OutboxRecord>()
   const toRelease = new Map<string, OutboxRecord>()
 
-  /** The live lease's token when it is this owner's, valid and unexpired. */
   /**
    * The live lease's token when it is this owner's, valid and unexpired; `none` when it is not;
    * `"unknown"` when the lease store could not be read (a transient failure is not a lost lease).
