@@ -616,14 +616,26 @@ describe("Drainer", () => {
   )
 
   /**
-   * A sink whose first send of `last` (the batch's last send) arranges `action` for the lease read after the one
-   * that follows its wave's sends: the read before the end-of-batch completes.
+   * Keyed k1, k2 and keyless x1, x2 at `maxConcurrency` 2: wave 1 sends k1 and x1 (k1 completed in it), wave 2
+   * sends k2 and x2, and x2 fails (transient, released after the wave's lease check). The release comes after
+   * that check, so the end-of-batch completes (x1, k2) need a lease read of their own.
+   */
+  const flushBatch = (p: string) => [
+    rec(p, "k1", { orderingKey: "K" }),
+    rec(p, "x1"),
+    rec(p, "k2", { orderingKey: "K" }),
+    rec(p, "x2")
+  ]
+
+  /**
+   * A sink whose first send of `last` (a send of the batch's last wave) arranges `action` for the lease read after
+   * the one that follows its wave's sends: the read before the end-of-batch completes. It fails x2 once.
    */
   const actAtFlush = (last: string, action: Effect.Effect<void> | "fail") =>
     Effect.gen(function* () {
       const reads = yield* LeaseReads
       let armed = false
-      return yield* MemorySink.make({
+      const sink = yield* MemorySink.make({
         onSend: (record) =>
           record.id === last && !armed
             ? Effect.flatMap(reads.count, (n) => {
@@ -632,6 +644,8 @@ describe("Drainer", () => {
               })
             : Effect.void
       })
+      yield* sink.failRecord("x2", { failure: "transient" })
+      return sink
     })
 
   it.effect(
@@ -639,28 +653,29 @@ describe("Drainer", () => {
     () =>
       Effect.gen(function* () {
         const p = "d-flush-lost"
-        const { leases, lease } = yield* setup(p, wavedBatch(p))
+        const { leases, lease } = yield* setup(p, flushBatch(p))
         const takeover = leases
           .release(p, lease.token)
           .pipe(Effect.zipRight(leases.acquire(p, "relay-b", "1 hour")), Effect.orDie)
         const sink = yield* actAtFlush("k2", takeover)
-        const d = yield* drainer(p).pipe(Effect.provideService(Sink, sink.sink))
+        const d = yield* drainer(p, { maxConcurrency: 2 }).pipe(Effect.provideService(Sink, sink.sink))
         const error = yield* Effect.flip(d.drainOnce())
         expect(error._tag).toBe("StaleFencingToken")
-        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2"])
+        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2", "x2"])
         // the head with a sibling was completed inside its wave; the deferred completes were never made
         expect(yield* completeCalls).toEqual([["k1"]])
         expect(yield* claimedCount(p)).toBe(2)
+        expect(yield* pendingIds(p)).toEqual(["x2"])
         expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(2)
         expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(1)
         // the old owner sends nothing more; the new owner reclaims the two (claimed under the old version)
         expect((yield* d.drainOnce()).leased).toBe(false)
-        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2"])
+        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2", "x2"])
         const next = yield* Drainer.make({ partitionKey: p, owner: "relay-b", gaugeInterval: 0 }).pipe(
           Effect.provideService(Sink, sink.sink)
         )
-        expect(yield* next.drainOnce()).toMatchObject({ claimed: 2, delivered: 2 })
-        expect((yield* sink.attempts).slice(3).sort()).toEqual(["k2", "x1"])
+        expect(yield* next.drainOnce()).toMatchObject({ claimed: 3, delivered: 3 })
+        expect((yield* sink.attempts).slice(4).sort()).toEqual(["k2", "x1", "x2"])
         expect(yield* claimedCount(p)).toBe(0)
         expect(yield* pendingIds(p)).toEqual([])
       }).pipe(Effect.provide(watchedLayer))
@@ -671,25 +686,127 @@ describe("Drainer", () => {
     () =>
       Effect.gen(function* () {
         const p = "d-flush-unknown"
-        yield* setup(p, wavedBatch(p))
+        yield* setup(p, flushBatch(p))
         const sink = yield* actAtFlush("k2", "fail")
-        const d = yield* drainer(p).pipe(Effect.provideService(Sink, sink.sink))
+        const d = yield* drainer(p, { maxConcurrency: 2 }).pipe(Effect.provideService(Sink, sink.sink))
         const first = yield* d.drainOnce()
-        expect(first).toMatchObject({ claimed: 3, delivered: 1, leftClaimed: 2, deferred: 0 })
+        expect(first).toMatchObject({ claimed: 4, delivered: 1, leftClaimed: 2, deferred: 1 })
         expect(yield* completeCalls).toEqual([["k1"]])
         expect(yield* claimedCount(p)).toBe(2)
         // unreadable is not lost: no duplicate risk
         expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(0)
-        // same lease epoch: the next cycle completes both without sending them again
+        // same lease epoch: the next cycle completes both without sending them again (and delivers x2)
         const second = yield* d.drainOnce()
-        expect(second).toMatchObject({ leased: true, claimed: 0 })
-        expect((yield* completeCalls).slice(1).flat().sort()).toEqual(["k2", "x1"])
+        expect(second).toMatchObject({ leased: true, claimed: 1, delivered: 1 })
+        expect((yield* completeCalls).slice(1).flat().sort()).toEqual(["k2", "x1", "x2"])
         expect(yield* claimedCount(p)).toBe(0)
         expect(yield* pendingIds(p)).toEqual([])
-        expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(3)
+        expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(4)
         yield* d.drainOnce()
-        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2"])
+        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2", "x2", "x2"])
       }).pipe(Effect.provide(watchedLayer))
+  )
+
+  it.effect("the lease check after a wave's sends stands for the next check only when nothing came between them", () =>
+    Effect.gen(function* () {
+      const reads = yield* LeaseReads
+      const sink = yield* MemorySink.make()
+      // keyless, one at a time: each wave's records complete at the end of the batch, so no store call
+      // follows a wave's second check: 1 read for the cycle, then 1 per wave after its sends
+      const p = "d-reads-keyless"
+      yield* setup(p, [rec(p, "x1"), rec(p, "x2"), rec(p, "x3")])
+      const d = yield* drainer(p, { maxConcurrency: 1 }).pipe(Effect.provideService(Sink, sink.sink))
+      const before = yield* reads.count
+      expect(yield* d.drainOnce()).toMatchObject({ claimed: 3, delivered: 3 })
+      expect((yield* reads.count) - before).toBe(1 + 3 + 1)
+      // one key: every record but the last is completed inside its wave, so every wave reads before its
+      // sends too; the end-of-batch complete (k3) follows the last wave's check with nothing between
+      const q = "d-reads-keyed"
+      yield* setup(q, [
+        rec(q, "k1", { orderingKey: "K" }),
+        rec(q, "k2", { orderingKey: "K" }),
+        rec(q, "k3", { orderingKey: "K" })
+      ])
+      const e = yield* drainer(q, { maxConcurrency: 1 }).pipe(Effect.provideService(Sink, sink.sink))
+      const start = yield* reads.count
+      expect(yield* e.drainOnce()).toMatchObject({ claimed: 3, delivered: 3 })
+      expect((yield* reads.count) - start).toBe(1 + 3 * 2)
+      expect(yield* claimedCount(q)).toBe(0)
+    }).pipe(Effect.provide(watchedLayer))
+  )
+
+  it.effect("a lease taken over during the complete between two waves stops the second wave before its send", () =>
+    Effect.gen(function* () {
+      const p = "d-moved-at-complete"
+      const { leases, lease } = yield* setup(p, [
+        rec(p, "k1", { orderingKey: "K" }),
+        rec(p, "k2", { orderingKey: "K" })
+      ])
+      const reads = yield* LeaseReads
+      // reads: the cycle's, wave 1 before and after its send, then (after k1's complete) wave 2 before its send
+      const start = yield* reads.count
+      yield* reads.at(
+        start + 4,
+        leases.release(p, lease.token).pipe(Effect.zipRight(leases.acquire(p, "relay-b", "1 hour")), Effect.orDie)
+      )
+      const sink = yield* MemorySink.make()
+      const d = yield* drainer(p, { maxConcurrency: 1 }).pipe(Effect.provideService(Sink, sink.sink))
+      const error = yield* Effect.flip(d.drainOnce())
+      expect(error._tag).toBe("StaleFencingToken")
+      expect(yield* sink.attempts).toEqual(["k1"])
+      expect(yield* completeCalls).toEqual([["k1"]])
+      expect(yield* pendingIds(p)).toEqual(["k2"])
+      expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(0)
+    }).pipe(Effect.provide(watchedLayer))
+  )
+
+  it.effect("a lease taken over during a release between two waves stops the second wave before its send", () =>
+    Effect.gen(function* () {
+      const p = "d-moved-at-release"
+      const { leases, lease } = yield* setup(p, [rec(p, "x1"), rec(p, "x2"), rec(p, "x3")])
+      const reads = yield* LeaseReads
+      // wave 1 sends x1 (fails, released after the wave's second check) and x2; wave 2 must read before x3
+      const start = yield* reads.count
+      yield* reads.at(
+        start + 4,
+        leases.release(p, lease.token).pipe(Effect.zipRight(leases.acquire(p, "relay-b", "1 hour")), Effect.orDie)
+      )
+      const sink = yield* MemorySink.make()
+      yield* sink.failRecord("x1", { failure: "transient" })
+      const d = yield* drainer(p, { maxConcurrency: 2 }).pipe(Effect.provideService(Sink, sink.sink))
+      const error = yield* Effect.flip(d.drainOnce())
+      expect(error._tag).toBe("StaleFencingToken")
+      expect(yield* sink.attempts).toEqual(["x1", "x2"])
+      expect(yield* pendingIds(p)).toEqual(["x1", "x3"])
+    }).pipe(Effect.provide(watchedLayer))
+  )
+
+  it.effect("a lease taken over during a dead-letter write between two waves stops the next send", () =>
+    Effect.gen(function* () {
+      const p = "d-moved-at-dlq"
+      const now = yield* DateTime.now
+      const { leases, lease } = yield* setup(p, [
+        rec(p, "x1"),
+        rec(p, "e1", { expiresAt: DateTime.add(now, { seconds: 10 }) }),
+        rec(p, "x2")
+      ])
+      yield* TestClock.adjust("11 seconds")
+      const reads = yield* LeaseReads
+      // wave 1 sends x1; wave 2 dead-letters e1 (no send); wave 3 must read before sending x2
+      const start = yield* reads.count
+      yield* reads.at(
+        start + 4,
+        leases.release(p, lease.token).pipe(Effect.zipRight(leases.acquire(p, "relay-b", "1 hour")), Effect.orDie)
+      )
+      const sink = yield* MemorySink.make()
+      const d = yield* drainer(p, { maxConcurrency: 1 }).pipe(Effect.provideService(Sink, sink.sink))
+      const error = yield* Effect.flip(d.drainOnce())
+      expect(error._tag).toBe("StaleFencingToken")
+      expect(yield* sink.attempts).toEqual(["x1"])
+      const entries = yield* (yield* DeadLetterStore).list({})
+      expect(entries.map((e) => e.recordId)).toEqual(["e1"])
+      expect(yield* pendingIds(p)).toEqual(["x2"])
+    }).pipe(Effect.provide(watchedLayer))
   )
 
   it.effect(

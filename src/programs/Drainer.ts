@@ -21,7 +21,9 @@
  *    Otherwise: before the wave's sends, the live lease must still carry the claim's version (else the
  *    cycle stops with `StaleFencingToken` and nothing of the wave is sent); send with `sendTimeout` (one
  *    deadline per wave, which every send of the wave starts under); check the lease again (lost → no
- *    complete, `OutboxDuplicateRisk`); complete. A record with a younger sibling in the batch is completed
+ *    complete, `OutboxDuplicateRisk`); complete. When a wave makes no store call after that second check
+ *    (no complete, release or dead-letter write: its records complete at the end of the batch), the check
+ *    also stands as the next wave's first one — nothing was sent, written or awaited in between. A record with a younger sibling in the batch is completed
  *    inside its wave, before that sibling is sent; the completes of the others (keyless records, last
  *    records of their key) go in one call at the end of the batch, after one more lease check.
  * 6. Permanent send failure → dead-letter (`permanent`) or drop, then complete. Transient failure →
@@ -394,6 +396,13 @@ class BatchState {
   toFlush: Array<{ readonly record: OutboxRecord; readonly how: Disposal | "delivered" }> = []
   stopRequested = false
   fenced: StaleFencingToken | undefined = undefined
+  /**
+   * The drainer's store-call count (see `storeCalls`) when a lease check after a wave's sends last found
+   * the lease held; `undefined` once another wave's sends have started. While it equals the current count,
+   * nothing has been sent, written or awaited since that check, so the check also stands for the next
+   * one (the next wave's pre-send check, or the end-of-batch check).
+   */
+  leaseHeldAt: number | undefined = undefined
   readonly counters: Counters = {
     delivered: 0,
     deadLettered: 0,
@@ -480,6 +489,8 @@ const makeWith = (
 
   // instance state (one drainer runs one cycle at a time)
   let currentBatchSize = config.batchSize
+  // complete, release and dead-letter write calls of the batches so far (see BatchState.leaseHeldAt)
+  let storeCalls = 0
   let lastGaugeAt = Number.NEGATIVE_INFINITY
   let lastSweepAt = Number.NEGATIVE_INFINITY
   // records left claimed by an earlier cycle, to complete (delivered) or release (not delivered)
@@ -518,8 +529,10 @@ const makeWith = (
     })
 
   /**
-   * Whether the live lease still carries the token's version: one lease read, asked once per wave (before
-   * its sends, and again after them before their complete), never reused across a send.
+   * Whether the live lease still carries the token's version: one lease read, asked before a wave's sends
+   * and again after them, before their complete. Never reused across a send or a store call: the check
+   * after one wave's sends stands for the next wave's pre-send check (or the end-of-batch check) only when
+   * nothing at all came between them (see `BatchState.leaseHeldAt`).
    */
   const checkLease = (token: LeaseTokenModule.LeaseTokenLike): Effect.Effect<"held" | "lost" | "unknown"> =>
     Effect.map(readLease, (live) =>
@@ -605,6 +618,7 @@ const makeWith = (
         failedAt
       })
       // the entry id is the record id: a retry after a failed complete finds it already written
+      storeCalls += 1
       yield* dlq.write(entry).pipe(Effect.catchTag("DuplicateRecord", () => Effect.void))
       yield* Metric.increment(metrics.dlq[category])
       return "dlq" as const
@@ -623,6 +637,7 @@ const makeWith = (
     Effect.gen(function* () {
       const failed: Map<string, StaleFencingToken | StoreUnavailable> = new Map()
       if (ids.length === 0) return failed
+      storeCalls += 1
       const result = yield* Effect.either(store.complete(ids, token))
       if (Either.isRight(result)) return failed
       const error = result.left
@@ -723,6 +738,7 @@ const makeWith = (
       if (records.length === 0) return
       for (const record of records) state.held.delete(record.id)
       const ids = records.map((r) => r.id)
+      storeCalls += 1
       const result = yield* Effect.either(store.release(ids, token))
       if (Either.isRight(result)) {
         state.counters.deferred += records.length
@@ -793,7 +809,10 @@ const makeWith = (
       })
       const waiting: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
       if (toSend.length > 0) {
-        const before = yield* checkLease(token)
+        // the check after the last wave's sends stands when nothing came since (no complete, release or
+        // dead-letter write); otherwise the lease is read now
+        const before = state.leaseHeldAt === storeCalls ? "held" : yield* checkLease(token)
+        state.leaseHeldAt = undefined
         if (before !== "held") {
           for (const slot of toSend) {
             slot.outcome =
@@ -865,6 +884,7 @@ const makeWith = (
       if (sent.length > 0) {
         const after = yield* checkLease(token)
         if (after === "held") {
+          state.leaseHeldAt = storeCalls
           for (const slot of sent) slot.how = "delivered"
         } else if (after === "unknown") {
           // sent, but the lease cannot be verified: leave them claimed and complete them in a later cycle
@@ -1000,7 +1020,13 @@ const makeWith = (
         else counters.dropped -= 1
         counters.leftClaimed += 1
       }
-      const lease = state.fenced !== undefined ? "lost" : yield* checkLease(token)
+      const lease =
+        state.fenced !== undefined
+          ? "lost"
+          : state.leaseHeldAt === storeCalls
+            ? // the last wave's check after its sends, with nothing sent, written or awaited since
+              ("held" as const)
+            : yield* checkLease(token)
       if (lease !== "held") {
         const sent = pending.filter((p) => p.how === "delivered").length
         for (const { how, record } of pending) {
