@@ -21,11 +21,11 @@
  *    Otherwise: before the wave's sends, the live lease must still carry the claim's version (else the
  *    cycle stops with `StaleFencingToken` and nothing of the wave is sent); send with `sendTimeout` (one
  *    deadline per wave, which every send of the wave starts under); check the lease again (lost → no
- *    complete, `OutboxDuplicateRisk`); complete. When a wave makes no store call after that second check
- *    (no complete, release or dead-letter write: its records complete at the end of the batch), the check
- *    also stands as the next wave's first one — nothing was sent, written or awaited in between. A record with a younger sibling in the batch is completed
+ *    complete, `OutboxDuplicateRisk`); complete. A record with a younger sibling in the batch is completed
  *    inside its wave, before that sibling is sent; the completes of the others (keyless records, last
- *    records of their key) go in one call at the end of the batch, after one more lease check.
+ *    records of their key) go in one call at the end of the batch, after one more lease check. When a
+ *    wave makes no store call after its second check (no complete, release or dead-letter write), that
+ *    check also stands as the next one: nothing was sent, written or awaited in between.
  * 6. Permanent send failure → dead-letter (`permanent`) or drop, then complete. Transient failure →
  *    release the record and the untried rest of its group and stop that group. A failing complete or
  *    dead-letter write leaves the record claimed and releases the untried rest. Nothing ever overtakes
