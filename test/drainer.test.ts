@@ -18,7 +18,7 @@ import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
 import * as MemorySink from "../src/layers/sinks/MemorySink.js"
 import * as Drainer from "../src/programs/Drainer.js"
-import { LeaseStore } from "../src/services/LeaseStore.js"
+import { type Lease, LeaseStore } from "../src/services/LeaseStore.js"
 import * as OutboxMetrics from "../src/services/OutboxMetrics.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { Sink } from "../src/services/Sink.js"
@@ -735,20 +735,24 @@ describe("Drainer", () => {
     }).pipe(Effect.provide(watchedLayer))
   )
 
+  /** Before the `nth` lease read from now, another relay takes the lease over (release, then acquire). */
+  const takeOverAtRead = (p: string, lease: Lease, nth: number) =>
+    Effect.gen(function* () {
+      const reads = yield* LeaseReads
+      const leases = yield* LeaseStore
+      const start = yield* reads.count
+      yield* reads.at(
+        start + nth,
+        leases.release(p, lease.token).pipe(Effect.zipRight(leases.acquire(p, "relay-b", "1 hour")), Effect.orDie)
+      )
+    })
+
   it.effect("a lease taken over during the complete between two waves stops the second wave before its send", () =>
     Effect.gen(function* () {
       const p = "d-moved-at-complete"
-      const { leases, lease } = yield* setup(p, [
-        rec(p, "k1", { orderingKey: "K" }),
-        rec(p, "k2", { orderingKey: "K" })
-      ])
-      const reads = yield* LeaseReads
+      const { lease } = yield* setup(p, [rec(p, "k1", { orderingKey: "K" }), rec(p, "k2", { orderingKey: "K" })])
       // reads: the cycle's, wave 1 before and after its send, then (after k1's complete) wave 2 before its send
-      const start = yield* reads.count
-      yield* reads.at(
-        start + 4,
-        leases.release(p, lease.token).pipe(Effect.zipRight(leases.acquire(p, "relay-b", "1 hour")), Effect.orDie)
-      )
+      yield* takeOverAtRead(p, lease, 4)
       const sink = yield* MemorySink.make()
       const d = yield* drainer(p, { maxConcurrency: 1 }).pipe(Effect.provideService(Sink, sink.sink))
       const error = yield* Effect.flip(d.drainOnce())
@@ -763,14 +767,9 @@ describe("Drainer", () => {
   it.effect("a lease taken over during a release between two waves stops the second wave before its send", () =>
     Effect.gen(function* () {
       const p = "d-moved-at-release"
-      const { leases, lease } = yield* setup(p, [rec(p, "x1"), rec(p, "x2"), rec(p, "x3")])
-      const reads = yield* LeaseReads
+      const { lease } = yield* setup(p, [rec(p, "x1"), rec(p, "x2"), rec(p, "x3")])
       // wave 1 sends x1 (fails, released after the wave's second check) and x2; wave 2 must read before x3
-      const start = yield* reads.count
-      yield* reads.at(
-        start + 4,
-        leases.release(p, lease.token).pipe(Effect.zipRight(leases.acquire(p, "relay-b", "1 hour")), Effect.orDie)
-      )
+      yield* takeOverAtRead(p, lease, 4)
       const sink = yield* MemorySink.make()
       yield* sink.failRecord("x1", { failure: "transient" })
       const d = yield* drainer(p, { maxConcurrency: 2 }).pipe(Effect.provideService(Sink, sink.sink))
@@ -785,19 +784,14 @@ describe("Drainer", () => {
     Effect.gen(function* () {
       const p = "d-moved-at-dlq"
       const now = yield* DateTime.now
-      const { leases, lease } = yield* setup(p, [
+      const { lease } = yield* setup(p, [
         rec(p, "x1"),
         rec(p, "e1", { expiresAt: DateTime.add(now, { seconds: 10 }) }),
         rec(p, "x2")
       ])
       yield* TestClock.adjust("11 seconds")
-      const reads = yield* LeaseReads
       // wave 1 sends x1; wave 2 dead-letters e1 (no send); wave 3 must read before sending x2
-      const start = yield* reads.count
-      yield* reads.at(
-        start + 4,
-        leases.release(p, lease.token).pipe(Effect.zipRight(leases.acquire(p, "relay-b", "1 hour")), Effect.orDie)
-      )
+      yield* takeOverAtRead(p, lease, 4)
       const sink = yield* MemorySink.make()
       const d = yield* drainer(p, { maxConcurrency: 1 }).pipe(Effect.provideService(Sink, sink.sink))
       const error = yield* Effect.flip(d.drainOnce())
