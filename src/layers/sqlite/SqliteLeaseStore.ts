@@ -40,7 +40,7 @@ import {
   notCurrentHolder,
   ttlMillis
 } from "../../services/LeaseStore.js"
-import { retryBusy as retryBusyCheaply } from "./SqliteOutboxStore.js"
+import { retryBusy } from "./SqliteOutboxStore.js"
 
 /**
  * Options of the SQLite lease store.
@@ -76,9 +76,9 @@ const isLeaseRow = (u: unknown): u is LeaseRow =>
   isInt(Reflect.get(u, "released"))
 
 /** Retries busy failures when not inside a caller's transaction (where only the caller may retry). */
-const retryBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+const retryBusyOutsideTransaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
   Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-    Option.isSome(outer) ? effect : retryBusyCheaply(effect)
+    Option.isSome(outer) ? effect : retryBusy(effect)
   )
 
 const prefixPattern = /^[A-Za-z_][A-Za-z0-9_]*$/
@@ -128,7 +128,7 @@ export const migrate = (
     yield* Migrator.make({})({
       loader: Migrator.fromRecord(migrations(`${prefix}outbox_lease`)),
       table: `${prefix}outbox_lease_migrations`
-    }).pipe(retryBusy, Effect.mapError(unavailable("migrate")))
+    }).pipe(retryBusyOutsideTransaction, Effect.mapError(unavailable("migrate")))
   })
 
 const validPrefix = (options: SqliteLeaseStoreOptions): Effect.Effect<string, InvalidConfiguration> => {
@@ -197,7 +197,7 @@ export const make = (
             })
           )
           .pipe(
-            retryBusy,
+            retryBusyOutsideTransaction,
             Effect.catchTags(storeErrors("acquire", partitionKey)),
             Effect.flatMap((outcome) => {
               if (outcome._tag === "Won") return Effect.succeed(toLease(partitionKey, outcome.lease))
@@ -234,7 +234,7 @@ export const make = (
               return yield* rejected("renew", partitionKey, token)
             })
           )
-          .pipe(retryBusy, Effect.catchTags(storeErrors("renew", partitionKey)))
+          .pipe(retryBusyOutsideTransaction, Effect.catchTags(storeErrors("renew", partitionKey)))
       }).pipe(Effect.withSpan("LeaseStore.renew", { attributes: { "outbox.partition": partitionKey } }))
 
     const release = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
@@ -250,7 +250,7 @@ export const make = (
               if (updated.length === 0) return yield* rejected("release", partitionKey, token)
             })
           )
-          .pipe(retryBusy, Effect.catchTags(storeErrors("release", partitionKey)))
+          .pipe(retryBusyOutsideTransaction, Effect.catchTags(storeErrors("release", partitionKey)))
       }).pipe(Effect.withSpan("LeaseStore.release", { attributes: { "outbox.partition": partitionKey } }))
 
     /**
@@ -272,7 +272,7 @@ export const make = (
               : Effect.map(decodeRows(rows), (decoded) => decoded[0])
           })
         if (Option.isSome(outer)) return query(outer.value[0])
-        return retryBusyCheaply(Effect.scoped(Effect.flatMap(sql.reserve, query)))
+        return retryBusy(Effect.scoped(Effect.flatMap(sql.reserve, query)))
       })
 
     const current = (partitionKey: string) =>
