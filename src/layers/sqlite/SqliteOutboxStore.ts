@@ -503,23 +503,27 @@ export const make = (
     /**
      * The report of a batch some of whose records were not inserted: each of them is an existing
      * identity or a repeat of an earlier record of the batch (skipped), or uses an id held by a different
-     * identity (the whole batch fails with `InvalidRecord`).
+     * identity (the whole batch fails with `InvalidRecord`; not checked again when `idsChecked`, i.e. every
+     * id of the batch was checked before anything was written).
      */
     const reportOf = (
       conn: Connection,
       batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
       { duplicateOf, unique }: ReturnType<typeof dedupe>,
-      inserted: ReadonlySet<string>
+      inserted: ReadonlySet<string>,
+      idsChecked: boolean
     ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
       Effect.gen(function* () {
-        const notInserted = [
-          ...unique.filter(({ record }) => !inserted.has(record.id)),
-          ...duplicateOf.flatMap(({ index }) => {
-            const record = batch[index]
-            return record === undefined ? [] : [{ record, index }]
-          })
-        ].sort((a, b) => a.index - b.index)
-        for (const { record, index } of notInserted) yield* rejectIdHeldByOther(conn, record, index)
+        if (!idsChecked) {
+          const notInserted = [
+            ...unique.filter(({ record }) => !inserted.has(record.id)),
+            ...duplicateOf.flatMap(({ index }) => {
+              const record = batch[index]
+              return record === undefined ? [] : [{ record, index }]
+            })
+          ].sort((a, b) => a.index - b.index)
+          for (const { record, index } of notInserted) yield* rejectIdHeldByOther(conn, record, index)
+        }
         const holderOf = new Map<number, string>()
         for (const { record, index } of unique) {
           if (inserted.has(record.id)) {
@@ -565,7 +569,7 @@ export const make = (
           if (inserted.size === batch.length) {
             return { persisted: batch.map((record) => record.id), skipped: [], existingIds: [] }
           }
-          return yield* reportOf(conn, batch, dedupe(batch), inserted)
+          return yield* reportOf(conn, batch, dedupe(batch), inserted, false)
         }
         const batchIdentities = dedupe(batch)
         // an id held by another identity is rejected against the state before the batch, also when that
@@ -583,7 +587,7 @@ export const make = (
           conn,
           batchIdentities.unique.map(({ record }) => record)
         )
-        return yield* reportOf(conn, batch, batchIdentities, inserted)
+        return yield* reportOf(conn, batch, batchIdentities, inserted, true)
       })
 
     const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
