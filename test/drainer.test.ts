@@ -735,6 +735,34 @@ describe("Drainer", () => {
     }).pipe(Effect.provide(watchedLayer))
   )
 
+  it.effect("groups of several records take turns, so every wave is full while records with a successor are left", () =>
+    Effect.gen(function* () {
+      const reads = yield* LeaseReads
+      const p = "d-turns"
+      // three keys of two records at maxConcurrency 2: A and B take the first wave, C and A the second, B and C
+      // the third (without turns: A B, A B, C, C — four waves, the last two half empty)
+      yield* setup(p, [
+        rec(p, "a1", { orderingKey: "A" }),
+        rec(p, "b1", { orderingKey: "B" }),
+        rec(p, "c1", { orderingKey: "C" }),
+        rec(p, "a2", { orderingKey: "A" }),
+        rec(p, "b2", { orderingKey: "B" }),
+        rec(p, "c2", { orderingKey: "C" })
+      ])
+      const sink = yield* MemorySink.make()
+      const d = yield* drainer(p, { maxConcurrency: 2 }).pipe(Effect.provideService(Sink, sink.sink))
+      const before = yield* reads.count
+      expect(yield* d.drainOnce()).toMatchObject({ claimed: 6, delivered: 6 })
+      expect(yield* sink.attempts).toEqual(["a1", "b1", "c1", "a2", "b2", "c2"])
+      // a head is completed in its wave, before its successor is sent; the last records at the end of the batch
+      expect(yield* completeCalls).toEqual([["a1", "b1"], ["c1"], ["a2", "b2", "c2"]])
+      // the cycle's read, then two per wave (each wave follows a complete); the end-of-batch complete reuses
+      // the last wave's check
+      expect((yield* reads.count) - before).toBe(1 + 3 * 2)
+      expect(yield* claimedCount(p)).toBe(0)
+    }).pipe(Effect.provide(watchedLayer))
+  )
+
   /** Before the `nth` lease read from now, another relay takes the lease over (release, then acquire). */
   const takeOverAtRead = (p: string, lease: Lease, nth: number) =>
     Effect.gen(function* () {

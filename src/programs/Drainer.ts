@@ -11,7 +11,9 @@
  *    `OutboxClaimedDepth` (a failing count is counted in `OutboxDepthFailures`; draining goes on).
  * 4. Groups the batch by ordering key in age order (keyless records are groups of one) and runs at most
  *    `maxConcurrency` groups at once, each strictly in order. The work goes in **waves**: a wave is the
- *    next record of every group in flight, i.e. the records sent concurrently. Lease checks and completes
+ *    next record of up to `maxConcurrency` groups, i.e. the records sent concurrently. Groups of several
+ *    records take turns (round robin, in age order of their heads), so that a wave is full as long as
+ *    records with a successor are left; groups of one fill the rest of a wave. Lease checks and completes
  *    are per wave, not per record (below). One sender fiber runs a wave's sends one after another as
  *    long as they finish without waiting (no fiber or timer per record); a send that has to wait leaves
  *    the rest of the wave to a new sender, so the waiting sends are in flight together.
@@ -344,15 +346,6 @@ interface Lane {
 interface GroupSource {
   readonly groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>
   next: number
-}
-
-/** The next non-empty group to start, if any. */
-const takeGroup = (source: GroupSource): ReadonlyArray<OutboxRecord> | undefined => {
-  while (source.next < source.groups.length) {
-    const group = source.groups[source.next++]
-    if (group !== undefined && group.length > 0) return group
-  }
-  return undefined
 }
 
 /** A record of a wave: its lane, its send result, how it is to be completed, and its outcome once known. */
@@ -1071,13 +1064,15 @@ const makeWith = (
     })
 
   /**
-   * Runs the batch in waves (see {@link runWave}). Up to `maxConcurrency` groups are in flight, each taking
-   * the next group when one finishes; inside a group records go strictly one after another. Groups of
-   * several records start first (in age order of their heads), then the groups of one: a record with a
-   * successor is completed inside its wave, so packing those into the same waves takes fewer `complete`
-   * calls, while records without a successor are completed together at the end. A transient failure
-   * releases the record and the rest of its group; a record left claimed releases the rest of its group;
-   * a lost lease stops the batch.
+   * Runs the batch in waves (see {@link runWave}). Each wave takes the next record of up to `maxConcurrency`
+   * groups; inside a group records go strictly one after another. Groups of several records all start at
+   * once and take turns (round robin, in age order of their heads): a group waiting for its turn has
+   * nothing in flight (its last record is settled), and with more such groups than `maxConcurrency` every
+   * wave stays full instead of the last groups running in half-empty waves. Groups of one only fill the
+   * waves: a record with a successor is completed inside its wave, so packing those into the same waves
+   * takes fewer `complete` calls, while records without a successor are completed together at the end.
+   * A transient failure releases the record and the rest of its group; a record left claimed releases the
+   * rest of its group; a lost lease stops the batch.
    */
   const runWaves = (
     groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>,
@@ -1097,23 +1092,28 @@ const makeWith = (
         run: Runtime.runSyncExit(yield* Effect.runtime<never>()),
         clock: yield* Effect.clock
       }
-      let lanes: Array<Lane> = []
+      // started groups waiting for their turn, in turn order: every group of several records starts at once
+      // and they take turns (round robin); groups of one start only to fill a wave
+      let queue: Array<Lane> = []
       for (;;) {
-        while (lanes.length < config.maxConcurrency) {
-          const group = takeGroup(source)
-          if (group === undefined) break
-          lanes.push({ group, next: 0 })
+        for (;;) {
+          const group = source.groups[source.next]
+          if (group === undefined || (group.length <= 1 && queue.length >= config.maxConcurrency)) break
+          source.next += 1
+          if (group.length > 0) queue.push({ group, next: 0 })
         }
-        if (lanes.length === 0) return
+        if (queue.length === 0) return
         // interrupted: the rest stays held and the final drain releases it in one call
         if (state.stopRequested) return
         if (state.fenced !== undefined) {
           const rest: Array<OutboxRecord> = []
-          for (const lane of lanes) rest.push(...lane.group.slice(lane.next))
+          for (const lane of queue) rest.push(...lane.group.slice(lane.next))
           for (let g = source.next; g < groups.length; g++) rest.push(...(groups[g] ?? []))
           return yield* release(rest, token, state)
         }
-        lanes = yield* runWave(lanes, token, state, batch)
+        const turn = queue.slice(0, config.maxConcurrency)
+        const waiting = queue.slice(config.maxConcurrency)
+        queue = waiting.concat(yield* runWave(turn, token, state, batch))
       }
     })
 
