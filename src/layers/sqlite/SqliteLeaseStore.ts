@@ -276,14 +276,14 @@ export const make = (
       })
 
     const current = (partitionKey: string) =>
-      readCurrent(partitionKey).pipe(
-        Effect.catchTags(storeErrors("current", partitionKey)),
-        Effect.flatMap((row) =>
+      Effect.matchEffect(readCurrent(partitionKey), {
+        // every failure of the read (SqlError, ParseError) is the store being unavailable
+        onFailure: (cause) => Effect.fail(new StoreUnavailable({ operation: "current", partitionKey, cause })),
+        onSuccess: (row) =>
           row === undefined || row.released !== 0
             ? Effect.fail(new LeaseNotFound({ partitionKey }))
             : Effect.succeed(toLease(partitionKey, row))
-        )
-      )
+      })
 
     return LeaseStore.of({ acquire, renew, release, current })
   })
