@@ -24,6 +24,7 @@ import { LeaseStore } from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { deadLetterStoreContract } from "./contract/DeadLetterStoreContract.js"
 import { leaseStoreContract } from "./contract/LeaseStoreContract.js"
+import * as BusySqlClient from "./support/BusySqlClient.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-sqlite-lease-dlq-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
@@ -173,6 +174,104 @@ describe("SqliteLeaseStore", () => {
       if (Exit.isFailure(exit)) expect(JSON.stringify(exit.cause)).toContain("InvalidConfiguration")
     }).pipe(Effect.provide(database()))
   )
+
+  /** A lease store whose lease-table reads are counted (and can be made to fail busy). */
+  const countedReads = () => {
+    const faults: BusySqlClient.BusyFaults = {
+      ...BusySqlClient.makeFaults(),
+      match: (sql) => /^\s*SELECT\b[\s\S]*outbox_lease\b/i.test(sql) && !/migrations/.test(sql)
+    }
+    const layer = SqliteLeaseStore.layer.pipe(
+      Layer.provide(BusySqlClient.layer(faults, BusySqlClient.seededRandom(11))),
+      Layer.provide(database())
+    )
+    return { faults, layer }
+  }
+
+  /** Leases of p0..p69 except p5 (never acquired) and p7 (released); the expected owner of each, or none. */
+  const manyLeases = Effect.gen(function* () {
+    const leases = yield* LeaseStore
+    const owners = new Map<string, string | undefined>()
+    for (let i = 0; i < 70; i++) {
+      const partition = `p${i}`
+      if (i === 5) {
+        owners.set(partition, undefined)
+        continue
+      }
+      const lease = yield* leases.acquire(partition, `owner-${i}`, "1 hour")
+      if (i === 7) yield* leases.release(partition, lease.token)
+      owners.set(partition, i === 7 ? undefined : `owner-${i}`)
+    }
+    return owners
+  })
+
+  it.effect(
+    "current: concurrent reads outside a transaction share one statement per 64 partitions; each gets its own lease",
+    () => {
+      const { faults, layer } = countedReads()
+      return Effect.gen(function* () {
+        const leases = yield* LeaseStore
+        const owners = yield* manyLeases
+        const asked = [...owners.keys(), "p0", "p69"]
+        faults.enabled = true
+        const reads = yield* Effect.all(
+          asked.map((partition) => Effect.either(leases.current(partition))),
+          { concurrency: "unbounded" }
+        )
+        // 70 distinct partitions: one statement for 64 of them, one for the other 6
+        expect(faults.statements).toBe(2)
+        asked.forEach((partition, i) => {
+          const read = reads[i]
+          const owner = owners.get(partition)
+          if (owner === undefined) {
+            expect(read?._tag === "Left" ? read.left._tag : read?._tag).toBe("LeaseNotFound")
+            return
+          }
+          expect(read?._tag === "Right" ? read.right.token.owner : read?._tag).toBe(owner)
+          if (read?._tag === "Right") expect(read.right.partitionKey).toBe(partition)
+        })
+        // one read at a time: a statement each
+        faults.statements = 0
+        for (const partition of ["p1", "p2", "p3"]) yield* leases.current(partition)
+        expect(faults.statements).toBe(3)
+      }).pipe(Effect.provide(layer))
+    }
+  )
+
+  it.live("current: a busy grouped read is retried for every read of the group; a lasting failure fails each", () => {
+    const { faults, layer } = countedReads()
+    return Effect.gen(function* () {
+      const leases = yield* LeaseStore
+      const owners = yield* manyLeases
+      const asked = ["p1", "p2", "p5", "p9"]
+      faults.enabled = true
+      faults.burst = 2
+      const retried = yield* Effect.all(
+        asked.map((partition) => Effect.either(leases.current(partition))),
+        { concurrency: "unbounded" }
+      )
+      // two busy failures, then the statement that read all four
+      expect(faults.busy + faults.locked).toBe(2)
+      expect(faults.statements).toBe(3)
+      expect(retried.map((r) => (r._tag === "Right" ? r.right.token.owner : r.left._tag))).toEqual([
+        owners.get("p1"),
+        owners.get("p2"),
+        "LeaseNotFound",
+        owners.get("p9")
+      ])
+      // more busy failures than the retry allows: every read of the group fails, none is left waiting
+      faults.burst = 1000
+      const failed = yield* Effect.all(
+        asked.map((partition) => Effect.either(leases.current(partition))),
+        { concurrency: "unbounded" }
+      )
+      expect(failed.map((r) => (r._tag === "Left" ? r.left._tag : "Right"))).toEqual(
+        asked.map(() => "StoreUnavailable")
+      )
+      faults.burst = 0
+      expect((yield* leases.current("p1")).token.owner).toBe(owners.get("p1"))
+    }).pipe(Effect.provide(layer))
+  })
 })
 
 describe("SqliteDeadLetterStore", () => {

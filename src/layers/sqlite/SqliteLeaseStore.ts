@@ -17,8 +17,10 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
@@ -40,6 +42,7 @@ import {
   notCurrentHolder,
   ttlMillis
 } from "../../services/LeaseStore.js"
+import { yieldToEventLoop } from "../../services/EventLoop.js"
 import { retryBusy } from "./SqliteOutboxStore.js"
 
 /**
@@ -65,6 +68,19 @@ type LeaseRow = typeof LeaseRow.Type
 
 const decodeRows = Schema.decodeUnknown(Schema.Array(LeaseRow))
 
+/** A lease row read together with the rows of other partitions (see `current`). */
+const KeyedLeaseRow = Schema.Struct({ partition_key: Schema.String, ...LeaseRow.fields })
+type KeyedLeaseRow = typeof KeyedLeaseRow.Type
+
+const decodeKeyedRows = Schema.decodeUnknown(Schema.Array(KeyedLeaseRow))
+
+/**
+ * Sizes of the grouped lease read's `IN` list: a group's partitions are padded (repeating the last one) to
+ * the next of these, so that a handful of statement texts serve every group size.
+ */
+const groupReadSizes = [1, 2, 4, 8, 16, 32, 64] as const
+const groupReadChunk = 64
+
 const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
 /** A structural check accepting a subset of what `LeaseRow` decodes (safe integers, a string owner). */
 const isLeaseRow = (u: unknown): u is LeaseRow =>
@@ -74,6 +90,9 @@ const isLeaseRow = (u: unknown): u is LeaseRow =>
   isInt(Reflect.get(u, "version")) &&
   isInt(Reflect.get(u, "expires_at")) &&
   isInt(Reflect.get(u, "released"))
+
+const isKeyedLeaseRow = (u: unknown): u is KeyedLeaseRow =>
+  isLeaseRow(u) && typeof Reflect.get(u, "partition_key") === "string"
 
 /** Retries busy failures when not inside a caller's transaction (where only the caller may retry). */
 const retryBusyOutsideTransaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
@@ -254,25 +273,112 @@ export const make = (
       }).pipe(Effect.withSpan("LeaseStore.release", { attributes: { "outbox.partition": partitionKey } }))
 
     /**
-     * `current` is on the drainer's hot path (checked before and after every wave of sends), so it runs
-     * its one statement directly on a connection (the caller's transaction connection, or a reserved
-     * one), without the client's per-statement span, and checks the row structurally (the Schema only
-     * describes a row that fails the check). Busy failures are retried outside a caller's transaction.
+     * `current` is on the drainer's hot path (checked before and after every wave of sends), so it runs its
+     * statement directly on a connection, without the client's per-statement span, and checks rows
+     * structurally (the Schema only describes a row that fails the check).
+     *
+     * Inside a caller's transaction it reads on that transaction's connection. Otherwise reads are grouped,
+     * like the outbox store's group commit: the first read of a group waits one turn of the event loop (the
+     * other fibers then run until they wait too, adding their reads, e.g. the drainers of the other
+     * partitions), and one statement on a reserved connection reads every partition of the group. Each read
+     * is thus made after it was asked for, never before: a drainer's check still sees the lease as it is
+     * after the sends it follows. Busy failures are retried; any other failure fails every read of the group.
      */
     const currentText = `SELECT owner, version, expires_at, released FROM "${prefix}outbox_lease" WHERE partition_key = ?`
-    const readCurrent = (
-      partitionKey: string
-    ): Effect.Effect<LeaseRow | undefined, SqlError | ParseResult.ParseError> =>
-      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
-        const query = (conn: Connection) =>
-          Effect.flatMap(conn.execute(currentText, [partitionKey], undefined), (rows) => {
-            const row: unknown = rows[0]
-            return rows.length <= 1 && (row === undefined || isLeaseRow(row))
-              ? Effect.succeed(row)
-              : Effect.map(decodeRows(rows), (decoded) => decoded[0])
+    const groupTexts = new Map(
+      groupReadSizes.map((n) => [
+        n,
+        `SELECT partition_key, owner, version, expires_at, released FROM "${prefix}outbox_lease" ` +
+          `WHERE partition_key IN (${Array.from({ length: n }, () => "?").join(",")})`
+      ])
+    )
+
+    type ReadFailure = SqlError | ParseResult.ParseError
+    interface PendingRead {
+      readonly partitionKey: string
+      readonly done: Deferred.Deferred<LeaseRow | undefined, ReadFailure>
+    }
+    /** Reads waiting for the next group, and whether a fiber has taken on to run it. */
+    let waitingReads: Array<PendingRead> = []
+    let readsScheduled = false
+
+    /** Reads the rows of the given partitions (at most `groupReadChunk`) with one statement. */
+    const readChunk = (conn: Connection, keys: ReadonlyArray<string>) => {
+      const size = groupReadSizes.find((n) => n >= keys.length) ?? groupReadChunk
+      const text = groupTexts.get(size) ?? ""
+      const params: Array<string> = keys.slice()
+      while (params.length < size) params.push(keys[keys.length - 1] ?? "")
+      return Effect.flatMap(
+        conn.execute(text, params, undefined),
+        (rows): Effect.Effect<ReadonlyArray<KeyedLeaseRow>, ParseResult.ParseError> =>
+          rows.every(isKeyedLeaseRow) ? Effect.succeed(rows) : decodeKeyedRows(rows)
+      )
+    }
+
+    /** Runs one group of reads; total: every read's deferred is completed, whatever happens. */
+    const runReadGroup = (group: ReadonlyArray<PendingRead>): Effect.Effect<void> => {
+      const keys = Array.from(new Set(group.map((read) => read.partitionKey)))
+      const query = (conn: Connection) =>
+        Effect.gen(function* () {
+          const byKey = new Map<string, LeaseRow>()
+          for (let i = 0; i < keys.length; i += groupReadChunk) {
+            for (const row of yield* readChunk(conn, keys.slice(i, i + groupReadChunk))) {
+              byKey.set(row.partition_key, row)
+            }
+          }
+          return byKey
+        })
+      return Effect.matchCauseEffect(retryBusy(Effect.scoped(Effect.flatMap(sql.reserve, query))), {
+        onFailure: (cause) => Effect.forEach(group, (read) => Deferred.failCause(read.done, cause), { discard: true }),
+        onSuccess: (byKey) =>
+          Effect.forEach(group, (read) => Deferred.succeed(read.done, byKey.get(read.partitionKey)), {
+            discard: true
           })
-        if (Option.isSome(outer)) return query(outer.value[0])
-        return retryBusy(Effect.scoped(Effect.flatMap(sql.reserve, query)))
+      })
+    }
+
+    /** Runs groups until no read is waiting (uninterruptible, so no read is left waiting). */
+    const runReadGroups: Effect.Effect<void> = Effect.zipRight(
+      yieldToEventLoop,
+      Effect.suspend(function next(): Effect.Effect<void> {
+        const group = waitingReads
+        if (group.length === 0) {
+          readsScheduled = false
+          return Effect.void
+        }
+        waitingReads = []
+        return Effect.zipRight(runReadGroup(group), Effect.suspend(next))
+      })
+    ).pipe(
+      Effect.onExit((exit) => {
+        if (Exit.isSuccess(exit)) return Effect.void
+        // cannot happen (runReadGroup is total); never leave a read waiting on a group that will not run
+        const left = waitingReads
+        waitingReads = []
+        readsScheduled = false
+        return Effect.forEach(left, (read) => Deferred.failCause(read.done, exit.cause), { discard: true })
+      }),
+      Effect.uninterruptible
+    )
+
+    /** Joins the next group of reads and waits for its own row. */
+    const readGrouped = (partitionKey: string): Effect.Effect<LeaseRow | undefined, ReadFailure> =>
+      Effect.flatMap(Deferred.make<LeaseRow | undefined, ReadFailure>(), (done) => {
+        waitingReads.push({ partitionKey, done })
+        if (readsScheduled) return Deferred.await(done)
+        readsScheduled = true
+        return Effect.zipRight(runReadGroups, Deferred.await(done))
+      })
+
+    const readCurrent = (partitionKey: string): Effect.Effect<LeaseRow | undefined, ReadFailure> =>
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
+        if (Option.isNone(outer)) return readGrouped(partitionKey)
+        return Effect.flatMap(outer.value[0].execute(currentText, [partitionKey], undefined), (rows) => {
+          const row: unknown = rows[0]
+          return rows.length <= 1 && (row === undefined || isLeaseRow(row))
+            ? Effect.succeed(row)
+            : Effect.map(decodeRows(rows), (decoded) => decoded[0])
+        })
       })
 
     const current = (partitionKey: string) =>
