@@ -426,7 +426,8 @@ const drainSection = (data: unknown): Array<string> => {
     rows.push([`${backend}, per CPU second`, formatNumber(cpu), formatNumber(rawCpu), formatRatio(cpu, rawCpu), "", ""])
     const variants: ReadonlyArray<readonly [string, string]> = [
       ["withoutGroupCommit", "group commit off"],
-      ["oneLanePerKey", "one lane per key"]
+      ["oneLanePerKey", "one lane per key"],
+      ["interleavedBacklog", "backlog interleaved over partitions"]
     ]
     for (const [name, label] of variants) {
       const variantWall = num(section, name, "throughput", "recordsPerSecondWall")
