@@ -1,10 +1,12 @@
 /**
  * A turn of the event loop as an effect, shared by the drainer (so an in-memory cycle does not starve
- * timers) and the SQLite store's group commit (so concurrent callers can join a group).
+ * timers) and the SQLite stores' grouping of concurrent calls ({@link groupPerTurn}).
  *
  * @since 0.1.0
  */
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
 
 /**
  * Resolves on the next turn of the event loop (a macrotask), whatever the `Clock`; interruptible.
@@ -20,3 +22,64 @@ export const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume)
   const handle = setTimeout(done, 0)
   return Effect.sync(() => clearTimeout(handle))
 })
+
+/**
+ * Something waiting for its group: the deferred through which the group's runner answers it.
+ *
+ * @since 0.1.0
+ */
+export interface GroupMember<A, E> {
+  readonly done: Deferred.Deferred<A, E>
+}
+
+/**
+ * Groups the calls made in the same turn of the event loop, for a store that serves many callers with one
+ * statement or one transaction (the SQLite store's group commit, the SQLite lease store's grouped reads).
+ *
+ * `join(member)` adds a call and waits for its answer. The first call of a group waits one turn of the event
+ * loop (the other fibers then run until they wait too, adding their calls) and then runs `runGroup` with
+ * every call added; calls that arrive while a group runs form the next group, run by the same fiber. The
+ * runner is uninterruptible, so no call is left waiting: `runGroup` must complete every member's deferred
+ * (be total); should it fail all the same, the unanswered calls of its group and the calls waiting for the
+ * next one fail with its cause, and the next call starts a new runner.
+ *
+ * @since 0.1.0
+ */
+export const groupPerTurn = <A, E, M extends GroupMember<A, E>>(
+  runGroup: (group: ReadonlyArray<M>) => Effect.Effect<void>
+): ((member: M) => Effect.Effect<A, E>) => {
+  let waiting: Array<M> = []
+  let running: ReadonlyArray<M> = []
+  let scheduled = false
+  const runGroups: Effect.Effect<void> = Effect.zipRight(
+    yieldToEventLoop,
+    Effect.suspend(function next(): Effect.Effect<void> {
+      running = waiting
+      if (running.length === 0) {
+        scheduled = false
+        return Effect.void
+      }
+      waiting = []
+      return Effect.zipRight(runGroup(running), Effect.suspend(next))
+    })
+  ).pipe(
+    Effect.onExit((exit) => {
+      if (Exit.isSuccess(exit)) return Effect.void
+      // not with a total runGroup; never leave a call waiting on a group that failed or will not run (a
+      // member already answered keeps its answer)
+      const left = [...running, ...waiting]
+      running = []
+      waiting = []
+      scheduled = false
+      return Effect.forEach(left, (member) => Deferred.failCause(member.done, exit.cause), { discard: true })
+    }),
+    Effect.uninterruptible
+  )
+  return (member) =>
+    Effect.suspend(() => {
+      waiting.push(member)
+      if (scheduled) return Deferred.await(member.done)
+      scheduled = true
+      return Effect.zipRight(runGroups, Deferred.await(member.done))
+    })
+}

@@ -20,7 +20,6 @@ import * as DateTime from "effect/DateTime"
 import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
@@ -42,7 +41,7 @@ import {
   notCurrentHolder,
   ttlMillis
 } from "../../services/LeaseStore.js"
-import { yieldToEventLoop } from "../../services/EventLoop.js"
+import { groupPerTurn } from "../../services/EventLoop.js"
 import { retryBusy } from "./SqliteOutboxStore.js"
 
 /**
@@ -298,10 +297,6 @@ export const make = (
       readonly partitionKey: string
       readonly done: Deferred.Deferred<LeaseRow | undefined, ReadFailure>
     }
-    /** Reads waiting for the next group, and whether a fiber has taken on to run it. */
-    let waitingReads: Array<PendingRead> = []
-    let readsScheduled = false
-
     /** Reads the rows of the given partitions (at most `groupReadChunk`) with one statement. */
     const readChunk = (conn: Connection, keys: ReadonlyArray<string>) => {
       const size = groupReadSizes.find((n) => n >= keys.length) ?? groupReadChunk
@@ -337,38 +332,10 @@ export const make = (
       })
     }
 
-    /** Runs groups until no read is waiting (uninterruptible, so no read is left waiting). */
-    const runReadGroups: Effect.Effect<void> = Effect.zipRight(
-      yieldToEventLoop,
-      Effect.suspend(function next(): Effect.Effect<void> {
-        const group = waitingReads
-        if (group.length === 0) {
-          readsScheduled = false
-          return Effect.void
-        }
-        waitingReads = []
-        return Effect.zipRight(runReadGroup(group), Effect.suspend(next))
-      })
-    ).pipe(
-      Effect.onExit((exit) => {
-        if (Exit.isSuccess(exit)) return Effect.void
-        // cannot happen (runReadGroup is total); never leave a read waiting on a group that will not run
-        const left = waitingReads
-        waitingReads = []
-        readsScheduled = false
-        return Effect.forEach(left, (read) => Deferred.failCause(read.done, exit.cause), { discard: true })
-      }),
-      Effect.uninterruptible
-    )
-
-    /** Joins the next group of reads and waits for its own row. */
+    /** Joins the next group of reads (those asked in the same turn of the event loop) and waits for its row. */
+    const joinReads = groupPerTurn<LeaseRow | undefined, ReadFailure, PendingRead>(runReadGroup)
     const readGrouped = (partitionKey: string): Effect.Effect<LeaseRow | undefined, ReadFailure> =>
-      Effect.flatMap(Deferred.make<LeaseRow | undefined, ReadFailure>(), (done) => {
-        waitingReads.push({ partitionKey, done })
-        if (readsScheduled) return Deferred.await(done)
-        readsScheduled = true
-        return Effect.zipRight(runReadGroups, Deferred.await(done))
-      })
+      Effect.flatMap(Deferred.make<LeaseRow | undefined, ReadFailure>(), (done) => joinReads({ partitionKey, done }))
 
     const readCurrent = (partitionKey: string): Effect.Effect<LeaseRow | undefined, ReadFailure> =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {

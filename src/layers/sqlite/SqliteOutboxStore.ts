@@ -49,7 +49,6 @@ import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
@@ -76,7 +75,7 @@ import {
   type PersistReport,
   type StoreOptions
 } from "../../services/OutboxStore.js"
-import { yieldToEventLoop } from "../../services/EventLoop.js"
+import { groupPerTurn } from "../../services/EventLoop.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
 
 /**
@@ -680,10 +679,6 @@ export const make = (
         return matched
       })
 
-    /** Calls waiting for the next group commit, and whether a fiber has taken on to run it. */
-    let waitingSettles: Array<SettleRequest> = []
-    let groupScheduled = false
-
     /**
      * Runs the waiting calls of one group. One call with one chunk runs as a single autocommitted
      * statement; more share one transaction, each call keeping its own result (a guarded UPDATE is atomic
@@ -727,41 +722,12 @@ export const make = (
     }
 
     /**
-     * Runs groups until no call is waiting. The first call of a group waits one turn of the event loop
-     * (the other fibers then run until they wait too, adding their calls), and runs the group on its own
-     * fiber; calls that arrive meanwhile form the next group. Uninterruptible, so no call is left waiting.
+     * Joins the next group commit and waits for its own result: the calls made in the same turn of the
+     * event loop share one transaction ({@link runGroup}).
      */
-    const runGroups: Effect.Effect<void> = Effect.zipRight(
-      yieldToEventLoop,
-      Effect.suspend(function next(): Effect.Effect<void> {
-        const group = waitingSettles
-        if (group.length === 0) {
-          groupScheduled = false
-          return Effect.void
-        }
-        waitingSettles = []
-        return Effect.zipRight(runGroup(group), Effect.suspend(next))
-      })
-    ).pipe(
-      Effect.onExit((exit) => {
-        if (Exit.isSuccess(exit)) return Effect.void
-        // cannot happen (runGroup is total); never leave a call waiting on a group that will not run
-        const left = waitingSettles
-        waitingSettles = []
-        groupScheduled = false
-        return Effect.forEach(left, (request) => Deferred.failCause(request.done, exit.cause), { discard: true })
-      }),
-      Effect.uninterruptible
-    )
-
-    /** Joins the next group commit and waits for its own result. */
+    const joinGroup = groupPerTurn<Set<string>, SettleFailure, SettleRequest>(runGroup)
     const settleGrouped = (call: SettleCall): Effect.Effect<Set<string>, SettleFailure> =>
-      Effect.flatMap(Deferred.make<Set<string>, SettleFailure>(), (done) => {
-        waitingSettles.push({ ...call, done })
-        if (groupScheduled) return Deferred.await(done)
-        groupScheduled = true
-        return Effect.zipRight(runGroups, Deferred.await(done))
-      })
+      Effect.flatMap(Deferred.make<Set<string>, SettleFailure>(), (done) => joinGroup({ ...call, done }))
 
     /** The guarded update of complete/release; fails naming the ids that did not match, after committing the rest. */
     const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
