@@ -336,7 +336,7 @@ type Outcome =
   | { readonly _tag: "Fenced"; readonly error: StaleFencingToken }
   | { readonly _tag: "Lost"; readonly error: StaleFencingToken }
 
-/** A group in flight: its records (one ordering key, age order) and the index of its next record. */
+/** A started group: its records (one ordering key, age order) and the index of its next record. */
 interface Lane {
   readonly group: ReadonlyArray<OutboxRecord>
   next: number
