@@ -449,7 +449,10 @@ describe("SqliteOutboxStore", () => {
         const claimPlan = yield* planOf(st.selectClaimable, ["p", 3, ...stale, 3, ...stale, 100])
         assertIndexed("claim selection", claimPlan)
         expect(claimPlan.join(" | ")).toContain("USING INDEX outbox_claim (partition_key=?)")
-        expect(claimPlan.join(" | ")).toContain("USING INDEX outbox_key (partition_key=? AND ordering_key=? AND")
+        // the head-of-line check reads the index of claimed keyed records alone
+        expect(claimPlan.join(" | ")).toContain(
+          "USING COVERING INDEX outbox_claimed_key (partition_key=? AND ordering_key=? AND"
+        )
         const ids = ["a", "b", "c"]
         assertIndexed(
           "claim update",
@@ -628,8 +631,65 @@ describe("SqliteOutboxStore", () => {
         ])
         // building again runs no migration twice
         yield* Effect.provideService(SqliteOutboxStore.make({ tablePrefix: "a_" }), SqlClient.SqlClient, sql)
-        expect(yield* sql`SELECT count(*) AS n FROM a_outbox_migrations`).toEqual([{ n: 1 }])
+        expect(yield* sql`SELECT count(*) AS n FROM a_outbox_migrations`).toEqual([{ n: 2 }])
       }).pipe(Effect.provide(SqliteDatabase.layer({ filename: ":memory:" })))
+    )
+
+    it.effect(
+      "a database of the first schema is migrated: the head-of-line index is rebuilt over its claimed keyed records",
+      () =>
+        Effect.gen(function* () {
+          const sql = yield* SqlClient.SqlClient
+          const names = yield* SqliteOutboxSchema.tableNames("")
+          // the first schema: the same tables, a head-of-line index over every live keyed record, and
+          // migration 0001 recorded as the Migrator records it
+          for (const statement of SqliteOutboxSchema.createStatements(names)) {
+            if (!statement.includes(names.keyIndex)) yield* sql.unsafe(statement)
+          }
+          yield* sql.unsafe(`CREATE INDEX outbox_key ON outbox (partition_key, ordering_key, created_at, seq)
+            WHERE ordering_key IS NOT NULL AND status NOT IN ('completed', 'expired')`)
+          yield* sql.unsafe(`CREATE TABLE outbox_migrations (migration_id integer PRIMARY KEY NOT NULL,
+            created_at datetime NOT NULL DEFAULT current_timestamp, name VARCHAR(255) NOT NULL)`)
+          yield* sql.unsafe(`INSERT INTO outbox_migrations (migration_id, name) VALUES (1, 'create_outbox')`)
+          // k1 claimed at version 1 (in flight when the process stopped), k2 of the same key and x pending
+          const row = (id: string, key: string | null, seq: number, claimed: boolean) =>
+            sql.unsafe(
+              `INSERT INTO outbox (id, partition_key, envelope_id, binding_id, payload, ordering_key, created_at,
+                 seq, status, claimed_by, claim_version, claimed_at, first_attempted_at, replay_count)
+               VALUES (?, 'p', ?, 'b', ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
+              [
+                id,
+                id,
+                new Uint8Array([1]),
+                key,
+                START + seq,
+                seq,
+                claimed ? "claimed" : "pending",
+                claimed ? "o" : null,
+                claimed ? 1 : 0,
+                claimed ? START : null,
+                claimed ? START : null,
+                claimed ? 1 : 0
+              ]
+            )
+          yield* row("k1", "K", 1, true)
+          yield* row("k2", "K", 2, false)
+          yield* row("x", null, 3, false)
+          yield* sql.unsafe(`INSERT INTO outbox_fence (partition_key, max_version, seq_counter) VALUES ('p', 1, 3)`)
+
+          const store = yield* SqliteOutboxStore.make()
+          const indexes = yield* sql<{
+            readonly name: string
+          }>`SELECT name FROM sqlite_master WHERE type = 'index' AND name LIKE 'outbox_%' ORDER BY name`
+          expect(indexes.map((i) => i.name)).toContain("outbox_claimed_key")
+          expect(indexes.map((i) => i.name)).not.toContain("outbox_key")
+          expect(yield* sql`SELECT count(*) AS n FROM outbox_migrations`).toEqual([{ n: 2 }])
+          // k1, claimed at version 1, still blocks k2 for version 1; a new epoch reclaims everything, in age order
+          const first = yield* store.claim("p", token("o", 1), 10)
+          expect(first.records.map((r) => r.id)).toEqual(["x"])
+          const next = yield* store.claim("p", token("o", 2), 10)
+          expect(next.records.map((r) => r.id)).toEqual(["k1", "k2", "x"])
+        }).pipe(Effect.provide(SqliteDatabase.layer({ filename: ":memory:" })))
     )
 
     it.effect("an invalid table prefix fails the layer with InvalidConfiguration", () =>

@@ -30,7 +30,10 @@ export interface TableNames {
   readonly migrations: string
   readonly identityIndex: string
   readonly claimIndex: string
+  /** The head-of-line index: claimed records with an ordering key (see {@link createStatements}). */
   readonly keyIndex: string
+  /** The head-of-line index of the first schema (every live keyed record), dropped by the second migration. */
+  readonly firstKeyIndex: string
   readonly expiryIndex: string
   readonly terminalIndex: string
 }
@@ -58,7 +61,8 @@ export const tableNames = (prefix: string): Either.Either<TableNames, InvalidCon
     migrations: `${prefix}outbox_migrations`,
     identityIndex: `${prefix}outbox_identity`,
     claimIndex: `${prefix}outbox_claim`,
-    keyIndex: `${prefix}outbox_key`,
+    keyIndex: `${prefix}outbox_claimed_key`,
+    firstKeyIndex: `${prefix}outbox_key`,
     expiryIndex: `${prefix}outbox_expiry`,
     terminalIndex: `${prefix}outbox_terminal`
   })
@@ -71,8 +75,20 @@ export const tableNames = (prefix: string): Either.Either<TableNames, InvalidCon
  */
 const live = (alias: string): string => `${alias}.status NOT IN ('completed', 'expired')`
 
+/** The head-of-line index (see {@link createStatements}). */
+const keyIndexStatement = (t: TableNames): string =>
+  `CREATE INDEX IF NOT EXISTS ${t.keyIndex} ON ${t.outbox} (partition_key, ordering_key, created_at, seq, claim_version, claimed_at)
+  WHERE ordering_key IS NOT NULL AND status = 'claimed'`
+
 /**
- * The DDL of the first migration.
+ * The DDL of the current schema, as a new database gets it (the first migration; the second one brings a
+ * database made by the first schema up to date).
+ *
+ * The head-of-line index holds only **claimed** records with an ordering key, with their claim version
+ * and time: only a claimed record can block an older-first claim of its key (R-HOL), so pending records
+ * need no entry. The claim's check reads the index alone, and the index stays as small as the records in
+ * flight: a complete or release removes one entry from a page that the other in-flight records of the
+ * partition share, instead of one page per key of a large backlog.
  *
  * @since 0.1.0
  */
@@ -107,8 +123,7 @@ export const createStatements = (t: TableNames): ReadonlyArray<string> => [
   `CREATE UNIQUE INDEX IF NOT EXISTS ${t.identityIndex} ON ${t.outbox} (partition_key, envelope_id, binding_id)`,
   `CREATE INDEX IF NOT EXISTS ${t.claimIndex} ON ${t.outbox} (partition_key, created_at, seq, status)
   WHERE status NOT IN ('completed', 'expired')`,
-  `CREATE INDEX IF NOT EXISTS ${t.keyIndex} ON ${t.outbox} (partition_key, ordering_key, created_at, seq)
-  WHERE ordering_key IS NOT NULL AND status NOT IN ('completed', 'expired')`,
+  keyIndexStatement(t),
   `CREATE INDEX IF NOT EXISTS ${t.expiryIndex} ON ${t.outbox} (partition_key, expires_at)
   WHERE expires_at IS NOT NULL AND status = 'pending'`,
   `CREATE INDEX IF NOT EXISTS ${t.terminalIndex} ON ${t.outbox} (terminal_at) WHERE terminal_at IS NOT NULL`
@@ -130,6 +145,12 @@ export const migrate = (
       "0001_create_outbox": Effect.gen(function* () {
         const sql = yield* SqlClient.SqlClient
         for (const statement of createStatements(t)) yield* sql.unsafe(statement)
+      }),
+      // the first schema's head-of-line index covered every live keyed record
+      "0002_claimed_key_index": Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        yield* sql.unsafe(`DROP INDEX IF EXISTS ${t.firstKeyIndex}`)
+        yield* sql.unsafe(keyIndexStatement(t))
       })
     })
   })
@@ -302,7 +323,7 @@ RETURNING max_version`,
 WHERE o.partition_key = ? AND ${live("o")} AND ${claimable}
   AND (o.ordering_key IS NULL OR NOT EXISTS (
     SELECT 1 FROM ${t.outbox} AS b INDEXED BY ${t.keyIndex}
-    WHERE b.partition_key = o.partition_key AND b.ordering_key = o.ordering_key AND ${live("b")}
+    WHERE b.partition_key = o.partition_key AND b.ordering_key = o.ordering_key AND b.status = 'claimed'
       AND (b.created_at, b.seq) < (o.created_at, o.seq) AND ${blocking}))
 ORDER BY o.created_at, o.seq
 LIMIT ?`,
