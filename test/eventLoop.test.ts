@@ -7,20 +7,19 @@ import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import { groupPerTurn, type GroupMember } from "../src/services/EventLoop.js"
+import { groupPerTurn } from "../src/services/EventLoop.js"
 
-interface Call extends GroupMember<number, string> {
+interface Call {
   readonly n: number
 }
 
-const call = (join: (member: Call) => Effect.Effect<number, string>, n: number) =>
-  Effect.flatMap(Deferred.make<number, string>(), (done) => join({ n, done }))
+const call = (join: (request: Call) => Effect.Effect<number, string>, n: number) => join({ n })
 
 describe("groupPerTurn", () => {
   it.effect("calls of one turn share a group; a call made after the group ran starts the next one", () =>
     Effect.gen(function* () {
       const groups: Array<Array<number>> = []
-      const join = groupPerTurn<number, string, Call>((group) => {
+      const join = groupPerTurn<Call, number, string>((group) => {
         groups.push(group.map((member) => member.n))
         return Effect.forEach(group, (member) => Deferred.succeed(member.done, member.n * 10), { discard: true })
       })
@@ -37,7 +36,7 @@ describe("groupPerTurn", () => {
   it.effect("a group whose runner fails anyway fails every waiting call with its cause; the next group runs", () =>
     Effect.gen(function* () {
       let broken = true
-      const join = groupPerTurn<number, string, Call>((group) =>
+      const join = groupPerTurn<Call, number, string>((group) =>
         broken
           ? Effect.die(new Error("runner broke"))
           : Effect.forEach(group, (member) => Deferred.succeed(member.done, member.n), { discard: true })

@@ -238,6 +238,26 @@ describe("SqliteLeaseStore", () => {
     }
   )
 
+  it.effect("current inside a caller's transaction reads on that connection and sees the transaction's writes", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const leases = yield* LeaseStore
+      const inside = yield* sql
+        .withTransaction(
+          Effect.gen(function* () {
+            yield* leases.acquire("p-tx", "owner-tx", "1 hour")
+            const seen = yield* leases.current("p-tx")
+            // roll the acquire back
+            return yield* Effect.fail(seen.token.owner)
+          })
+        )
+        .pipe(Effect.flip)
+      expect(inside).toBe("owner-tx")
+      const after = yield* Effect.flip(leases.current("p-tx"))
+      expect(after._tag).toBe("LeaseNotFound")
+    }).pipe(Effect.provide(SqliteLeaseStore.layer.pipe(Layer.provideMerge(database()))))
+  )
+
   it.live("current: a busy grouped read is retried for every read of the group; a lasting failure fails each", () => {
     const { faults, layer } = countedReads()
     return Effect.gen(function* () {

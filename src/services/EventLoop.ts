@@ -24,32 +24,30 @@ export const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume)
 })
 
 /**
- * Something waiting for its group: the deferred through which the group's runner answers it.
+ * A call of a group as its runner sees it: the request, and the deferred through which the runner answers it.
  *
  * @since 0.1.0
  */
-export interface GroupMember<A, E> {
-  readonly done: Deferred.Deferred<A, E>
-}
+export type GroupMember<R, A, E> = R & { readonly done: Deferred.Deferred<A, E> }
 
 /**
  * Groups the calls made in the same turn of the event loop, for a store that serves many callers with one
  * statement or one transaction (the SQLite store's group commit, the SQLite lease store's grouped reads).
  *
- * `join(member)` adds a call and waits for its answer. The first call of a group waits one turn of the event
- * loop (the other fibers then run until they wait too, adding their calls) and then runs `runGroup` with
- * every call added; calls that arrive while a group runs form the next group, run by the same fiber. The
- * runner is uninterruptible, so no call is left waiting: `runGroup` must complete every member's deferred
- * (be total); should it fail all the same, the unanswered calls of its group and the calls waiting for the
- * next one fail with its cause, and the next call starts a new runner.
+ * The returned function adds a call and waits for its answer. The first call of a group waits one turn of
+ * the event loop (the other fibers then run until they wait too, adding their calls) and then runs
+ * `runGroup` with every call added; calls that arrive while a group runs form the next group, run by the
+ * same fiber. The runner is uninterruptible, so no call is left waiting: `runGroup` must complete every
+ * member's deferred (be total); should it fail all the same, the unanswered calls of its group and the
+ * calls waiting for the next one fail with its cause, and the next call starts a new runner.
  *
  * @since 0.1.0
  */
-export const groupPerTurn = <A, E, M extends GroupMember<A, E>>(
-  runGroup: (group: ReadonlyArray<M>) => Effect.Effect<void>
-): ((member: M) => Effect.Effect<A, E>) => {
-  let waiting: Array<M> = []
-  let running: ReadonlyArray<M> = []
+export const groupPerTurn = <R extends object, A, E>(
+  runGroup: (group: ReadonlyArray<GroupMember<R, A, E>>) => Effect.Effect<void>
+): ((request: R) => Effect.Effect<A, E>) => {
+  let waiting: Array<GroupMember<R, A, E>> = []
+  let running: ReadonlyArray<GroupMember<R, A, E>> = []
   let scheduled = false
   const runGroups: Effect.Effect<void> = Effect.zipRight(
     yieldToEventLoop,
@@ -75,11 +73,11 @@ export const groupPerTurn = <A, E, M extends GroupMember<A, E>>(
     }),
     Effect.uninterruptible
   )
-  return (member) =>
-    Effect.suspend(() => {
-      waiting.push(member)
-      if (scheduled) return Deferred.await(member.done)
+  return (request) =>
+    Effect.flatMap(Deferred.make<A, E>(), (done) => {
+      waiting.push({ ...request, done })
+      if (scheduled) return Deferred.await(done)
       scheduled = true
-      return Effect.zipRight(runGroups, Deferred.await(member.done))
+      return Effect.zipRight(runGroups, Deferred.await(done))
     })
 }

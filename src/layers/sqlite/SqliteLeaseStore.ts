@@ -41,7 +41,7 @@ import {
   notCurrentHolder,
   ttlMillis
 } from "../../services/LeaseStore.js"
-import { groupPerTurn } from "../../services/EventLoop.js"
+import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
 import { retryBusy } from "./SqliteOutboxStore.js"
 
 /**
@@ -78,6 +78,7 @@ const decodeKeyedRows = Schema.decodeUnknown(Schema.Array(KeyedLeaseRow))
  * the next of these, so that a handful of statement texts serve every group size.
  */
 const groupReadSizes = [1, 2, 4, 8, 16, 32, 64] as const
+/** The largest of `groupReadSizes`: partitions read by one statement. */
 const groupReadChunk = 64
 
 const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
@@ -283,7 +284,6 @@ export const make = (
      * is thus made after it was asked for, never before: a drainer's check still sees the lease as it is
      * after the sends it follows. Busy failures are retried; any other failure fails every read of the group.
      */
-    const currentText = `SELECT owner, version, expires_at, released FROM "${prefix}outbox_lease" WHERE partition_key = ?`
     const groupTexts = new Map(
       groupReadSizes.map((n) => [
         n,
@@ -293,10 +293,7 @@ export const make = (
     )
 
     type ReadFailure = SqlError | ParseResult.ParseError
-    interface PendingRead {
-      readonly partitionKey: string
-      readonly done: Deferred.Deferred<LeaseRow | undefined, ReadFailure>
-    }
+    type PendingRead = GroupMember<{ readonly partitionKey: string }, LeaseRow | undefined, ReadFailure>
     /** Reads the rows of the given partitions (at most `groupReadChunk`) with one statement. */
     const readChunk = (conn: Connection, keys: ReadonlyArray<string>) => {
       const size = groupReadSizes.find((n) => n >= keys.length) ?? groupReadChunk
@@ -333,20 +330,14 @@ export const make = (
     }
 
     /** Joins the next group of reads (those asked in the same turn of the event loop) and waits for its row. */
-    const joinReads = groupPerTurn<LeaseRow | undefined, ReadFailure, PendingRead>(runReadGroup)
-    const readGrouped = (partitionKey: string): Effect.Effect<LeaseRow | undefined, ReadFailure> =>
-      Effect.flatMap(Deferred.make<LeaseRow | undefined, ReadFailure>(), (done) => joinReads({ partitionKey, done }))
+    const readGrouped = groupPerTurn<{ readonly partitionKey: string }, LeaseRow | undefined, ReadFailure>(runReadGroup)
 
     const readCurrent = (partitionKey: string): Effect.Effect<LeaseRow | undefined, ReadFailure> =>
-      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
-        if (Option.isNone(outer)) return readGrouped(partitionKey)
-        return Effect.flatMap(outer.value[0].execute(currentText, [partitionKey], undefined), (rows) => {
-          const row: unknown = rows[0]
-          return rows.length <= 1 && (row === undefined || isLeaseRow(row))
-            ? Effect.succeed(row)
-            : Effect.map(decodeRows(rows), (decoded) => decoded[0])
-        })
-      })
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+        Option.isNone(outer)
+          ? readGrouped({ partitionKey })
+          : Effect.map(readChunk(outer.value[0], [partitionKey]), (rows) => rows[0])
+      )
 
     const current = (partitionKey: string) =>
       Effect.matchEffect(readCurrent(partitionKey), {

@@ -75,7 +75,7 @@ import {
   type PersistReport,
   type StoreOptions
 } from "../../services/OutboxStore.js"
-import { groupPerTurn } from "../../services/EventLoop.js"
+import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
 
 /**
@@ -220,9 +220,7 @@ interface SettleCall {
 }
 
 /** A call waiting for a group commit, and where its result goes. */
-interface SettleRequest extends SettleCall {
-  readonly done: Deferred.Deferred<Set<string>, SettleFailure>
-}
+type SettleRequest = GroupMember<SettleCall, Set<string>, SettleFailure>
 
 /** How one complete/release statement can fail before the ids are known. */
 type SettleFailure = SqlError | StoreUnavailable
@@ -725,9 +723,7 @@ export const make = (
      * Joins the next group commit and waits for its own result: the calls made in the same turn of the
      * event loop share one transaction ({@link runGroup}).
      */
-    const joinGroup = groupPerTurn<Set<string>, SettleFailure, SettleRequest>(runGroup)
-    const settleGrouped = (call: SettleCall): Effect.Effect<Set<string>, SettleFailure> =>
-      Effect.flatMap(Deferred.make<Set<string>, SettleFailure>(), (done) => joinGroup({ ...call, done }))
+    const settleGrouped = groupPerTurn<SettleCall, Set<string>, SettleFailure>(runGroup)
 
     /** The guarded update of complete/release; fails naming the ids that did not match, after committing the rest. */
     const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
