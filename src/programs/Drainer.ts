@@ -342,12 +342,6 @@ interface Lane {
   next: number
 }
 
-/** The groups of a batch in start order, and the index of the next one to start. */
-interface GroupSource {
-  readonly groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>
-  next: number
-}
-
 /** A record of a wave: its lane, its send result, how it is to be completed, and its outcome once known. */
 interface Slot {
   readonly lane: Lane
@@ -535,6 +529,16 @@ const makeWith = (
           ? ("held" as const)
           : ("lost" as const)
     )
+
+  /**
+   * {@link checkLease}, unless the check after the last wave's sends still stands: nothing was sent, written
+   * (no complete, release or dead-letter write) or awaited since it found the lease held.
+   */
+  const checkLeaseAgain = (
+    token: LeaseTokenModule.LeaseTokenLike,
+    state: BatchState
+  ): Effect.Effect<"held" | "lost" | "unknown"> =>
+    state.leaseHeldAt === storeCalls ? Effect.succeed("held") : checkLease(token)
 
   const refreshGauges = (claimed: number): Effect.Effect<void> =>
     Effect.gen(function* () {
@@ -802,9 +806,7 @@ const makeWith = (
       })
       const waiting: Array<Fiber.RuntimeFiber<unknown, unknown>> = []
       if (toSend.length > 0) {
-        // the check after the last wave's sends stands when nothing came since (no complete, release or
-        // dead-letter write); otherwise the lease is read now
-        const before = state.leaseHeldAt === storeCalls ? "held" : yield* checkLease(token)
+        const before = yield* checkLeaseAgain(token, state)
         state.leaseHeldAt = undefined
         if (before !== "held") {
           for (const slot of toSend) {
@@ -1013,13 +1015,7 @@ const makeWith = (
         else counters.dropped -= 1
         counters.leftClaimed += 1
       }
-      const lease =
-        state.fenced !== undefined
-          ? "lost"
-          : state.leaseHeldAt === storeCalls
-            ? // the last wave's check after its sends, with nothing sent, written or awaited since
-              ("held" as const)
-            : yield* checkLease(token)
+      const lease = state.fenced !== undefined ? "lost" : yield* checkLeaseAgain(token, state)
       if (lease !== "held") {
         const sent = pending.filter((p) => p.how === "delivered").length
         for (const { how, record } of pending) {
@@ -1086,7 +1082,8 @@ const makeWith = (
     state: BatchState
   ): Effect.Effect<void> =>
     Effect.gen(function* () {
-      const source: GroupSource = { groups, next: 0 }
+      // the next group to start
+      let nextGroup = 0
       // the batch fiber's runtime (log annotations, span) runs the sends; its clock stamps the waves
       const batch: BatchRuntime = {
         run: Runtime.runSyncExit(yield* Effect.runtime<never>()),
@@ -1097,9 +1094,9 @@ const makeWith = (
       let queue: Array<Lane> = []
       for (;;) {
         for (;;) {
-          const group = source.groups[source.next]
+          const group = groups[nextGroup]
           if (group === undefined || (group.length <= 1 && queue.length >= config.maxConcurrency)) break
-          source.next += 1
+          nextGroup += 1
           if (group.length > 0) queue.push({ group, next: 0 })
         }
         if (queue.length === 0) return
@@ -1108,7 +1105,7 @@ const makeWith = (
         if (state.fenced !== undefined) {
           const rest: Array<OutboxRecord> = []
           for (const lane of queue) rest.push(...lane.group.slice(lane.next))
-          for (let g = source.next; g < groups.length; g++) rest.push(...(groups[g] ?? []))
+          for (let g = nextGroup; g < groups.length; g++) rest.push(...(groups[g] ?? []))
           return yield* release(rest, token, state)
         }
         const turn = queue.slice(0, config.maxConcurrency)
