@@ -1,0 +1,34 @@
+/**
+ * The optional `WakeSignal` port: a backend that can notice new work (e.g. PostgreSQL `LISTEN` on a
+ * channel its persist `NOTIFY`s) tells idle drainers and the relay's discovery to stop backing off.
+ * Polling stays the fallback: a lost or late signal only delays work until the next poll, never loses
+ * it (SPEC §3.4).
+ *
+ * @since 0.1.0
+ */
+import * as Context from "effect/Context"
+import type * as Effect from "effect/Effect"
+
+/**
+ * A source of "there may be new work" signals.
+ *
+ * @since 0.1.0
+ */
+export interface WakeSignalService {
+  /**
+   * Completes when new work may have arrived for the partition (or for any partition, for a backend
+   * that cannot tell which) after the call started. Never fails: a broken signal source simply never
+   * completes, and callers race it against their poll interval.
+   */
+  readonly awaitWork: (partitionKey: string) => Effect.Effect<void>
+  /** Completes when new work may have arrived in any partition after the call started. */
+  readonly awaitAnyWork: Effect.Effect<void>
+}
+
+/**
+ * The `WakeSignal` service tag. Optional: programs read it with `Effect.serviceOption` and poll alone
+ * when it is absent.
+ *
+ * @since 0.1.0
+ */
+export class WakeSignal extends Context.Tag("effect-outbox/WakeSignal")<WakeSignal, WakeSignalService>() {}
