@@ -14,10 +14,12 @@ import * as path from "node:path"
 import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import type { TestProject } from "vitest/node"
+import { startPostgres } from "./PostgresServer.js"
 
 declare module "vitest" {
   export interface ProvidedContext {
     dynamoEndpoint: string
+    postgresUrl: string
   }
 }
 
@@ -223,5 +225,16 @@ export default async function setup(project: TestProject): Promise<() => Promise
   console.log(`[dynamo-local] ${endpoint} (pid ${String(server.child.pid)}, ready in ${elapsedMs} ms)`)
 
   project.provide("dynamoEndpoint", endpoint)
-  return () => stopServer(server)
+
+  // PostgreSQL: one throw-away server per run (./PostgresServer.ts); each test file creates its own database
+  const postgres = await startPostgres().catch(async (error: unknown) => {
+    await stopServer(server)
+    throw error
+  })
+  console.log(`[postgres] ${postgres.url} (watchdog pid ${String(postgres.pid)})`)
+  project.provide("postgresUrl", postgres.url)
+
+  return async () => {
+    await Promise.all([stopServer(server), postgres.stop()])
+  }
 }
