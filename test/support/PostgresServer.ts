@@ -220,3 +220,7 @@ export const createDatabase = async (url: string, prefix: string): Promise<strin
   )
   return databaseUrl(url, name)
 }
+
+/** A `PgClient` (and `SqlClient`) layer on `url` for tests: a small pool, no int8 parsing (the stores decode). */
+export const clientLayer = (url: string, maxConnections = 4) =>
+  PgClient.layer({ url: Redacted.make(url), maxConnections, applicationName: "effect-outbox-test" })

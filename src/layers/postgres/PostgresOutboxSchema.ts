@@ -1,0 +1,470 @@
+/**
+ * The PostgreSQL outbox schema (SPEC §3.4): table and index names for a schema and table prefix, the
+ * migrations that create them, the SQL text of every statement the store issues, and the decoding of
+ * rows into records.
+ *
+ * Times are `bigint` epoch milliseconds; `ordering_key` is NULL for keyless records; `status` is held to
+ * the four record states by a CHECK constraint; `terminal_at` drives the retention sweep. The fence
+ * (claim high-water mark) and the seq counter live in separate tables, so a persist inside a long
+ * business transaction never holds the row a claim of its partition locks.
+ *
+ * @since 0.1.0
+ */
+import * as DateTime from "effect/DateTime"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { CorruptRecord, InvalidConfiguration } from "../../domain/OutboxError.js"
+import * as OutboxRecord from "../../domain/OutboxRecord.js"
+
+/**
+ * The quoted, schema-qualified names of the outbox tables and the bare names of their indexes.
+ *
+ * @since 0.1.0
+ */
+export interface TableNames {
+  /** The schema (unquoted). */
+  readonly schema: string
+  /** The table prefix (unquoted). */
+  readonly prefix: string
+  readonly outbox: string
+  readonly fence: string
+  readonly seq: string
+  readonly migrations: string
+  readonly claimIndex: string
+  readonly keyIndex: string
+  /** The channel persist notifies on commit (see `PostgresWakeSignal`). */
+  readonly channel: string
+  /** The key of the advisory lock that serialises migrations of this schema and prefix. */
+  readonly migrationLock: string
+}
+
+const identifierPattern = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+/**
+ * Validates a schema name and a table prefix (letters, digits and `_`, not starting with a digit; the
+ * prefix may be empty) and derives the names from them.
+ *
+ * @since 0.1.0
+ */
+export const tableNames = (
+  component: string,
+  schema: string,
+  prefix: string
+): Either.Either<TableNames, InvalidConfiguration> => {
+  const problems: Array<string> = []
+  if (!identifierPattern.test(schema) || schema.length > 40) {
+    problems.push(`schema ${JSON.stringify(schema)} must match ${identifierPattern.source} (at most 40 characters)`)
+  }
+  if (prefix.length > 0 && (!identifierPattern.test(prefix) || prefix.length > 20)) {
+    problems.push(
+      `tablePrefix ${JSON.stringify(prefix)} must match ${identifierPattern.source} (at most 20 characters)`
+    )
+  }
+  if (problems.length > 0) return Either.left(new InvalidConfiguration({ component, problems }))
+  const q = (name: string) => `"${schema}"."${prefix}${name}"`
+  return Either.right({
+    schema,
+    prefix,
+    outbox: q("outbox"),
+    fence: q("outbox_fence"),
+    seq: q("outbox_seq"),
+    migrations: q("outbox_migrations"),
+    claimIndex: `${prefix}outbox_claim`,
+    keyIndex: `${prefix}outbox_claimed_key`,
+    channel: `${schema}.${prefix}outbox`,
+    migrationLock: `effect-outbox:${schema}.${prefix}outbox`
+  })
+}
+
+/**
+ * The non-terminal predicate, written identically everywhere so the partial claim index applies.
+ */
+const live = (alias: string): string => `${alias}.status IN ('pending', 'claimed')`
+
+/**
+ * The migrations, in order: each is a list of statements run in one transaction under the migration
+ * advisory lock, and recorded in `<prefix>outbox_migrations`.
+ *
+ * The head-of-line index holds only **claimed** records with an ordering key: only a claimed record can
+ * block an older-first claim of its key (R-HOL), so the check reads a small index of the records in
+ * flight, never the backlog.
+ *
+ * @since 0.1.0
+ */
+export const migrations = (
+  t: TableNames
+): ReadonlyArray<readonly [name: string, statements: ReadonlyArray<string>]> => [
+  [
+    "0001_create_outbox",
+    [
+      `CREATE TABLE IF NOT EXISTS ${t.outbox} (
+  id text PRIMARY KEY,
+  partition_key text NOT NULL,
+  envelope_id text NOT NULL,
+  binding_id text NOT NULL,
+  route_id text NOT NULL DEFAULT '',
+  address text NOT NULL DEFAULT '',
+  payload bytea NOT NULL,
+  headers text NOT NULL DEFAULT '{}',
+  ordering_key text,
+  created_at bigint NOT NULL,
+  expires_at bigint,
+  seq bigint NOT NULL,
+  status text NOT NULL CHECK (status IN ('pending', 'claimed', 'completed', 'expired')),
+  claimed_by text,
+  claim_version bigint NOT NULL DEFAULT 0,
+  claimed_at bigint,
+  first_attempted_at bigint,
+  replay_count integer NOT NULL DEFAULT 0,
+  completed_at bigint,
+  terminal_at bigint
+)`,
+      `CREATE TABLE IF NOT EXISTS ${t.fence} (
+  partition_key text PRIMARY KEY,
+  max_version bigint NOT NULL DEFAULT 0
+)`,
+      `CREATE TABLE IF NOT EXISTS ${t.seq} (
+  partition_key text PRIMARY KEY,
+  seq_counter bigint NOT NULL DEFAULT 0
+)`,
+      `CREATE UNIQUE INDEX IF NOT EXISTS "${t.prefix}outbox_identity" ON ${t.outbox} (partition_key, envelope_id, binding_id)`,
+      `CREATE INDEX IF NOT EXISTS "${t.claimIndex}" ON ${t.outbox} (partition_key, created_at, seq)
+  WHERE status IN ('pending', 'claimed')`,
+      `CREATE INDEX IF NOT EXISTS "${t.keyIndex}" ON ${t.outbox} (partition_key, ordering_key, created_at, seq)
+  WHERE ordering_key IS NOT NULL AND status = 'claimed'`,
+      `CREATE INDEX IF NOT EXISTS "${t.prefix}outbox_expiry" ON ${t.outbox} (partition_key, expires_at)
+  WHERE expires_at IS NOT NULL AND status = 'pending'`,
+      `CREATE INDEX IF NOT EXISTS "${t.prefix}outbox_terminal" ON ${t.outbox} (terminal_at) WHERE terminal_at IS NOT NULL`
+    ]
+  ]
+]
+
+/**
+ * The stored columns, in the order the store selects them.
+ *
+ * @since 0.1.0
+ */
+export const columns: ReadonlyArray<string> = [
+  "id",
+  "partition_key",
+  "envelope_id",
+  "binding_id",
+  "route_id",
+  "address",
+  "payload",
+  "headers",
+  "ordering_key",
+  "created_at",
+  "expires_at",
+  "seq",
+  "status",
+  "claimed_by",
+  "claim_version",
+  "claimed_at",
+  "first_attempted_at",
+  "replay_count",
+  "completed_at"
+]
+
+/**
+ * The SQL text of every statement the store issues. Exposed so tests can `EXPLAIN` them and the
+ * benchmark can issue the very same statements on a raw connection. Every value is a `$n` parameter;
+ * only validated names are interpolated.
+ *
+ * @since 0.1.0
+ */
+export interface Statements {
+  /** Params: partitionKey. Locks the fence row; returns `max_version`. */
+  readonly lockFence: string
+  /** Params: partitionKey. Creates the fence row when missing. */
+  readonly createFence: string
+  /** Params: partitionKey, version. */
+  readonly raiseFence: string
+  /** Params: partitionKeys[], counts[]. Returns `partition_key`, `seq_counter` (the last seq of each block). */
+  readonly allocateSeq: string
+  /**
+   * Inserts records given as one array per column (id, partition_key, envelope_id, binding_id, route_id,
+   * address, payload, headers, ordering_key, created_at, expires_at, seq), in array order, skipping
+   * existing ids and identities. Returns the inserted ids.
+   */
+  readonly insert: string
+  /** Params: channel, partitionKeys[]. */
+  readonly notify: string
+  /** Params: partitionKey, envelopeId, bindingId. Returns `id`. */
+  readonly findIdentity: string
+  /** Params: id. Returns the identity columns of the record holding the id. */
+  readonly findById: string
+  /** Params: partitionKey, envelopeId, bindingId. Deletes a terminal holder of the identity. */
+  readonly deleteTerminalIdentity: string
+  /**
+   * The claim selection: claimable candidates in age order that no claimed older sibling blocks.
+   * Params: partitionKey, version, limit, [staleCutoff].
+   */
+  readonly selectClaimable: string
+  /**
+   * The guarded claim update. Params: ids[], owner, version, now, partitionKey, [staleCutoff]. Returns the
+   * claimed rows.
+   */
+  readonly claimUpdate: string
+  /** Params: ids[], owner, version, now. Returns the completed ids. */
+  readonly complete: string
+  /** Params: ids[], owner, version. Returns the released ids. */
+  readonly release: string
+  /** Params: now, partitionKey, before. Returns the expired ids. */
+  readonly expire: string
+  /** Params: partitionKey, limit. */
+  readonly queryPending: string
+  /** Params: partitionKey. Returns `n`. */
+  readonly countPending: string
+  /** Params: partitionKey. Returns `n`. */
+  readonly countClaimed: string
+  /** Params: after (exclusive), limit. Returns `partition_key`. */
+  readonly listPartitions: string
+  /** Params: cutoff, chunk. Deletes terminal rows older than the cutoff; returns the deleted ids. */
+  readonly sweep: string
+}
+
+/**
+ * Builds the {@link Statements} for a set of names.
+ *
+ * @since 0.1.0
+ */
+export const statements = (t: TableNames, options: { readonly staleReclaim: boolean }): Statements => {
+  const oCols = columns.map((c) => `o.${c}`).join(", ")
+  const claimable = (stale: string) =>
+    options.staleReclaim
+      ? `(o.status = 'pending' OR o.claim_version < $2 OR o.claimed_at IS NULL OR o.claimed_at < ${stale})`
+      : "(o.status = 'pending' OR o.claim_version < $2)"
+  const blocking = options.staleReclaim
+    ? "b.claim_version >= $2 AND b.claimed_at IS NOT NULL AND b.claimed_at >= $4"
+    : "b.claim_version >= $2"
+  return {
+    lockFence: `SELECT max_version FROM ${t.fence} WHERE partition_key = $1 FOR UPDATE`,
+    createFence: `INSERT INTO ${t.fence} (partition_key, max_version) VALUES ($1, 0) ON CONFLICT DO NOTHING`,
+    raiseFence: `UPDATE ${t.fence} SET max_version = $2 WHERE partition_key = $1`,
+    allocateSeq: `INSERT INTO ${t.seq} AS s (partition_key, seq_counter)
+SELECT p, n FROM unnest($1::text[], $2::bigint[]) AS u(p, n) ORDER BY p
+ON CONFLICT (partition_key) DO UPDATE SET seq_counter = s.seq_counter + excluded.seq_counter
+RETURNING partition_key, seq_counter`,
+    insert: `INSERT INTO ${t.outbox} (id, partition_key, envelope_id, binding_id, route_id, address, payload, headers,
+  ordering_key, created_at, expires_at, seq, status)
+SELECT id, pk, env, bind, route, addr, payload, headers, okey, created, expires, seq, 'pending'
+FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::bytea[], $8::text[],
+  $9::text[], $10::bigint[], $11::bigint[], $12::bigint[])
+  WITH ORDINALITY AS r(id, pk, env, bind, route, addr, payload, headers, okey, created, expires, seq, ord)
+ORDER BY ord
+ON CONFLICT DO NOTHING
+RETURNING id`,
+    notify: `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
+    findIdentity: `SELECT id FROM ${t.outbox} WHERE partition_key = $1 AND envelope_id = $2 AND binding_id = $3`,
+    findById: `SELECT partition_key, envelope_id, binding_id FROM ${t.outbox} WHERE id = $1`,
+    deleteTerminalIdentity: `DELETE FROM ${t.outbox}
+WHERE partition_key = $1 AND envelope_id = $2 AND binding_id = $3 AND status IN ('completed', 'expired')`,
+    selectClaimable: `SELECT ${oCols} FROM ${t.outbox} AS o
+WHERE o.partition_key = $1 AND ${live("o")} AND ${claimable("$4")}
+  AND (o.ordering_key IS NULL OR NOT EXISTS (
+    SELECT 1 FROM ${t.outbox} AS b
+    WHERE b.partition_key = o.partition_key AND b.ordering_key IS NOT NULL AND b.ordering_key = o.ordering_key
+      AND b.status = 'claimed' AND (b.created_at, b.seq) < (o.created_at, o.seq) AND ${blocking}))
+ORDER BY o.created_at, o.seq
+LIMIT $3`,
+    claimUpdate: `UPDATE ${t.outbox} AS o SET status = 'claimed', claimed_by = $3, claim_version = $2,
+  claimed_at = $4, first_attempted_at = coalesce(o.first_attempted_at, $4), replay_count = o.replay_count + 1
+WHERE o.id = ANY($1::text[]) AND o.partition_key = $5 AND ${live("o")} AND ${claimable("$6")}
+RETURNING ${oCols}`,
+    complete: `UPDATE ${t.outbox} SET status = 'completed', completed_at = $4, terminal_at = $4
+WHERE id = ANY($1::text[]) AND status = 'claimed' AND claimed_by = $2 AND claim_version = $3
+RETURNING id`,
+    release: `UPDATE ${t.outbox} SET status = 'pending', claimed_by = NULL, claimed_at = NULL
+WHERE id = ANY($1::text[]) AND status = 'claimed' AND claimed_by = $2 AND claim_version = $3
+RETURNING id`,
+    expire: `UPDATE ${t.outbox} SET status = 'expired', terminal_at = $1
+WHERE partition_key = $2 AND expires_at IS NOT NULL AND status = 'pending' AND expires_at < $3
+RETURNING id`,
+    queryPending: `SELECT ${oCols} FROM ${t.outbox} AS o
+WHERE o.partition_key = $1 AND ${live("o")} AND o.status = 'pending'
+ORDER BY o.created_at, o.seq
+LIMIT $2`,
+    countPending: `SELECT count(*) AS n FROM ${t.outbox} AS o
+WHERE o.partition_key = $1 AND ${live("o")} AND o.status = 'pending'`,
+    countClaimed: `SELECT count(*) AS n FROM ${t.outbox} AS o
+WHERE o.partition_key = $1 AND ${live("o")} AND o.status = 'claimed'`,
+    listPartitions: `SELECT s.partition_key FROM ${t.seq} AS s
+WHERE s.partition_key > $1 AND EXISTS (
+  SELECT 1 FROM ${t.outbox} AS o WHERE o.partition_key = s.partition_key AND ${live("o")})
+ORDER BY s.partition_key
+LIMIT $2`,
+    sweep: `DELETE FROM ${t.outbox} WHERE id IN (
+  SELECT id FROM ${t.outbox} WHERE terminal_at IS NOT NULL AND terminal_at < $1 LIMIT $2)
+RETURNING id`
+  }
+}
+
+/**
+ * A `bigint` column: `pg` returns it as a decimal string unless the client parses int8 itself.
+ *
+ * @since 0.1.0
+ */
+export const BigIntColumn = Schema.Union(Schema.Int, Schema.compose(Schema.NumberFromString, Schema.Int))
+
+const NonNegative = Schema.Union(Schema.NonNegativeInt, Schema.compose(Schema.NumberFromString, Schema.NonNegativeInt))
+
+/**
+ * The stored form of one row, as `pg` returns it.
+ *
+ * @since 0.1.0
+ */
+export const Row = Schema.Struct({
+  id: Schema.NonEmptyString,
+  partition_key: Schema.NonEmptyString,
+  envelope_id: Schema.NonEmptyString,
+  binding_id: Schema.NonEmptyString,
+  route_id: Schema.String,
+  address: Schema.String,
+  payload: Schema.Uint8ArrayFromSelf,
+  headers: Schema.parseJson(OutboxRecord.Headers),
+  ordering_key: Schema.NullOr(Schema.NonEmptyString),
+  created_at: BigIntColumn,
+  expires_at: Schema.NullOr(BigIntColumn),
+  seq: NonNegative,
+  status: OutboxRecord.RecordStatus,
+  claimed_by: Schema.NullOr(Schema.NonEmptyString),
+  claim_version: NonNegative,
+  claimed_at: Schema.NullOr(BigIntColumn),
+  first_attempted_at: Schema.NullOr(BigIntColumn),
+  replay_count: NonNegative,
+  completed_at: Schema.NullOr(BigIntColumn)
+})
+
+/**
+ * @since 0.1.0
+ */
+export type Row = typeof Row.Type
+
+const decodeRowEither = Schema.decodeUnknownEither(Row)
+
+const instant = (millis: number | null): Option.Option<DateTime.Utc> =>
+  millis === null ? Option.none() : Option.some(DateTime.unsafeMake(millis))
+
+const field = (row: unknown, name: string): unknown =>
+  typeof row === "object" && row !== null ? Reflect.get(row, name) : undefined
+
+/**
+ * Decodes one stored row into an `OutboxRecord`; anything that does not decode is a `CorruptRecord`
+ * naming the record. The payload is copied out of the driver's buffer.
+ *
+ * @since 0.1.0
+ */
+export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxRecord, CorruptRecord> => {
+  const decoded = decodeRowEither(input)
+  if (Either.isLeft(decoded)) {
+    const id = field(input, "id")
+    const pk = field(input, "partition_key")
+    return Either.left(
+      new CorruptRecord({
+        recordId: typeof id === "string" ? id : "<unknown>",
+        partitionKey: typeof pk === "string" ? pk : undefined,
+        reason: ParseResult.TreeFormatter.formatErrorSync(decoded.left)
+      })
+    )
+  }
+  const r = decoded.right
+  return Either.right(
+    OutboxRecord.makeUnvalidated({
+      id: r.id,
+      partitionKey: r.partition_key,
+      envelopeId: r.envelope_id,
+      bindingId: r.binding_id,
+      routeId: r.route_id,
+      address: r.address,
+      payload: Uint8Array.from(r.payload),
+      headers: r.headers,
+      orderingKey: Option.fromNullable(r.ordering_key),
+      createdAt: DateTime.unsafeMake(r.created_at),
+      expiresAt: instant(r.expires_at),
+      seq: r.seq,
+      status: r.status,
+      claimedBy: Option.fromNullable(r.claimed_by),
+      claimVersion: r.claim_version,
+      claimedAt: instant(r.claimed_at),
+      firstAttemptedAt: instant(r.first_attempted_at),
+      replayCount: r.replay_count,
+      completedAt: instant(r.completed_at)
+    })
+  )
+}
+
+/**
+ * The column arrays of {@link Statements.insert} for records with their seqs.
+ *
+ * @since 0.1.0
+ */
+export const insertParams = (
+  records: ReadonlyArray<readonly [OutboxRecord.PreparedRecord, number]>
+): ReadonlyArray<ReadonlyArray<unknown>> => {
+  const cols: Array<Array<unknown>> = Array.from({ length: 12 }, () => [])
+  for (const [record, seq] of records) {
+    const values = [
+      record.id,
+      record.partitionKey,
+      record.envelopeId,
+      record.bindingId,
+      record.routeId,
+      record.address,
+      record.payload,
+      JSON.stringify(record.headers),
+      Option.getOrNull(record.orderingKey),
+      DateTime.toEpochMillis(record.createdAt),
+      Option.isSome(record.expiresAt) ? DateTime.toEpochMillis(record.expiresAt.value) : null,
+      seq
+    ]
+    values.forEach((value, i) => cols[i]?.push(value))
+  }
+  return cols
+}
+
+/**
+ * Why a text value cannot be stored in PostgreSQL `text` (a NUL character), or `undefined`.
+ *
+ * @since 0.1.0
+ */
+export const textProblem = (record: OutboxRecord.PreparedRecord): string | undefined => {
+  const texts: Array<readonly [string, string]> = [
+    ["id", record.id],
+    ["partitionKey", record.partitionKey],
+    ["envelopeId", record.envelopeId],
+    ["bindingId", record.bindingId],
+    ["routeId", record.routeId],
+    ["address", record.address],
+    ["orderingKey", Option.getOrElse(record.orderingKey, () => "")]
+  ]
+  for (const [key, value] of Object.entries(record.headers)) texts.push([`header ${key}`, key + value])
+  for (const [name, value] of texts) {
+    if (value.includes("\u0000")) return `${name} contains a NUL character, which PostgreSQL text cannot hold`
+  }
+  return undefined
+}
+
+/**
+ * True for a SQL failure PostgreSQL reports as a serialization failure (40001) or deadlock (40P01):
+ * the transaction may simply be run again.
+ *
+ * @since 0.1.0
+ */
+export const isConflict = (error: unknown): boolean => {
+  const state = sqlState(error)
+  return state === "40001" || state === "40P01"
+}
+
+/**
+ * The SQLSTATE of a failed statement, when the driver reported one.
+ *
+ * @since 0.1.0
+ */
+export const sqlState = (error: unknown): string | undefined => {
+  if (typeof error !== "object" || error === null || Reflect.get(error, "_tag") !== "SqlError") return undefined
+  const code = field(Reflect.get(error, "cause"), "code")
+  return typeof code === "string" ? code : undefined
+}

@@ -1,0 +1,583 @@
+/**
+ * The PostgreSQL `OutboxStore` (SPEC §3.4), on `@effect/sql-pg`: provide a `PgClient`, e.g.
+ * `PgClient.layer({ url: Redacted.make("postgres://…") })` from `@effect/sql-pg/PgClient` (it provides
+ * both `PgClient` and `SqlClient`).
+ *
+ * - The layer runs its migrations at start, in one transaction under an advisory lock, so several
+ *   processes may start at once; they are recorded in `<schema>.<prefix>outbox_migrations`.
+ * - Persist joins an enclosing `sql.withTransaction` on the same client (R-PERSIST-6) inside a savepoint;
+ *   seq blocks come from `<prefix>outbox_seq`, a table claims never lock. With `notify` on, it also
+ *   `pg_notify`s the partition keys on the store's channel, delivered when the transaction commits.
+ * - Claim is one transaction: lock the partition's fence row (`SELECT … FOR UPDATE`, which serialises
+ *   claims and expires of that partition and of no other), admit and raise the high-water mark, select
+ *   the oldest claimable candidates through the claim index with the head-of-line check on the index of
+ *   claimed keyed records (no sort, no scan of the backlog; the final choice is `ClaimOrder.selectFrom`),
+ *   then a guarded update repeating the predicate, returning the claimed rows.
+ * - Complete and release are one guarded UPDATE each; with several ids the matching ones are applied and
+ *   stay applied, and the call fails with `StaleFencingToken` naming the others (R-DONE-3).
+ * - Serialization failures and deadlocks are retried (see `PostgresTransaction`); a claim still failing
+ *   so is `TransactionConflict`, anything else `StoreUnavailable` with the cause. A connection lost
+ *   mid-operation leaves nothing half-done: PostgreSQL aborts the transaction.
+ * - Terminal records are deleted after `retention` by a sweep on the claim path, at most once per
+ *   `sweepInterval`, in bounded chunks. Fence rows are never deleted.
+ *
+ * Stale reclaim (R-CLAIM-6) is off unless `staleClaimAfter` is given; it compares `claimedAt` with the
+ * claiming process's clock, so the threshold must exceed the worst clock skew between relay hosts plus
+ * the longest batch.
+ *
+ * @since 0.1.0
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
+import * as DateTime from "effect/DateTime"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import * as Stream from "effect/Stream"
+import * as ClaimOrder from "../../domain/ClaimOrder.js"
+import * as Fence from "../../domain/Fence.js"
+import type * as LeaseToken from "../../domain/LeaseToken.js"
+import {
+  type CorruptRecord,
+  InvalidConfiguration,
+  InvalidRecord,
+  type StaleFencingToken,
+  StoreUnavailable,
+  TransactionConflict
+} from "../../domain/OutboxError.js"
+import type * as OutboxRecord from "../../domain/OutboxRecord.js"
+import {
+  type Backend,
+  belowHighWaterMark,
+  ClaimBatch,
+  make as makeStore,
+  notClaimedBy,
+  OutboxStore,
+  type PersistReport,
+  type StoreOptions
+} from "../../services/OutboxStore.js"
+import * as PostgresOutboxSchema from "./PostgresOutboxSchema.js"
+import * as PostgresTransaction from "./PostgresTransaction.js"
+
+/**
+ * Options of the PostgreSQL outbox store.
+ *
+ * @since 0.1.0
+ */
+export interface PostgresOutboxStoreOptions extends StoreOptions {
+  /** Schema of the tables (created when missing; letters, digits, `_`). Default `public`. */
+  readonly schema?: string | undefined
+  /** Prefix of every table and index name (letters, digits, `_`). Default none. */
+  readonly tablePrefix?: string | undefined
+  /** Minimum time between two retention sweeps (default 1 minute). */
+  readonly sweepInterval?: Duration.DurationInput | undefined
+  /** Rows deleted per sweep statement (default 500); a sweep runs at most 20 of them. */
+  readonly sweepChunk?: number | undefined
+  /** `pg_notify` the store's channel on commit of a persist (default true; see `PostgresWakeSignal`). */
+  readonly notify?: boolean | undefined
+}
+
+/** Partition keys per `listPartitions` page. */
+const partitionPage = 100
+/** Statements per retention sweep. */
+const sweepStatements = 20
+
+const IdRows = Schema.Array(Schema.Struct({ id: Schema.String }))
+const FenceRows = Schema.Array(Schema.Struct({ max_version: PostgresOutboxSchema.BigIntColumn }))
+const SeqRows = Schema.Array(
+  Schema.Struct({ partition_key: Schema.String, seq_counter: PostgresOutboxSchema.BigIntColumn })
+)
+const PartitionRows = Schema.Array(Schema.Struct({ partition_key: Schema.String }))
+const CountRows = Schema.Array(Schema.Struct({ n: PostgresOutboxSchema.BigIntColumn }))
+const IdentityRows = Schema.Array(
+  Schema.Struct({ partition_key: Schema.String, envelope_id: Schema.String, binding_id: Schema.String })
+)
+
+/**
+ * Runs migrations (a list of named statement lists) once per database, in one transaction holding an
+ * advisory lock on `lockKey`, recording them in `table` under `schema` (both created when missing).
+ * Shared by the PostgreSQL stores.
+ *
+ * @since 0.1.0
+ */
+export const migrate = (
+  tx: PostgresTransaction.Transactions,
+  options: {
+    readonly lockKey: string
+    readonly schema: string
+    readonly table: string
+    readonly migrations: ReadonlyArray<readonly [string, ReadonlyArray<string>]>
+  }
+): Effect.Effect<void, SqlError | StoreUnavailable> =>
+  tx.transact((conn) =>
+    Effect.gen(function* () {
+      yield* tx.run(conn, "SELECT pg_advisory_xact_lock(hashtext($1))", [options.lockKey])
+      yield* tx.run(conn, `CREATE SCHEMA IF NOT EXISTS "${options.schema}"`, [])
+      yield* tx.run(
+        conn,
+        `CREATE TABLE IF NOT EXISTS ${options.table} (name text PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())`,
+        []
+      )
+      const applied = new Set(
+        (yield* decodeRows(
+          "migrate",
+          Schema.Array(Schema.Struct({ name: Schema.String }))
+        )(yield* tx.run(conn, `SELECT name FROM ${options.table}`, []))).map((row) => row.name)
+      )
+      for (const [name, statements] of options.migrations) {
+        if (applied.has(name)) continue
+        for (const statement of statements) yield* tx.run(conn, statement, [])
+        yield* tx.run(conn, `INSERT INTO ${options.table} (name) VALUES ($1)`, [name])
+      }
+    })
+  )
+
+/**
+ * Decodes result rows with a schema; a mismatch is `StoreUnavailable` naming the operation.
+ *
+ * @since 0.1.0
+ */
+export const decodeRows =
+  <A, I>(operation: string, schema: Schema.Schema<A, I>) =>
+  (rows: ReadonlyArray<unknown>): Effect.Effect<A, StoreUnavailable> =>
+    Effect.mapError(Schema.decodeUnknown(schema)(rows), (cause) => new StoreUnavailable({ operation, cause }))
+
+/**
+ * Turns SQL failures into `StoreUnavailable` (the other failures pass through).
+ *
+ * @since 0.1.0
+ */
+export const unavailable =
+  (operation: string, partitionKey?: string) =>
+  <A, E extends { readonly _tag: string }>(
+    effect: Effect.Effect<A, E | SqlError>
+  ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
+    Effect.catchIf(
+      effect,
+      (error): error is Extract<E | SqlError, SqlError> => error._tag === "SqlError",
+      (cause) => Effect.fail(new StoreUnavailable({ operation, partitionKey, cause }))
+    )
+
+/**
+ * Builds the PostgreSQL outbox store on the `SqlClient` in context, running the migrations first.
+ *
+ * @since 0.1.0
+ */
+export const make = (
+  options: PostgresOutboxStoreOptions = {}
+): Effect.Effect<OutboxStore["Type"], StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const names = yield* PostgresOutboxSchema.tableNames(
+      "PostgresOutboxStore",
+      options.schema ?? "public",
+      options.tablePrefix ?? ""
+    )
+    const staleMillis =
+      options.staleClaimAfter === undefined ? undefined : Duration.toMillis(Duration.decode(options.staleClaimAfter))
+    const retentionMillis = Duration.toMillis(Duration.decode(options.retention ?? Duration.hours(1)))
+    const sweepIntervalMillis = Duration.toMillis(Duration.decode(options.sweepInterval ?? Duration.minutes(1)))
+    const sweepChunk = Math.max(1, Math.floor(options.sweepChunk ?? 500))
+    const notify = options.notify ?? true
+    const problems: Array<string> = []
+    if (staleMillis !== undefined && !(staleMillis > 0)) problems.push("staleClaimAfter must be positive")
+    if (!(retentionMillis >= 0)) problems.push("retention must not be negative")
+    if (problems.length > 0) return yield* new InvalidConfiguration({ component: "PostgresOutboxStore", problems })
+
+    const tx = PostgresTransaction.make(sql)
+    const { run } = tx
+    yield* migrate(tx, {
+      lockKey: names.migrationLock,
+      schema: names.schema,
+      table: names.migrations,
+      migrations: PostgresOutboxSchema.migrations(names)
+    }).pipe(unavailable("migrate"))
+
+    const st = PostgresOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
+    let lastSweep = yield* Clock.currentTimeMillis
+
+    const select = <A, I>(
+      operation: string,
+      schema: Schema.Schema<A, I>,
+      conn: Connection,
+      text: string,
+      params: ReadonlyArray<unknown>
+    ): Effect.Effect<A, SqlError | StoreUnavailable> =>
+      Effect.flatMap(run(conn, text, params), decodeRows(operation, schema))
+
+    const records = (
+      conn: Connection,
+      text: string,
+      params: ReadonlyArray<unknown>
+    ): Effect.Effect<Array<OutboxRecord.OutboxRecord>, SqlError | CorruptRecord> =>
+      Effect.flatMap(run(conn, text, params), (rows) => {
+        const out: Array<OutboxRecord.OutboxRecord> = []
+        for (const row of rows) {
+          const decoded = PostgresOutboxSchema.decodeRow(row)
+          if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+          out.push(decoded.right)
+        }
+        return Effect.succeed(out)
+      })
+
+    /** Locks the partition's fence row, admits the token and raises the mark (R-CLAIM-2, R-EXP-1). */
+    const fence = (
+      conn: Connection,
+      operation: string,
+      partitionKey: string,
+      token: LeaseToken.LeaseTokenLike
+    ): Effect.Effect<void, SqlError | StoreUnavailable | StaleFencingToken> =>
+      Effect.gen(function* () {
+        let rows = yield* select(operation, FenceRows, conn, st.lockFence, [partitionKey])
+        if (rows.length === 0) {
+          yield* run(conn, st.createFence, [partitionKey])
+          rows = yield* select(operation, FenceRows, conn, st.lockFence, [partitionKey])
+        }
+        const mark = rows[0]?.max_version ?? 0
+        switch (Fence.admit(mark, token.version)) {
+          case "stale":
+            return yield* belowHighWaterMark(operation, partitionKey, token, mark)
+          case "raise":
+            yield* run(conn, st.raiseFence, [partitionKey, token.version])
+            return
+          case "keep":
+            return
+        }
+      })
+
+    const idReused = (record: OutboxRecord.PreparedRecord, index: number): InvalidRecord =>
+      new InvalidRecord({
+        index,
+        recordId: record.id,
+        partitionKey: record.partitionKey,
+        reason: `id ${record.id} is already used by a record with another identity`
+      })
+
+    const sameIdentity = (
+      a: { readonly partitionKey: string; readonly envelopeId: string; readonly bindingId: string },
+      b: { readonly partition_key: string; readonly envelope_id: string; readonly binding_id: string }
+    ) => a.partitionKey === b.partition_key && a.envelopeId === b.envelope_id && a.bindingId === b.binding_id
+
+    /** Fails with `InvalidRecord` when the record's id is stored under another identity. */
+    const rejectIdHeldByOther = (conn: Connection, record: OutboxRecord.PreparedRecord, index: number) =>
+      Effect.flatMap(
+        select("persist", IdentityRows, conn, st.findById, [record.id]),
+        (holders): Effect.Effect<void, InvalidRecord> => {
+          const holder = holders[0]
+          return holder !== undefined && !sameIdentity(record, holder)
+            ? Effect.fail(idReused(record, index))
+            : Effect.void
+        }
+      )
+
+    /** Allocates seq blocks per partition and inserts the records; returns the ids inserted. */
+    const insertRecords = (
+      conn: Connection,
+      batch: ReadonlyArray<OutboxRecord.PreparedRecord>
+    ): Effect.Effect<Set<string>, SqlError | StoreUnavailable> =>
+      Effect.gen(function* () {
+        if (batch.length === 0) return new Set<string>()
+        const perPartition = new Map<string, number>()
+        for (const record of batch) {
+          perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
+        }
+        const keys = Array.from(perPartition.keys())
+        const blocks = yield* select("persist", SeqRows, conn, st.allocateSeq, [
+          keys,
+          keys.map((k) => perPartition.get(k) ?? 0)
+        ])
+        const nextSeq = new Map<string, number>()
+        for (const block of blocks) {
+          nextSeq.set(block.partition_key, block.seq_counter - (perPartition.get(block.partition_key) ?? 0) + 1)
+        }
+        const withSeq: Array<readonly [OutboxRecord.PreparedRecord, number]> = []
+        for (const record of batch) {
+          const seq = nextSeq.get(record.partitionKey)
+          if (seq === undefined) {
+            return yield* new StoreUnavailable({
+              operation: "persist",
+              partitionKey: record.partitionKey,
+              cause: "no seq block allocated"
+            })
+          }
+          nextSeq.set(record.partitionKey, seq + 1)
+          withSeq.push([record, seq])
+        }
+        const inserted = yield* select("persist", IdRows, conn, st.insert, PostgresOutboxSchema.insertParams(withSeq))
+        const ids = new Set(inserted.map((row) => row.id))
+        if (notify && ids.size > 0) {
+          const notified = new Set<string>()
+          for (const record of batch) if (ids.has(record.id)) notified.add(record.partitionKey)
+          yield* run(conn, st.notify, [names.channel, Array.from(notified)])
+        }
+        return ids
+      })
+
+    /** The records of a batch by first occurrence of their identity (R-PERSIST-3: the first one wins). */
+    const dedupe = (batch: ReadonlyArray<OutboxRecord.PreparedRecord>) => {
+      const firstOfIdentity = new Map<string, number>()
+      const unique: Array<{ readonly record: OutboxRecord.PreparedRecord; readonly index: number }> = []
+      const duplicateOf: Array<{ readonly index: number; readonly first: number }> = []
+      batch.forEach((record, index) => {
+        const key = `${record.partitionKey.length}:${record.partitionKey}|${record.envelopeId.length}:${record.envelopeId}|${record.bindingId}`
+        const first = firstOfIdentity.get(key)
+        if (first === undefined) {
+          firstOfIdentity.set(key, index)
+          unique.push({ record, index })
+        } else {
+          duplicateOf.push({ index, first })
+        }
+      })
+      return { unique, duplicateOf }
+    }
+
+    /**
+     * The report of a batch some of whose records were not inserted: each is an existing identity or a
+     * repeat of an earlier record of the batch (skipped), or uses an id held by another identity (the
+     * whole batch fails with `InvalidRecord`).
+     */
+    const reportOf = (
+      conn: Connection,
+      batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
+      { duplicateOf, unique }: ReturnType<typeof dedupe>,
+      inserted: ReadonlySet<string>,
+      idsChecked: boolean
+    ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
+      Effect.gen(function* () {
+        if (!idsChecked) {
+          const notInserted = [
+            ...unique.filter(({ record }) => !inserted.has(record.id)),
+            ...duplicateOf.flatMap(({ index }) => {
+              const record = batch[index]
+              return record === undefined ? [] : [{ record, index }]
+            })
+          ].sort((a, b) => a.index - b.index)
+          for (const { record, index } of notInserted) yield* rejectIdHeldByOther(conn, record, index)
+        }
+        const holderOf = new Map<number, string>()
+        for (const { record, index } of unique) {
+          if (inserted.has(record.id)) {
+            holderOf.set(index, record.id)
+            continue
+          }
+          const holder = yield* select("persist", IdRows, conn, st.findIdentity, [
+            record.partitionKey,
+            record.envelopeId,
+            record.bindingId
+          ])
+          const existing = holder[0]
+          if (existing === undefined) return yield* idReused(record, index)
+          holderOf.set(index, existing.id)
+        }
+        const skipped: Array<{ readonly index: number; readonly id: string; readonly existing: string }> = []
+        for (const { record, index } of unique) {
+          if (!inserted.has(record.id)) skipped.push({ index, id: record.id, existing: holderOf.get(index) ?? "" })
+        }
+        for (const { index, first } of duplicateOf) {
+          const record = batch[index]
+          if (record !== undefined) skipped.push({ index, id: record.id, existing: holderOf.get(first) ?? "" })
+        }
+        skipped.sort((a, b) => a.index - b.index)
+        return {
+          persisted: unique.filter(({ record }) => inserted.has(record.id)).map(({ record }) => record.id),
+          skipped: skipped.map((s) => s.id),
+          existingIds: skipped.map((s) => s.existing)
+        }
+      })
+
+    const persistIn = (
+      conn: Connection,
+      batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
+      replaceTerminal: boolean
+    ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
+      Effect.gen(function* () {
+        if (!replaceTerminal) {
+          const inserted = yield* insertRecords(conn, batch)
+          if (inserted.size === batch.length) {
+            return { persisted: batch.map((record) => record.id), skipped: [], existingIds: [] }
+          }
+          return yield* reportOf(conn, batch, dedupe(batch), inserted, false)
+        }
+        const identities = dedupe(batch)
+        // ids are checked against the state before the batch, also when their holder is a terminal record
+        // this batch replaces
+        for (let index = 0; index < batch.length; index++) {
+          const record = batch[index]
+          if (record !== undefined) yield* rejectIdHeldByOther(conn, record, index)
+        }
+        for (const { record } of identities.unique) {
+          yield* run(conn, st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])
+        }
+        const inserted = yield* insertRecords(
+          conn,
+          identities.unique.map(({ record }) => record)
+        )
+        return yield* reportOf(conn, batch, identities, inserted, true)
+      })
+
+    const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
+      tx
+        .transact((conn) => persistIn(conn, batch, replaceTerminal))
+        .pipe(unavailable("persist", batch[0]?.partitionKey))
+
+    const claimIn = (
+      conn: Connection,
+      partitionKey: string,
+      token: LeaseToken.LeaseTokenLike,
+      limit: number
+    ): Effect.Effect<ClaimBatch, SqlError | StoreUnavailable | StaleFencingToken | CorruptRecord> =>
+      Effect.gen(function* () {
+        yield* fence(conn, "claim", partitionKey, token)
+        if (limit <= 0) return ClaimBatch([])
+        const now = yield* Clock.currentTimeMillis
+        const stale = staleMillis === undefined ? [] : [now - staleMillis]
+        const candidates = yield* records(conn, st.selectClaimable, [partitionKey, token.version, limit, ...stale])
+        const chosen = ClaimOrder.selectFrom(candidates, limit, {
+          version: token.version,
+          nowMillis: now,
+          staleClaimAfterMillis: staleMillis
+        })
+        if (chosen.length === 0) return ClaimBatch([])
+        const claimed = yield* records(conn, st.claimUpdate, [
+          chosen.map((record) => record.id),
+          token.version,
+          token.owner,
+          now,
+          partitionKey,
+          ...stale
+        ])
+        claimed.sort(ClaimOrder.compareAge)
+        return ClaimBatch(claimed)
+      })
+
+    /** Deletes terminal records older than the retention, at most once per sweep interval. */
+    const maybeSweep = Effect.flatMap(Clock.currentTimeMillis, (now) => {
+      if (now - lastSweep < sweepIntervalMillis) return Effect.void
+      lastSweep = now
+      return Effect.gen(function* () {
+        for (let i = 0; i < sweepStatements; i++) {
+          const deleted = yield* tx.standalone((conn) => run(conn, st.sweep, [now - retentionMillis, sweepChunk]))
+          if (deleted.length < sweepChunk) break
+        }
+      }).pipe(
+        Effect.catchAll((error) => Effect.logWarning("outbox retention sweep failed", error)),
+        Effect.annotateLogs("backend", "postgres")
+      )
+    })
+
+    const claim: Backend["claim"] = (partitionKey, token, limit) =>
+      tx
+        .transact((conn) => claimIn(conn, partitionKey, token, limit))
+        .pipe(
+          Effect.catchIf(PostgresOutboxSchema.isConflict, (cause) =>
+            Effect.fail(new TransactionConflict({ partitionKey, operation: "claim", cause }))
+          ),
+          unavailable("claim", partitionKey),
+          Effect.zipLeft(maybeSweep)
+        )
+
+    const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
+      Effect.gen(function* () {
+        const unique = Array.from(new Set(ids))
+        const now = yield* Clock.currentTimeMillis
+        const matched = yield* tx.standalone((conn) =>
+          operation === "complete"
+            ? select(operation, IdRows, conn, st.complete, [unique, token.owner, token.version, now])
+            : select(operation, IdRows, conn, st.release, [unique, token.owner, token.version])
+        )
+        const done = new Set(matched.map((row) => row.id))
+        if (done.size === unique.length) return
+        return yield* notClaimedBy(
+          operation,
+          token,
+          ids.filter((id) => !done.has(id))
+        )
+      }).pipe(unavailable(operation))
+
+    const expire: Backend["expire"] = (before, partitionKey, token) =>
+      tx
+        .transact((conn) =>
+          Effect.gen(function* () {
+            yield* fence(conn, "expire", partitionKey, token)
+            const now = yield* Clock.currentTimeMillis
+            const rows = yield* run(conn, st.expire, [now, partitionKey, DateTime.toEpochMillis(before)])
+            return rows.length
+          })
+        )
+        .pipe(unavailable("expire", partitionKey))
+
+    const count = (operation: "countPending" | "countClaimed", text: string) => (partitionKey: string) =>
+      tx
+        .standalone((conn) => select(operation, CountRows, conn, text, [partitionKey]))
+        .pipe(
+          Effect.map((rows) => rows[0]?.n ?? 0),
+          unavailable(operation, partitionKey)
+        )
+
+    const backend: Backend = {
+      name: "postgres",
+      validate: PostgresOutboxSchema.textProblem,
+      persist,
+      claim,
+      /**
+       * Completes the ids claimed by the token in one statement, then fails with `StaleFencingToken`
+       * naming the ids that were not: with several ids the matching ones stay completed.
+       */
+      complete: (ids, token) => settle("complete", ids, token),
+      /** Releases like {@link complete} completes: matching ids stay released when others mismatch. */
+      release: (ids, token) => settle("release", ids, token),
+      expire,
+      queryPending: (partitionKey, limit) =>
+        tx
+          .standalone((conn) => records(conn, st.queryPending, [partitionKey, limit]))
+          .pipe(unavailable("queryPending", partitionKey)),
+      countPending: count("countPending", st.countPending),
+      countClaimed: count("countClaimed", st.countClaimed),
+      listPartitions: Stream.paginateChunkEffect("", (after: string) =>
+        tx
+          .standalone((conn) =>
+            select("listPartitions", PartitionRows, conn, st.listPartitions, [after, partitionPage])
+          )
+          .pipe(
+            unavailable("listPartitions"),
+            Effect.map((rows) => {
+              const keys = rows.map((row) => row.partition_key)
+              const last = keys[keys.length - 1]
+              return [
+                Chunk.fromIterable(keys),
+                keys.length < partitionPage || last === undefined ? Option.none<string>() : Option.some(last)
+              ] as const
+            })
+          )
+      )
+    }
+    return makeStore(backend)
+  })
+
+/**
+ * The PostgreSQL outbox store with the given options (`schema`, `tablePrefix`, `staleClaimAfter`,
+ * `retention`, `sweepInterval`, `notify`). Requires a `SqlClient` (a `PgClient`); runs the migrations
+ * when built.
+ *
+ * @since 0.1.0
+ */
+export const layerWith = (
+  options: PostgresOutboxStoreOptions
+): Layer.Layer<OutboxStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
+  Layer.effect(OutboxStore, make(options))
+
+/**
+ * The PostgreSQL outbox store with default options (schema `public`, no prefix, no stale reclaim, 1 hour
+ * retention, notify on persist).
+ *
+ * @since 0.1.0
+ */
+export const layer: Layer.Layer<OutboxStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> = layerWith(
+  {}
+)

@@ -1,0 +1,18 @@
+import * as Layer from "effect/Layer"
+import { inject } from "vitest"
+import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
+import { type ContractLayerOptions, outboxStoreContract } from "./contract/OutboxStoreContract.js"
+import { clientLayer, createDatabase } from "./support/PostgresServer.js"
+
+const capabilities = { staleReclaim: true, firstAttempt: true, multiIdAtomic: false } as const
+
+// one database for the file; every test uses its own partitions
+const url = await createDatabase(inject("postgresUrl"), "outbox_contract")
+
+const storeOn = (options: PostgresOutboxStore.PostgresOutboxStoreOptions) => (contract: ContractLayerOptions) =>
+  PostgresOutboxStore.layerWith(
+    contract.staleClaimAfter === undefined ? options : { ...options, staleClaimAfter: contract.staleClaimAfter }
+  ).pipe(Layer.provide(clientLayer(url)))
+
+outboxStoreContract("postgres", storeOn({}), capabilities)
+outboxStoreContract("postgres-prefixed", storeOn({ schema: "outbox_test", tablePrefix: "t_" }), capabilities)
