@@ -130,7 +130,7 @@ export const migrations = (
   seq_counter bigint NOT NULL DEFAULT 0
 )`,
       `CREATE UNIQUE INDEX IF NOT EXISTS "${t.prefix}outbox_identity" ON ${t.outbox} (partition_key, envelope_id, binding_id)`,
-      `CREATE INDEX IF NOT EXISTS "${t.claimIndex}" ON ${t.outbox} (partition_key, created_at, seq)
+      `CREATE INDEX IF NOT EXISTS "${t.claimIndex}" ON ${t.outbox} (partition_key, created_at, seq) INCLUDE (status)
   WHERE status IN ('pending', 'claimed')`,
       `CREATE INDEX IF NOT EXISTS "${t.keyIndex}" ON ${t.outbox} (partition_key, ordering_key, created_at, seq)
   WHERE ordering_key IS NOT NULL AND status = 'claimed'`,
