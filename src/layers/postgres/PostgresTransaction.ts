@@ -40,7 +40,11 @@ export interface Transactions {
     text: string,
     params: ReadonlyArray<unknown>
   ) => Effect.Effect<ReadonlyArray<unknown>, SqlError>
-  /** Runs `body` in a transaction (a savepoint inside a caller's transaction), retrying conflicts of its own. */
+  /**
+   * Runs `body` in a transaction (a savepoint inside a caller's transaction), retrying conflicts of its own.
+   * The body sees the transaction as `SqlClient.TransactionConnection`, so statements of the client and of
+   * other stores made inside it join it.
+   */
   readonly transact: <A, E>(
     body: (conn: Connection) => Effect.Effect<A, E | SqlError>
   ) => Effect.Effect<A, E | SqlError>
@@ -87,10 +91,10 @@ export const make = (sql: SqlClient.SqlClient): Transactions => {
 
   const inTransaction =
     <A, E>(body: (conn: Connection) => Effect.Effect<A, E | SqlError>) =>
-    (conn: Connection, nested: boolean): Effect.Effect<A, E | SqlError> =>
+    (conn: Connection, nested: boolean, depth: number): Effect.Effect<A, E | SqlError> =>
       Effect.uninterruptible(
         Effect.flatMap(run(conn, nested ? control.savepoint : control.begin, []), () =>
-          Effect.matchCauseEffect(body(conn), {
+          Effect.matchCauseEffect(Effect.provideService(body(conn), SqlClient.TransactionConnection, [conn, depth]), {
             onFailure: (cause) => Effect.zipRight(undo(conn, nested), Effect.failCause(cause)),
             onSuccess: (value) =>
               Effect.matchEffect(run(conn, nested ? control.release : control.commit, []), {
@@ -104,11 +108,14 @@ export const make = (sql: SqlClient.SqlClient): Transactions => {
   const transact: Transactions["transact"] = (body) =>
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
       Option.isSome(outer)
-        ? inTransaction(body)(outer.value[0], true)
-        : Effect.retry(withConnection(inTransaction(body)), {
-            schedule: Schedule.recurs(conflictRetries),
-            while: isConflict
-          })
+        ? inTransaction(body)(outer.value[0], true, outer.value[1] + 1)
+        : Effect.retry(
+            withConnection((conn, nested) => inTransaction(body)(conn, nested, 0)),
+            {
+              schedule: Schedule.recurs(conflictRetries),
+              while: isConflict
+            }
+          )
     )
 
   const standalone: Transactions["standalone"] = (body) => withConnection((conn) => body(conn))

@@ -1,0 +1,368 @@
+/**
+ * The PostgreSQL `DeadLetterStore` (SPEC §5) over `@effect/sql-pg`.
+ *
+ * Entries live in `<schema>.<prefix>outbox_dead_letter`: payload as `bytea`, headers as JSON text,
+ * `failed_at` as epoch milliseconds, optional fields as NULL. Indexes on `(failed_at, id)`,
+ * `(route_id, failed_at, id)` and `(category, failed_at, id)` serve the filters in age order.
+ * `deleteWhere` and `purge` delete in chunks (one short statement each).
+ *
+ * Redrive persists through the `OutboxStore` service and deletes the entries in one transaction: with the
+ * PostgreSQL outbox store on the same client (whose persist joins an enclosing transaction) either every
+ * entry is redriven and deleted, or nothing is. The layer runs its migrations under an advisory lock
+ * (`<prefix>outbox_dead_letter_migrations`).
+ *
+ * @since 0.1.0
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { DeadLetterCategory, DeadLetterEntry, type DeadLetterFilter } from "../../domain/DeadLetterEntry.js"
+import { DuplicateRecord, InvalidConfiguration, NotFound, type StoreUnavailable } from "../../domain/OutboxError.js"
+import { Headers } from "../../domain/OutboxRecord.js"
+import {
+  DeadLetterStore,
+  type DeadLetterStoreService,
+  redriveOne,
+  validateEntry
+} from "../../services/DeadLetterStore.js"
+import { OutboxStore } from "../../services/OutboxStore.js"
+import { BigIntColumn } from "./PostgresOutboxSchema.js"
+import { decodeRows, migrate as runMigrations, unavailable } from "./PostgresOutboxStore.js"
+import * as PostgresTransaction from "./PostgresTransaction.js"
+
+/**
+ * Options of the PostgreSQL dead-letter store.
+ *
+ * @since 0.1.0
+ */
+export interface PostgresDeadLetterStoreOptions {
+  /** Schema of the table (created when missing). Default `public`. */
+  readonly schema?: string | undefined
+  /** Prefix of the table and index names (letters, digits, `_`). Default none. */
+  readonly tablePrefix?: string | undefined
+  /** How many entries one statement of `deleteWhere`/`purge` deletes (default 500). */
+  readonly deleteChunk?: number | undefined
+}
+
+const identifier = /^[A-Za-z_][A-Za-z0-9_]*$/
+
+interface Names {
+  readonly schema: string
+  readonly prefix: string
+  readonly table: string
+  readonly migrations: string
+  readonly lock: string
+}
+
+const namesOf = (options: PostgresDeadLetterStoreOptions): Effect.Effect<Names, InvalidConfiguration> => {
+  const schema = options.schema ?? "public"
+  const prefix = options.tablePrefix ?? ""
+  const problems: Array<string> = []
+  if (!identifier.test(schema)) problems.push(`schema ${JSON.stringify(schema)} must match ${identifier.source}`)
+  if (prefix.length > 0 && !identifier.test(prefix)) {
+    problems.push(`tablePrefix ${JSON.stringify(prefix)} must match ${identifier.source}`)
+  }
+  const deleteChunk = options.deleteChunk ?? 500
+  if (!Number.isFinite(deleteChunk)) problems.push("deleteChunk must be a finite number")
+  if (problems.length > 0) {
+    return Effect.fail(new InvalidConfiguration({ component: "PostgresDeadLetterStore", problems }))
+  }
+  return Effect.succeed({
+    schema,
+    prefix,
+    table: `"${schema}"."${prefix}outbox_dead_letter"`,
+    migrations: `"${schema}"."${prefix}outbox_dead_letter_migrations"`,
+    lock: `effect-outbox:${schema}.${prefix}outbox_dead_letter`
+  })
+}
+
+const Rows = Schema.Array(
+  Schema.Struct({
+    id: Schema.String,
+    record_id: Schema.String,
+    partition_key: Schema.String,
+    envelope_id: Schema.String,
+    binding_id: Schema.String,
+    payload: Schema.Uint8ArrayFromSelf,
+    headers: Schema.parseJson(Headers),
+    ordering_key: Schema.NullOr(Schema.String),
+    route_id: Schema.NullOr(Schema.String),
+    address: Schema.NullOr(Schema.String),
+    category: DeadLetterCategory,
+    reason: Schema.String,
+    error_code: Schema.String,
+    last_error: Schema.String,
+    attempts: Schema.NonNegativeInt,
+    failed_at: BigIntColumn
+  })
+)
+type Row = (typeof Rows.Type)[number]
+
+const IdRows = Schema.Array(Schema.Struct({ id: Schema.String }))
+
+/** A row as an entry; the payload is copied out of the driver's buffer into a plain `Uint8Array`. */
+const fromRow = (row: Row): DeadLetterEntry =>
+  new DeadLetterEntry(
+    {
+      id: row.id,
+      recordId: row.record_id,
+      partitionKey: row.partition_key,
+      envelopeId: row.envelope_id,
+      bindingId: row.binding_id,
+      payload: Uint8Array.from(row.payload),
+      headers: row.headers,
+      ...(row.ordering_key === null ? {} : { orderingKey: row.ordering_key }),
+      ...(row.route_id === null ? {} : { routeId: row.route_id }),
+      ...(row.address === null ? {} : { address: row.address }),
+      category: row.category,
+      reason: row.reason,
+      errorCode: row.error_code,
+      lastError: row.last_error,
+      attempts: row.attempts,
+      failedAt: DateTime.unsafeMake(row.failed_at)
+    },
+    { disableValidation: true }
+  )
+
+const columns = `id, record_id, partition_key, envelope_id, binding_id, payload, headers, ordering_key, route_id,
+  address, category, reason, error_code, last_error, attempts, failed_at`
+
+/** The filter's limit: absent or `+Infinity` → none (NULL); else floored, at least 0. */
+const limitOf = (filter: DeadLetterFilter): number | null => {
+  const limit = filter.limit
+  if (limit === undefined || limit === Number.POSITIVE_INFINITY) return null
+  return Number.isFinite(limit) && limit > 0 ? Math.floor(limit) : 0
+}
+
+/** The WHERE clause of a filter: `$1` route, `$2` category, `$3` since, `$4` before (NULL = unset). */
+const filterClause =
+  "($1::text IS NULL OR route_id = $1) AND ($2::text IS NULL OR category = $2) AND ($3::bigint IS NULL OR failed_at >= $3) AND ($4::bigint IS NULL OR failed_at < $4)"
+
+const filterParams = (filter: DeadLetterFilter): ReadonlyArray<unknown> => [
+  filter.routeId ?? null,
+  filter.category ?? null,
+  filter.since === undefined ? null : DateTime.toEpochMillis(filter.since),
+  filter.before === undefined ? null : DateTime.toEpochMillis(filter.before)
+]
+
+/**
+ * Creates the dead-letter table and its indexes when missing. Run by the layers; exposed for
+ * applications that run migrations as a separate step.
+ *
+ * @since 0.1.0
+ */
+export const migrate = (
+  options: PostgresDeadLetterStoreOptions = {}
+): Effect.Effect<void, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
+  Effect.gen(function* () {
+    const names = yield* namesOf(options)
+    const sql = yield* SqlClient.SqlClient
+    const p = names.prefix
+    yield* runMigrations(PostgresTransaction.make(sql), {
+      lockKey: names.lock,
+      schema: names.schema,
+      table: names.migrations,
+      migrations: [
+        [
+          "0001_create_outbox_dead_letter",
+          [
+            `CREATE TABLE IF NOT EXISTS ${names.table} (
+  id text PRIMARY KEY,
+  record_id text NOT NULL,
+  partition_key text NOT NULL,
+  envelope_id text NOT NULL,
+  binding_id text NOT NULL,
+  payload bytea NOT NULL,
+  headers text NOT NULL,
+  ordering_key text,
+  route_id text,
+  address text,
+  category text NOT NULL,
+  reason text NOT NULL,
+  error_code text NOT NULL,
+  last_error text NOT NULL,
+  attempts integer NOT NULL,
+  failed_at bigint NOT NULL
+)`,
+            `CREATE INDEX IF NOT EXISTS "${p}outbox_dead_letter_age" ON ${names.table} (failed_at, id)`,
+            `CREATE INDEX IF NOT EXISTS "${p}outbox_dead_letter_route" ON ${names.table} (route_id, failed_at, id)`,
+            `CREATE INDEX IF NOT EXISTS "${p}outbox_dead_letter_category" ON ${names.table} (category, failed_at, id)`
+          ]
+        ]
+      ]
+    }).pipe(unavailable("migrate"))
+  })
+
+/**
+ * Builds a PostgreSQL dead-letter store over the `SqlClient` and `OutboxStore` in context. Does not run
+ * migrations (the layers do; see {@link migrate}).
+ *
+ * @since 0.1.0
+ */
+export const make = (
+  options: PostgresDeadLetterStoreOptions = {}
+): Effect.Effect<DeadLetterStoreService, InvalidConfiguration, SqlClient.SqlClient | OutboxStore> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const outbox = yield* OutboxStore
+    const names = yield* namesOf(options)
+    const deleteChunk = Math.max(1, Math.floor(options.deleteChunk ?? 500))
+    const tx = PostgresTransaction.make(sql)
+    const t = names.table
+
+    const entries = (operation: string, text: string, params: ReadonlyArray<unknown>) =>
+      tx.standalone((conn) =>
+        Effect.flatMap(tx.run(conn, text, params), decodeRows(operation, Rows)).pipe(
+          Effect.map((rows) => rows.map(fromRow))
+        )
+      )
+
+    const ids = (operation: string, text: string, params: ReadonlyArray<unknown>) =>
+      tx.standalone((conn) => Effect.flatMap(tx.run(conn, text, params), decodeRows(operation, IdRows)))
+
+    const write = (entry: DeadLetterEntry) =>
+      Effect.gen(function* () {
+        const valid = yield* validateEntry(entry)
+        const inserted = yield* ids(
+          "write",
+          `INSERT INTO ${t} (${columns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+ON CONFLICT (id) DO NOTHING RETURNING id`,
+          [
+            valid.id,
+            valid.recordId,
+            valid.partitionKey,
+            valid.envelopeId,
+            valid.bindingId,
+            valid.payload,
+            JSON.stringify(valid.headers),
+            valid.orderingKey ?? null,
+            valid.routeId ?? null,
+            valid.address ?? null,
+            valid.category,
+            valid.reason,
+            valid.errorCode,
+            valid.lastError,
+            valid.attempts,
+            DateTime.toEpochMillis(valid.failedAt)
+          ]
+        )
+        if (inserted.length === 0) {
+          return yield* new DuplicateRecord({ ids: [valid.id], partitionKey: valid.partitionKey })
+        }
+      }).pipe(
+        unavailable("write"),
+        Effect.withSpan("DeadLetterStore.write", { attributes: { "outbox.partition": entry.partitionKey } })
+      )
+
+    const get = (id: string) =>
+      entries("get", `SELECT ${columns} FROM ${t} WHERE id = $1`, [id]).pipe(
+        Effect.flatMap((found) => {
+          const entry = found[0]
+          return entry === undefined
+            ? Effect.fail(new NotFound({ entity: "DeadLetterEntry", ids: [id] }))
+            : Effect.succeed(entry)
+        }),
+        unavailable("get"),
+        Effect.withSpan("DeadLetterStore.get")
+      )
+
+    const list = (filter: DeadLetterFilter) => {
+      const limit = limitOf(filter)
+      if (limit === 0) return Effect.succeed([])
+      return entries("list", `SELECT ${columns} FROM ${t} WHERE ${filterClause} ORDER BY failed_at, id LIMIT $5`, [
+        ...filterParams(filter),
+        limit
+      ]).pipe(unavailable("list"), Effect.withSpan("DeadLetterStore.list"))
+    }
+
+    const deleteIds = (toDelete: ReadonlyArray<string>) =>
+      ids("delete", `DELETE FROM ${t} WHERE id = ANY($1::text[]) RETURNING id`, [Array.from(new Set(toDelete))]).pipe(
+        Effect.map((rows) => rows.length),
+        unavailable("delete"),
+        Effect.withSpan("DeadLetterStore.delete", { attributes: { "outbox.ids": toDelete.length } })
+      )
+
+    /** Deletes matching entries oldest first, `deleteChunk` per statement, until none match or `limit` is reached. */
+    const deleteMatching = (operation: string, filter: DeadLetterFilter) =>
+      Effect.gen(function* () {
+        const limit = limitOf(filter)
+        let remaining = limit === null ? Number.POSITIVE_INFINITY : limit
+        let total = 0
+        while (remaining > 0) {
+          const n = Math.min(deleteChunk, remaining)
+          const deleted = yield* ids(
+            operation,
+            `DELETE FROM ${t} WHERE id IN (
+  SELECT id FROM ${t} WHERE ${filterClause} ORDER BY failed_at, id LIMIT $5)
+RETURNING id`,
+            [...filterParams(filter), n]
+          )
+          total += deleted.length
+          remaining -= deleted.length
+          if (deleted.length < n) break
+        }
+        return total
+      }).pipe(unavailable(operation))
+
+    const deleteWhere = (filter: DeadLetterFilter) =>
+      deleteMatching("deleteWhere", filter).pipe(Effect.withSpan("DeadLetterStore.deleteWhere"))
+
+    const purge = (before: DateTime.Utc) =>
+      deleteMatching("purge", { before }).pipe(Effect.withSpan("DeadLetterStore.purge"))
+
+    const redrive = (toRedrive: ReadonlyArray<string>) => {
+      const unique = Array.from(new Set(toRedrive))
+      if (unique.length === 0) return Effect.succeed([])
+      return tx
+        .transact((conn) =>
+          Effect.gen(function* () {
+            const rows = yield* Effect.flatMap(
+              tx.run(conn, `SELECT ${columns} FROM ${t} WHERE id = ANY($1::text[]) FOR UPDATE`, [unique]),
+              decodeRows("redrive", Rows)
+            )
+            const found = new Map(rows.map((row) => [row.id, fromRow(row)]))
+            const missing = unique.filter((id) => !found.has(id))
+            if (missing.length > 0) return yield* new NotFound({ entity: "DeadLetterEntry", ids: missing })
+            const recordIds: Array<string> = []
+            for (const id of unique) {
+              const entry = found.get(id)
+              if (entry === undefined) continue
+              // the outbox store's persist joins this transaction (SqlClient.TransactionConnection)
+              recordIds.push(yield* redriveOne(outbox, entry))
+              yield* tx.run(conn, `DELETE FROM ${t} WHERE id = $1`, [id])
+            }
+            return recordIds
+          })
+        )
+        .pipe(
+          unavailable("redrive"),
+          Effect.withSpan("DeadLetterStore.redrive", { attributes: { "outbox.ids": toRedrive.length } })
+        )
+    }
+
+    return DeadLetterStore.of({ write, get, list, delete: deleteIds, deleteWhere, purge, redrive })
+  })
+
+/**
+ * A PostgreSQL dead-letter store layer with the given options; runs the migrations first. Redrive goes
+ * through the `OutboxStore` (inside one transaction with the entry deletes).
+ *
+ * @since 0.1.0
+ */
+export const layerWith = (
+  options: PostgresDeadLetterStoreOptions
+): Layer.Layer<DeadLetterStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient | OutboxStore> =>
+  Layer.effect(DeadLetterStore, Effect.zipRight(migrate(options), make(options)))
+
+/**
+ * The PostgreSQL dead-letter store layer with default names (schema `public`, no prefix).
+ *
+ * @since 0.1.0
+ */
+export const layer: Layer.Layer<
+  DeadLetterStore,
+  StoreUnavailable | InvalidConfiguration,
+  SqlClient.SqlClient | OutboxStore
+> = layerWith({})

@@ -1,0 +1,98 @@
+/**
+ * The lease and dead-letter contracts on PostgreSQL, plus: acquirers racing on separate connections,
+ * and redrive's single transaction.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { describe, expect, it } from "@effect/vitest"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import { inject } from "vitest"
+import { DeadLetterEntry } from "../src/domain/DeadLetterEntry.js"
+import * as PostgresDeadLetterStore from "../src/layers/postgres/PostgresDeadLetterStore.js"
+import * as PostgresLeaseStore from "../src/layers/postgres/PostgresLeaseStore.js"
+import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
+import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
+import { LeaseStore } from "../src/services/LeaseStore.js"
+import { OutboxStore } from "../src/services/OutboxStore.js"
+import { deadLetterStoreContract } from "./contract/DeadLetterStoreContract.js"
+import { leaseStoreContract } from "./contract/LeaseStoreContract.js"
+import { clientLayer, createDatabase } from "./support/PostgresServer.js"
+
+const url = await createDatabase(inject("postgresUrl"), "lease_dlq")
+
+leaseStoreContract("postgres", () => PostgresLeaseStore.layer.pipe(Layer.provide(clientLayer(url))))
+
+// every test of the DLQ contract gets its own schema: the contract counts and purges across routes
+let schemas = 0
+const dlqIn = (schema: string, options: PostgresDeadLetterStore.PostgresDeadLetterStoreOptions = {}) =>
+  PostgresDeadLetterStore.layerWith({ schema, ...options }).pipe(
+    Layer.provideMerge(PostgresOutboxStore.layerWith({ schema })),
+    Layer.provideMerge(clientLayer(url))
+  )
+deadLetterStoreContract("postgres", () => dlqIn(`dlq_${++schemas}`, { deleteChunk: 64 }))
+
+const entry = (id: string, partitionKey: string) =>
+  new DeadLetterEntry({
+    id,
+    recordId: `rec-${id}`,
+    partitionKey,
+    envelopeId: `env-${id}`,
+    bindingId: "b",
+    payload: new Uint8Array([1, 2, 3]),
+    headers: { h: "v" },
+    category: "permanent",
+    reason: "r",
+    errorCode: "E",
+    lastError: "boom",
+    attempts: 1,
+    failedAt: DateTime.unsafeMake(1_700_000_000_000)
+  })
+
+describe("PostgreSQL lease and dead-letter stores", () => {
+  it.live("acquirers racing on separate connections: exactly one wins, the rest see LeaseHeld", () =>
+    Effect.gen(function* () {
+      const results = yield* Effect.forEach(
+        Array.from({ length: 8 }, (_, i) => i),
+        (i) =>
+          Effect.flatMap(LeaseStore, (leases) => leases.acquire("race", `owner-${i}`, "1 minute")).pipe(
+            Effect.provide(PostgresLeaseStore.layerWith({ schema: "racing" }).pipe(Layer.provide(clientLayer(url, 1)))),
+            Effect.either
+          ),
+        { concurrency: "unbounded" }
+      )
+      const won = results.filter(Either.isRight)
+      expect(won).toHaveLength(1)
+      for (const r of results) if (Either.isLeft(r)) expect(r.left._tag).toBe("LeaseHeld")
+      expect(won[0]?.right.token.version).toBe(1)
+    })
+  )
+
+  it.live(
+    "redrive persists and deletes in one transaction: a failure in the middle leaves entries and outbox as they were",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const dlq = yield* DeadLetterStore
+        const outbox = yield* OutboxStore
+        yield* dlq.write(entry("a", "ra"))
+        yield* dlq.write(entry("b", "rb"))
+        // the second entry's persist fails (a trigger rejects partition rb), after the first was redriven
+        yield* sql.unsafe(`CREATE FUNCTION redrive_tx.reject() RETURNS trigger LANGUAGE plpgsql AS $$
+        BEGIN IF NEW.partition_key = 'rb' THEN RAISE EXCEPTION 'rejected'; END IF; RETURN NEW; END $$`)
+        yield* sql.unsafe(`CREATE TRIGGER reject BEFORE INSERT ON redrive_tx.outbox FOR EACH ROW
+        EXECUTE FUNCTION redrive_tx.reject()`)
+        const error = yield* Effect.flip(dlq.redrive(["a", "b"]))
+        expect(error._tag).toBe("StoreUnavailable")
+        expect((yield* dlq.list({})).map((e) => e.id)).toEqual(["a", "b"])
+        expect(yield* outbox.countPending("ra")).toBe(0)
+        yield* sql.unsafe(`DROP TRIGGER reject ON redrive_tx.outbox`)
+        const redriven = yield* dlq.redrive(["a", "b"])
+        expect(redriven).toHaveLength(2)
+        expect(yield* dlq.list({})).toEqual([])
+        expect(yield* outbox.countPending("ra")).toBe(1)
+        expect(yield* outbox.countPending("rb")).toBe(1)
+      }).pipe(Effect.provide(dlqIn("redrive_tx")))
+  )
+})
