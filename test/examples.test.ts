@@ -1,6 +1,6 @@
 /**
- * The runnable examples, executed: transactional enqueue with business rows on SQLite (R-PERSIST-6:
- * one `sql.withTransaction`) and with a business item in one `TransactWriteItems` on DynamoDB Local.
+ * The runnable examples, executed: transactional enqueue with business rows on SQLite and PostgreSQL
+ * (R-PERSIST-6: one `sql.withTransaction`) and with a business item in one `TransactWriteItems` on DynamoDB Local.
  */
 import { DynamoDBClient, DeleteTableCommand } from "@aws-sdk/client-dynamodb"
 import { describe, expect, it } from "@effect/vitest"
@@ -8,10 +8,12 @@ import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll } from "vitest"
+import { afterAll, inject } from "vitest"
 import * as DynamoExample from "../examples/dynamodb-transactional-enqueue.js"
+import * as PostgresExample from "../examples/postgres-transactional-enqueue.js"
 import * as SqliteExample from "../examples/sqlite-transactional-enqueue.js"
 import { makeTestClientConfig, randomTableName } from "./support/DynamoLocal.js"
+import { createDatabase } from "./support/PostgresServer.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-examples-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
@@ -20,6 +22,16 @@ describe("examples", () => {
   it.live("R-PERSIST-6 SQLite example: the order row and its record commit together, and roll back together", () =>
     Effect.gen(function* () {
       const outcome = yield* SqliteExample.main(path.join(directory, "orders.db"))
+      expect(outcome.orders).toEqual(["A-1001"])
+      expect(outcome.pendingRecords).toEqual(["order-placed-A-1001"])
+      expect(outcome.rejected).toEqual(["A-1002"])
+    })
+  )
+
+  it.live("R-PERSIST-6 PostgreSQL example: the order row and its record commit together, and roll back together", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.promise(() => createDatabase(inject("postgresUrl"), "example"))
+      const outcome = yield* PostgresExample.main(url)
       expect(outcome.orders).toEqual(["A-1001"])
       expect(outcome.pendingRecords).toEqual(["order-placed-A-1001"])
       expect(outcome.rejected).toEqual(["A-1002"])

@@ -1,0 +1,15 @@
+/**
+ * effect-outbox/postgres: the PostgreSQL backend (SPEC §3.4), on `@effect/sql-pg`. Provide a client with
+ * `PgClient.layer({ url })` from `@effect/sql-pg/PgClient`.
+ *
+ * @since 0.1.0
+ */
+
+/** The PostgreSQL OutboxStore: `layer` / `layerWith({ schema, tablePrefix, staleClaimAfter, retention })`. @since 0.1.0 */
+export * as PostgresOutboxStore from "./layers/postgres/PostgresOutboxStore.js"
+
+/** The PostgreSQL LeaseStore: `layer` / `layerWith({ schema, tablePrefix })`. @since 0.1.0 */
+export * as PostgresLeaseStore from "./layers/postgres/PostgresLeaseStore.js"
+
+/** The PostgreSQL DeadLetterStore (redrive in one transaction): `layer` / `layerWith`. @since 0.1.0 */
+export * as PostgresDeadLetterStore from "./layers/postgres/PostgresDeadLetterStore.js"
