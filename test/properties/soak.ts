@@ -5,7 +5,9 @@
  *
  * Backends: `memory`, `sqlite` (`:memory:` database per history), `dynamodb` (a DynamoDB Local server
  * started for the run on 127.0.0.1, one table for the run, fresh partitions per history; stale reclaim
- * is always on there). `--stale-ms 0` runs version-only reclaim (memory, SQLite). Without `--seed` a
+ * is always on there), `postgres` (one database and one client for the run, a fresh store layer and fresh
+ * partitions per history; on `--postgres-url <url>`, else on a server started for the run on 127.0.0.1).
+ * `--stale-ms 0` runs version-only reclaim (memory, SQLite, PostgreSQL). Without `--seed` a
  * random seed is drawn (`OUTBOX_SEED` also sets it). Prints what the histories exercised; on a mismatch
  * prints the seed to replay and exits 1 — the same seed and options replay the same histories.
  */
@@ -21,6 +23,8 @@ import * as DynamoDb from "../../src/services/DynamoDb.js"
 import type { OutboxStore } from "../../src/services/OutboxStore.js"
 import type { ContractLayerOptions } from "../contract/OutboxStoreContract.js"
 import { startDynamoLocal } from "../support/globalSetup.js"
+import * as PostgresOutboxStore from "../../src/layers/postgres/PostgresOutboxStore.js"
+import { createDatabase, sharedClient, startPostgres } from "../support/PostgresServer.js"
 import { checkOutboxHistories } from "./OutboxHistory.js"
 
 type MakeLayer = (options: ContractLayerOptions) => Layer.Layer<OutboxStore, unknown>
@@ -61,6 +65,29 @@ const dynamoBackend = async (): Promise<{ readonly makeLayer: MakeLayer; readonl
   }
 }
 
+/** A database (on `url`, or on a server started for the soak) and one client for the whole soak. */
+const postgresBackend = async (
+  url: string | undefined
+): Promise<{ readonly makeLayer: MakeLayer; readonly close: () => Promise<void> }> => {
+  const server = url === undefined ? await startPostgres() : undefined
+  try {
+    const client = await sharedClient(await createDatabase(url ?? server?.url ?? "", "soak"))
+    return {
+      makeLayer: (options) =>
+        PostgresOutboxStore.layerWith(
+          options.staleClaimAfter === undefined ? {} : { staleClaimAfter: options.staleClaimAfter }
+        ).pipe(Layer.provide(client.layer)),
+      close: async () => {
+        await client.close()
+        await server?.stop()
+      }
+    }
+  } catch (error) {
+    await server?.stop()
+    throw error
+  }
+}
+
 const backends: Record<string, MakeLayer> = {
   memory: (options) =>
     options.staleClaimAfter === undefined
@@ -87,7 +114,7 @@ const integer = (name: string, fallback: number | undefined): number | undefined
 
 const main = async (): Promise<void> => {
   const backend = argument("backend") ?? "memory"
-  const known = [...Object.keys(backends), "dynamodb"]
+  const known = [...Object.keys(backends), "dynamodb", "postgres"]
   if (!known.includes(backend)) throw new Error(`unknown backend ${backend} (known: ${known.join(", ")})`)
   const runs = integer("runs", 1000) ?? 1000
   const seed = integer("seed", undefined)
@@ -96,7 +123,8 @@ const main = async (): Promise<void> => {
   if (backend === "dynamodb" && staleMs <= 0)
     throw new Error("--stale-ms must be > 0 on dynamodb (stale reclaim is always on)")
   const dynamo = backend === "dynamodb" ? await dynamoBackend() : undefined
-  const makeLayer = dynamo?.makeLayer ?? backends[backend]
+  const postgres = backend === "postgres" ? await postgresBackend(argument("postgres-url")) : undefined
+  const makeLayer = dynamo?.makeLayer ?? postgres?.makeLayer ?? backends[backend]
   if (makeLayer === undefined) throw new Error(`unknown backend ${backend}`)
   const started = process.hrtime.bigint()
   try {
@@ -105,7 +133,7 @@ const main = async (): Promise<void> => {
       maxSteps,
       ...(seed !== undefined ? { seed } : {}),
       ...(staleMs > 0 ? { staleClaimAfterMillis: staleMs } : {}),
-      // memory and SQLite claim atomically, so concurrent claims must match a serial order; DynamoDB
+      // memory, SQLite and PostgreSQL claim atomically, so concurrent claims must match a serial order; DynamoDB
       // claims record by record (concurrent claims are checked by its contract and fault suites)
       concurrentClaims: backend !== "dynamodb"
     })
@@ -116,6 +144,7 @@ const main = async (): Promise<void> => {
     console.log(JSON.stringify(result.stats, null, 2))
   } finally {
     await dynamo?.close()
+    await postgres?.close()
   }
 }
 

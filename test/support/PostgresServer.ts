@@ -20,6 +20,8 @@ import * as path from "node:path"
 import * as readline from "node:readline"
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as Redacted from "effect/Redacted"
 
 const startupTimeoutMs = 60_000
@@ -224,3 +226,13 @@ export const createDatabase = async (url: string, prefix: string): Promise<strin
 /** A `PgClient` (and `SqlClient`) layer on `url` for tests: a small pool, no int8 parsing (the stores decode). */
 export const clientLayer = (url: string, maxConnections = 4) =>
   PgClient.layer({ url: Redacted.make(url), maxConnections, applicationName: "effect-outbox-test" })
+
+/**
+ * One client for many store layers (a generated history builds a fresh store layer per history; a pool
+ * per history would cost more than the history). `close` ends the pool.
+ */
+export const sharedClient = async (url: string, maxConnections = 8) => {
+  const runtime = ManagedRuntime.make(clientLayer(url, maxConnections))
+  const context = (await runtime.runtime()).context
+  return { layer: Layer.succeedContext(context), close: () => runtime.dispose() }
+}
