@@ -13,3 +13,6 @@ export * as PostgresLeaseStore from "./layers/postgres/PostgresLeaseStore.js"
 
 /** The PostgreSQL DeadLetterStore (redrive in one transaction): `layer` / `layerWith`. @since 0.1.0 */
 export * as PostgresDeadLetterStore from "./layers/postgres/PostgresDeadLetterStore.js"
+
+/** The PostgreSQL WakeSignal: LISTENs for the store's commit notifications; polling stays the fallback. @since 0.1.0 */
+export * as PostgresWakeSignal from "./layers/postgres/PostgresWakeSignal.js"

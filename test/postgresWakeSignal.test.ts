@@ -1,0 +1,138 @@
+/**
+ * The PostgreSQL wake-up (SPEC §3.4): a committed persist `NOTIFY`s its partition and the wake signal
+ * completes that partition's waiters; a rolled-back persist signals nothing; with the listening
+ * connection killed (notifications lost) a relay still drains everything by polling.
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import { describe, expect, it } from "@effect/vitest"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import { inject } from "vitest"
+import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as PostgresLeaseStore from "../src/layers/postgres/PostgresLeaseStore.js"
+import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
+import * as PostgresWakeSignal from "../src/layers/postgres/PostgresWakeSignal.js"
+import * as MemorySink from "../src/layers/sinks/MemorySink.js"
+import * as Relay from "../src/programs/Relay.js"
+import { OutboxStore } from "../src/services/OutboxStore.js"
+import { WakeSignal } from "../src/services/WakeSignal.js"
+import { clientLayer, createDatabase } from "./support/PostgresServer.js"
+
+const url = await createDatabase(inject("postgresUrl"), "wake")
+
+let counter = 0
+const record = (pk: string) =>
+  new NewOutboxRecord({
+    id: `${pk}.${++counter}`,
+    partitionKey: pk,
+    envelopeId: `e${counter}`,
+    bindingId: "b",
+    payload: new Uint8Array([counter % 256])
+  })
+
+const layer = (schema: string) =>
+  Layer.mergeAll(PostgresOutboxStore.layerWith({ schema }), PostgresWakeSignal.layerWith({ schema })).pipe(
+    Layer.provideMerge(clientLayer(url))
+  )
+
+/** Persists to `pk` until `waiter` completes (notifications sent before LISTEN is up are lost by design). */
+const persistUntilWoken = (pk: string, waiter: Fiber.RuntimeFiber<void>) =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    for (let attempt = 0; attempt < 50; attempt++) {
+      yield* store.persist([record(pk)])
+      const woken = yield* Fiber.join(waiter).pipe(Effect.timeoutOption(Duration.millis(200)))
+      if (Option.isSome(woken)) return attempt
+    }
+    return yield* Effect.fail(`no wake-up for ${pk}`)
+  })
+
+describe("PostgresWakeSignal", () => {
+  it.live("a committed persist wakes its partition's waiters and awaitAnyWork, not other partitions'", () =>
+    Effect.gen(function* () {
+      const wake = yield* WakeSignal
+      const store = yield* OutboxStore
+      const sql = yield* SqlClient.SqlClient
+      const other = yield* Effect.fork(wake.awaitWork("w-other"))
+      const mine = yield* Effect.fork(wake.awaitWork("w-1"))
+      yield* persistUntilWoken("w-1", mine)
+      expect(yield* Fiber.poll(other)).toEqual(Option.none())
+      // LISTEN is up now: any-work waiters wake on the next commit, and a rolled-back persist wakes nobody
+      const rolledBack = yield* Effect.fork(wake.awaitWork("w-rolled-back"))
+      const failed = yield* sql
+        .withTransaction(Effect.zipRight(store.persist([record("w-rolled-back")]), Effect.fail("business failure")))
+        .pipe(Effect.flip)
+      expect(failed).toBe("business failure")
+      const any = yield* Effect.fork(wake.awaitAnyWork)
+      const next = yield* Effect.fork(wake.awaitWork("w-2"))
+      yield* store.persist([record("w-2")])
+      yield* Fiber.join(next)
+      yield* Fiber.join(any)
+      // notifications arrive in commit order: w-2's came, so a w-rolled-back one would have come before it
+      expect(yield* Fiber.poll(rolledBack)).toEqual(Option.none())
+      expect(yield* Fiber.poll(other)).toEqual(Option.none())
+      yield* Fiber.interrupt(other)
+      yield* Fiber.interrupt(rolledBack)
+    }).pipe(Effect.provide(layer("wake_basic")))
+  )
+
+  it.live(
+    "with the listening connection killed (notifications lost), a relay still drains every record by polling",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* OutboxStore
+        const wake = yield* WakeSignal
+        const sink = yield* MemorySink.MemorySink
+        const waiter = yield* Effect.fork(wake.awaitWork("lost-0"))
+        yield* persistUntilWoken("lost-0", waiter)
+        const listeners = yield* sql<{ pid: number }>`SELECT pid FROM pg_stat_activity
+        WHERE datname = current_database() AND query LIKE 'LISTEN%'`
+        expect(listeners.length).toBeGreaterThan(0)
+        for (const { pid } of listeners) yield* sql`SELECT pg_terminate_backend(${pid})`
+        const persisted = new Set<string>()
+        for (const pk of ["lost-1", "lost-2", "lost-3"]) {
+          for (let i = 0; i < 5; i++) {
+            const report = yield* store.persist([record(pk)])
+            for (const id of report.persisted) persisted.add(id)
+          }
+        }
+        const stillWaiting = yield* Effect.fork(wake.awaitWork("lost-1"))
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            yield* Relay.start({
+              owner: "relay-polling",
+              discoveryInterval: "100 millis",
+              drainer: {
+                idleBackoffMin: "20 millis",
+                idleBackoffMax: "100 millis",
+                onExpired: "drop",
+                onPermanentFailure: "drop",
+                onPoison: "drop"
+              }
+            })
+            yield* Effect.repeat(sink.deliveredIds, {
+              until: (ids) => [...persisted].every((id) => ids.includes(id)),
+              schedule: Schedule.spaced("50 millis")
+            }).pipe(Effect.timeoutFail({ duration: "30 seconds", onTimeout: () => "relay did not drain" }))
+          })
+        )
+        for (const pk of ["lost-1", "lost-2", "lost-3"]) expect(yield* store.countPending(pk)).toBe(0)
+        // the dead listener delivered nothing
+        expect(yield* Fiber.poll(stillWaiting)).toEqual(Option.none())
+        yield* Fiber.interrupt(stillWaiting)
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(layer("wake_lost"), MemorySink.layer).pipe(
+            Layer.provideMerge(
+              PostgresLeaseStore.layerWith({ schema: "wake_lost" }).pipe(Layer.provide(clientLayer(url)))
+            )
+          )
+        )
+      )
+  )
+})
