@@ -320,7 +320,7 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
       cli(["relay", "webhook", "--sqlite-file", file]),
       cli(["relay", "--webhook-url", "ftp://example", "--sqlite-file", file]),
       cli(["inspect", "--config", path.join(directory, "absent.json")]),
-      cli(["inspect"], { env: { OUTBOX_BACKEND: "postgres" } })
+      cli(["inspect"], { env: { OUTBOX_BACKEND: "cassandra" } })
     ])
     expect(badFlag.code).toBe(2)
     expect(badFlag.stderr).toContain("invalid configuration")
@@ -342,7 +342,9 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
     expect(missingFile.stderr).toContain("cannot read config file")
 
     expect(unknownBackend.code).toBe(2)
-    expect(unknownBackend.stderr).toContain("backend (env OUTBOX_BACKEND): Expected one of (sqlite, dynamodb, memory)")
+    expect(unknownBackend.stderr).toContain(
+      "backend (env OUTBOX_BACKEND): Expected one of (sqlite, dynamodb, memory, postgres)"
+    )
   })
 
   it("dlq list, redrive and purge apply the SPEC §5 filters", async () => {

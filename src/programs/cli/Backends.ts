@@ -217,5 +217,13 @@ export const layer = (settings: StoreSettings): Layer.Layer<Stores, CliFailure> 
           (backend) => backend.layer(settings)
         )
       ).pipe(Layer.mapError(buildFailure(`dynamodb (${settings.dynamodbTable})`)))
+    case "postgres":
+      // loaded on demand, like DynamoDB; the URL is never part of a message
+      return Layer.unwrapEffect(
+        Effect.map(
+          Effect.promise(() => import("./PostgresBackend.js")),
+          (backend) => backend.layer(settings)
+        )
+      ).pipe(Layer.mapError(buildFailure(`postgres (schema ${settings.postgresSchema})`)))
   }
 }

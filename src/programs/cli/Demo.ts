@@ -145,7 +145,9 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
       dynamodbTable: "effect-outbox",
       dynamodbDeadLetterTable: "effect-outbox-dead-letter",
       dynamodbEnsureTables: false,
-      dynamodbLocalClaimIndex: false
+      dynamodbLocalClaimIndex: false,
+      postgresUrl: Option.none(),
+      postgresSchema: "public"
     }
     const perRelay = Math.ceil(partitions / 2)
 

@@ -16,6 +16,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import type * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -36,7 +37,7 @@ export class CliFailure extends Schema.TaggedError<CliFailure>()("CliFailure", {
  *
  * @since 0.1.0
  */
-export type BackendName = "sqlite" | "dynamodb" | "memory"
+export type BackendName = "sqlite" | "dynamodb" | "memory" | "postgres"
 
 /**
  * Where the records live.
@@ -68,6 +69,10 @@ export interface StoreSettings {
    * have it (an LSI can only be created with the table), else opening the store fails naming the index.
    */
   readonly dynamodbLocalClaimIndex: boolean
+  /** PostgreSQL connection URL (`postgres.url`; redacted: never logged). */
+  readonly postgresUrl: Option.Option<Redacted.Redacted>
+  /** PostgreSQL schema of the outbox tables (`postgres.schema`, default `public`). */
+  readonly postgresSchema: string
 }
 
 /**
@@ -99,12 +104,17 @@ const nonEmpty = (name: string): Config.Config<string> => Config.nested(trimmed,
 /**
  * The store settings as a `Config` (paths `backend`, `sqlite.file`, `sqlite.synchronous`, `dynamodb.endpoint`,
  * `dynamodb.region`, `dynamodb.table`, `dynamodb.deadLetterTable`, `dynamodb.ensureTables`,
- * `dynamodb.localClaimIndex`).
+ * `dynamodb.localClaimIndex`, `postgres.url`, `postgres.schema`).
  *
  * @since 0.1.0
  */
 export const storeConfig: Config.Config<StoreSettings> = Config.all({
-  backend: Config.literal("sqlite", "dynamodb", "memory")("backend").pipe(Config.withDefault("sqlite" as const)),
+  backend: Config.literal(
+    "sqlite",
+    "dynamodb",
+    "memory",
+    "postgres"
+  )("backend").pipe(Config.withDefault("sqlite" as const)),
   sqliteFile: nonEmpty("file").pipe(Config.nested("sqlite"), Config.withDefault(DefaultSqliteFile)),
   sqliteSynchronous: Config.literal(
     "FULL",
@@ -118,7 +128,9 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
     Config.withDefault("effect-outbox-dead-letter")
   ),
   dynamodbEnsureTables: Config.boolean("ensureTables").pipe(Config.nested("dynamodb"), Config.withDefault(true)),
-  dynamodbLocalClaimIndex: Config.boolean("localClaimIndex").pipe(Config.nested("dynamodb"), Config.withDefault(false))
+  dynamodbLocalClaimIndex: Config.boolean("localClaimIndex").pipe(Config.nested("dynamodb"), Config.withDefault(false)),
+  postgresUrl: Config.option(Config.redacted("url").pipe(Config.nested("postgres"))),
+  postgresSchema: nonEmpty("schema").pipe(Config.nested("postgres"), Config.withDefault("public"))
 })
 
 /**

@@ -1,5 +1,5 @@
 /**
- * The options every store-backed command shares (`--backend`, `--sqlite-file`, `--dynamodb-*`,
+ * The options every store-backed command shares (`--backend`, `--sqlite-file`, `--dynamodb-*`, `--postgres-*`,
  * `--config`), and how a command turns them into settings and opened stores.
  *
  * @since 0.1.0
@@ -8,6 +8,7 @@ import * as Options from "@effect/cli/Options"
 import type * as ConfigProvider from "effect/ConfigProvider"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Backends from "./Backends.js"
 import { type CliFailure, load, provider, type StoreSettings, storeConfig } from "./Settings.js"
 
@@ -21,7 +22,7 @@ export const storeOptions = {
     Options.withDescription("JSON config file (same paths as the OUTBOX_* environment variables, nested)"),
     Options.optional
   ),
-  backend: Options.choice("backend", ["sqlite", "dynamodb", "memory"]).pipe(
+  backend: Options.choice("backend", ["sqlite", "dynamodb", "memory", "postgres"]).pipe(
     Options.withDescription("Store backend (default sqlite; env OUTBOX_BACKEND)"),
     Options.optional
   ),
@@ -55,6 +56,16 @@ export const storeOptions = {
         "reads); a new table is created with it, an existing table must already have it " +
         "(env OUTBOX_DYNAMODB_LOCAL_CLAIM_INDEX)"
     )
+  ),
+  postgresUrl: Options.redacted("postgres-url").pipe(
+    Options.withDescription(
+      "PostgreSQL URL, e.g. postgres://user:pass@host/db (env OUTBOX_POSTGRES_URL; never logged)"
+    ),
+    Options.optional
+  ),
+  postgresSchema: Options.text("postgres-schema").pipe(
+    Options.withDescription("PostgreSQL schema of the outbox tables (default public; env OUTBOX_POSTGRES_SCHEMA)"),
+    Options.optional
   )
 }
 
@@ -74,6 +85,8 @@ export interface StoreFlags {
   readonly dynamodbDeadLetterTable: Option.Option<string>
   /** `--dynamodb-local-claim-index` given (absent leaves the environment or config file to decide). */
   readonly dynamodbLocalClaimIndex: boolean
+  readonly postgresUrl: Option.Option<Redacted.Redacted>
+  readonly postgresSchema: Option.Option<string>
 }
 
 /**
@@ -103,7 +116,9 @@ export const storeFlagEntries = (flags: StoreFlags): Map<string, string> =>
     ["dynamodb.region", flags.dynamodbRegion],
     ["dynamodb.table", flags.dynamodbTable],
     ["dynamodb.deadLetterTable", flags.dynamodbDeadLetterTable],
-    ["dynamodb.localClaimIndex", flags.dynamodbLocalClaimIndex ? Option.some("true") : Option.none()]
+    ["dynamodb.localClaimIndex", flags.dynamodbLocalClaimIndex ? Option.some("true") : Option.none()],
+    ["postgres.url", Option.map(flags.postgresUrl, Redacted.value)],
+    ["postgres.schema", flags.postgresSchema]
   ])
 
 /**
