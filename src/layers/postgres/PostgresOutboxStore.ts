@@ -12,7 +12,8 @@
  *   claims and expires of that partition and of no other), admit and raise the high-water mark, select
  *   the oldest claimable candidates through the claim index with the head-of-line check on the index of
  *   claimed keyed records (no sort, no scan of the backlog; the final choice is `ClaimOrder.selectFrom`),
- *   then a guarded update repeating the predicate, returning the claimed rows.
+ *   then a guarded update repeating the predicate; the claimed records are the candidates it changed, with
+ *   the claim applied.
  * - Complete and release are one guarded UPDATE each; with several ids the matching ones are applied and
  *   stay applied, and the call fails with `StaleFencingToken` naming the others (R-DONE-3).
  * - Serialization failures and deadlocks are retried (see `PostgresTransaction`); a claim still failing
@@ -51,7 +52,7 @@ import {
   StoreUnavailable,
   TransactionConflict
 } from "../../domain/OutboxError.js"
-import type * as OutboxRecord from "../../domain/OutboxRecord.js"
+import * as OutboxRecord from "../../domain/OutboxRecord.js"
 import {
   type Backend,
   belowHighWaterMark,
@@ -444,7 +445,7 @@ export const make = (
           staleClaimAfterMillis: staleMillis
         })
         if (chosen.length === 0) return ClaimBatch([])
-        const claimed = yield* records(conn, st.claimUpdate, [
+        const updated = yield* select("claim", IdRows, conn, st.claimUpdate, [
           chosen.map((record) => record.id),
           token.version,
           token.owner,
@@ -452,6 +453,14 @@ export const make = (
           partitionKey,
           ...stale
         ])
+        // read back: the candidates were read under the partition's fence lock, and nothing but a claim (which
+        // needs that lock) changes the fields a claim does not set, so the claimed records are the candidates
+        // with the claim applied
+        const claimedIds = new Set(updated.map((row) => row.id))
+        const at = DateTime.unsafeMake(now)
+        const claimed = chosen
+          .filter((record) => claimedIds.has(record.id))
+          .map((record) => OutboxRecord.update(record, { ...Fence.stampClaim(record, token, at), status: "claimed" }))
         claimed.sort(ClaimOrder.compareAge)
         return ClaimBatch(claimed)
       })
