@@ -7,11 +7,12 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import { build } from "esbuild"
-import { execFileSync, spawnSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { promisify } from "node:util"
 import { afterAll, beforeAll } from "vitest"
 import * as ConsumerProject from "./support/consumer/ConsumerProject.js"
 
@@ -31,10 +32,25 @@ interface CommandResult {
   readonly output: string
 }
 
-/** Runs a command, returning its exit status and combined output. */
-const run = (command: string, args: ReadonlyArray<string>, cwd: string): CommandResult => {
-  const result = spawnSync(command, args, { cwd, encoding: "utf8" })
-  return { status: result.status, output: `${result.stdout}${result.stderr}` }
+const execFileAsync = promisify(execFile)
+
+/** Runs a command, returning its exit status and combined output (stdout, then stderr). */
+const run = (command: string, args: ReadonlyArray<string>, cwd: string): Promise<CommandResult> =>
+  execFileAsync(command, args, { cwd, encoding: "utf8" }).then(
+    ({ stdout, stderr }) => ({ status: 0, output: `${stdout}${stderr}` }),
+    (error: unknown) => ({ status: exitCodeOf(error), output: outputOf(error) })
+  )
+
+/** The exit code carried by a failed `execFile`. */
+const exitCodeOf = (error: unknown): number | null =>
+  typeof error === "object" && error !== null && "code" in error && typeof error.code === "number" ? error.code : null
+
+/** The stdout and stderr carried by a failed `execFile` (or its message). */
+const outputOf = (error: unknown): string => {
+  if (typeof error !== "object" || error === null) return String(error)
+  const stdout = "stdout" in error && typeof error.stdout === "string" ? error.stdout : ""
+  const stderr = "stderr" in error && typeof error.stderr === "string" ? error.stderr : ""
+  return stdout + stderr || ("message" in error ? String(error.message) : "")
 }
 
 const tsc = (project: string) =>
@@ -69,15 +85,13 @@ const driverPackages =
   /^(?:@aws-sdk\/|@effect\/opentelemetry$|@opentelemetry\/|@effect\/sql-pg$|pg$|nats$|amqplib$|@effect\/cli$|@effect\/platform-node|undici$|tsx$)/
 
 beforeAll(async () => {
-  execFileSync("npm", ["pack", "--pack-destination", workDirectory, "--loglevel=error"], {
-    cwd: repoRoot,
-    stdio: ["ignore", "pipe", "pipe"]
-  })
+  const packed = await run("npm", ["pack", "--pack-destination", workDirectory, "--loglevel=error"], repoRoot)
+  if (packed.status !== 0) throw new Error(`npm pack failed:\n${packed.output}`)
   const tarball = fs.readdirSync(workDirectory).find((name) => name.endsWith(".tgz"))
   if (tarball === undefined) throw new Error("npm pack wrote no tarball")
   const tarballPath = path.join(workDirectory, tarball)
-  tarballFiles = execFileSync("tar", ["-tzf", tarballPath], { encoding: "utf8" }).split("\n").filter(Boolean)
-  ConsumerProject.install({
+  tarballFiles = (await run("tar", ["-tzf", tarballPath], workDirectory)).output.split("\n").filter(Boolean)
+  await ConsumerProject.install({
     repoRoot,
     directory: consumer,
     tarball: tarballPath,
@@ -97,8 +111,8 @@ beforeAll(async () => {
     path.join(consumer, "root-only.mjs"),
     'import * as Outbox from "effect-outbox"\nconsole.log(Object.keys(Outbox).length)\n'
   )
-  nodeNextCheck = tsc("tsconfig.nodenext.json")
-  bundlerCheck = tsc("tsconfig.bundler.json")
+  nodeNextCheck = await tsc("tsconfig.nodenext.json")
+  bundlerCheck = await tsc("tsconfig.bundler.json")
   rootBundleInputs = await bundle("root-only.mjs", path.join("bundle", "root-only.mjs"))
   appBundleInputs = await bundle("app.ts", path.join("bundle", "app.mjs"))
 }, 300_000)
@@ -166,9 +180,9 @@ describe("a SQLite-only consumer of the tarball", () => {
     expect(bundlerCheck.status).toBe(0)
   })
 
-  it("runs with plain node: SQLite transaction commit and rollback, a Relay to a custom Sink, the memory layers", () => {
-    const result = run(process.execPath, [path.join("out", "app.js")], consumer)
-    expect(result.output.split("\n").filter(Boolean)).toEqual([
+  it("runs with plain node: SQLite transaction commit and rollback, a Relay to a custom Sink, the memory layers", async () => {
+    const result = await run(process.execPath, [path.join("out", "app.js")], consumer)
+    expect(result.output.split("\n").filter((line) => /^(?:ok |consumer ok)/.test(line))).toEqual([
       'ok sqlite transaction: {"orders":["A1"],"rejected":"rolled back A2"}',
       'ok sqlite pending after rollback: ["placed-A1"]',
       'ok relay to custom sink: ["placed-A1","placed-B1","placed-B2","sent-C1"]',
@@ -180,8 +194,8 @@ describe("a SQLite-only consumer of the tarball", () => {
     expect(result.status).toBe(0)
   })
 
-  it("loads effect-outbox/sqlite without the AWS SDK; effect-outbox/dynamodb names the missing driver", () => {
-    const sqlite = run(
+  it("loads effect-outbox/sqlite without the AWS SDK; effect-outbox/dynamodb names the missing driver", async () => {
+    const sqlite = await run(
       process.execPath,
       [
         "--input-type=module",
@@ -191,7 +205,7 @@ describe("a SQLite-only consumer of the tarball", () => {
       consumer
     )
     expect(sqlite.output.trim()).toBe("SqliteDatabase,SqliteDeadLetterStore,SqliteLeaseStore,SqliteOutboxStore")
-    const dynamodb = run(
+    const dynamodb = await run(
       process.execPath,
       ["--input-type=module", "-e", 'await import("effect-outbox/dynamodb")'],
       consumer
@@ -209,8 +223,8 @@ describe("a SQLite-only consumer of the tarball", () => {
     expect(appPackages.has("@effect/sql-sqlite-node")).toBe(true)
   })
 
-  it("runs as an esbuild ESM bundle", () => {
-    const result = run(process.execPath, [path.join("bundle", "app.mjs")], consumer)
+  it("runs as an esbuild ESM bundle", async () => {
+    const result = await run(process.execPath, [path.join("bundle", "app.mjs")], consumer)
     expect(result.output).toContain("consumer ok")
     expect(result.status).toBe(0)
   })

@@ -9,9 +9,10 @@
  * versions as in the repository. Optional peers the consumer does not list (the AWS SDK,
  * `@effect/opentelemetry`, `@effect/sql-pg`, `nats`, `amqplib`) are not installed.
  */
-import { execFileSync } from "node:child_process"
+import { execFile } from "node:child_process"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import { promisify } from "node:util"
 import { Schema } from "effect"
 
 /** One package entry of a lockfile (v3), the fields used here. */
@@ -35,6 +36,8 @@ const Lockfile = Schema.Struct({
 })
 
 const decodeEntry = Schema.decodeUnknownSync(LockEntry)
+
+const run = promisify(execFile)
 
 /** The manifest fields of the packed package that its lockfile entry repeats. */
 const Manifest = Schema.Struct({
@@ -95,7 +98,7 @@ export interface ConsumerOptions {
  * Writes the consumer's package.json and lockfile and runs `npm ci --offline --ignore-scripts`; then copies
  * the compiled better-sqlite3 addon from the repository (its install script would compile it again).
  */
-export const install = (options: ConsumerOptions): void => {
+export const install = async (options: ConsumerOptions): Promise<void> => {
   const lock = Schema.decodeUnknownSync(Lockfile)(
     JSON.parse(fs.readFileSync(path.join(options.repoRoot, "package-lock.json"), "utf8"))
   )
@@ -108,7 +111,7 @@ export const install = (options: ConsumerOptions): void => {
   fs.copyFileSync(options.tarball, path.join(options.directory, tarballName))
 
   const manifest = Schema.decodeUnknownSync(Manifest)(
-    JSON.parse(execFileSync("tar", ["-xOzf", options.tarball, "package/package.json"], { encoding: "utf8" }))
+    JSON.parse((await run("tar", ["-xOzf", options.tarball, "package/package.json"])).stdout)
   )
   const outboxEntry: LockEntry = {
     version: manifest.version,
@@ -171,9 +174,8 @@ export const install = (options: ConsumerOptions): void => {
     path.join(options.directory, "package-lock.json"),
     JSON.stringify({ name: packageJson.name, lockfileVersion: 3, requires: true, packages }, null, 2)
   )
-  execFileSync("npm", ["ci", "--offline", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], {
-    cwd: options.directory,
-    stdio: ["ignore", "pipe", "pipe"]
+  await run("npm", ["ci", "--offline", "--ignore-scripts", "--no-audit", "--no-fund", "--loglevel=error"], {
+    cwd: options.directory
   })
 
   const addon = path.join("better-sqlite3", "build", "Release", "better_sqlite3.node")
