@@ -111,10 +111,12 @@ beforeAll(async () => {
     path.join(consumer, "root-only.mjs"),
     'import * as Outbox from "effect-outbox"\nconsole.log(Object.keys(Outbox).length)\n'
   )
-  nodeNextCheck = await tsc("tsconfig.nodenext.json")
-  bundlerCheck = await tsc("tsconfig.bundler.json")
-  rootBundleInputs = await bundle("root-only.mjs", path.join("bundle", "root-only.mjs"))
-  appBundleInputs = await bundle("app.ts", path.join("bundle", "app.mjs"))
+  ;[nodeNextCheck, bundlerCheck, rootBundleInputs, appBundleInputs] = await Promise.all([
+    tsc("tsconfig.nodenext.json"),
+    tsc("tsconfig.bundler.json"),
+    bundle("root-only.mjs", path.join("bundle", "root-only.mjs")),
+    bundle("app.ts", path.join("bundle", "app.mjs"))
+  ])
 }, 300_000)
 
 afterAll(() => fs.rmSync(workDirectory, { recursive: true, force: true }))
