@@ -9,7 +9,9 @@
  * 1. persist 100 → claim 100 → complete 100, end to end (records/s); the raw and the store side take
  *    turns every 10 batches, each in its own schema, so both see the same machine load; median of the
  *    rounds;
- * 2. claim(100) latency through the store at 1k and 100k pending records (median of many claims; each
+ * 2. relay with a no-op sink draining a backlog of 4 partitions (leases, claims of 100, completes) against a
+ *    raw loop claiming and completing the same backlog partition by partition on one connection;
+ * 3. claim(100) latency through the store at 1k and 100k pending records (median of many claims; each
  *    measured claim is followed by completing the batch and persisting 100 new records, so the backlog
  *    stays put while the front of the claim index moves).
  *
@@ -28,7 +30,10 @@ import { LeaseToken } from "../src/domain/LeaseToken.js"
 import { formatTimeOrderedId, type NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as PostgresOutboxSchema from "../src/layers/postgres/PostgresOutboxSchema.js"
 import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
+import * as PostgresLeaseStore from "../src/layers/postgres/PostgresLeaseStore.js"
+import * as Relay from "../src/programs/Relay.js"
 import { OutboxStore, type OutboxStoreService } from "../src/services/OutboxStore.js"
+import { Sink } from "../src/services/Sink.js"
 import { clientLayer, createDatabase, startPostgres } from "../test/support/PostgresServer.js"
 
 const quick = process.argv.includes("--quick")
@@ -51,10 +56,19 @@ interface RawClient {
   connect(): Promise<void>
   query(text: string, values?: ReadonlyArray<unknown>): Promise<RawResult>
   end(): Promise<void>
+  on(event: "error", listener: (error: unknown) => void): void
 }
 type RawClientConstructor = new (config: { readonly connectionString: string }) => RawClient
 const requireModule = createRequire(import.meta.url)
 const pgModule: { readonly Client: RawClientConstructor } = requireModule("pg")
+
+/** A connected raw client; errors after a failure elsewhere (the server stopping) are ignored. */
+const rawClient = async (url: string): Promise<RawClient> => {
+  const client = new pgModule.Client({ connectionString: url })
+  client.on("error", () => undefined)
+  await client.connect()
+  return client
+}
 
 /** The raw baseline: the store's statements in the store's transactions, on one connection. */
 class RawStore {
@@ -79,35 +93,41 @@ class RawStore {
       throw error
     }
   }
-  persist(inputs: ReadonlyArray<Input>): Promise<number> {
+  persist(inputs: ReadonlyArray<Input>, partitionKey = "p"): Promise<number> {
     return this.transaction(async () => {
-      const seq = await this.client.query(this.st.allocateSeq, [["p"], [inputs.length]])
+      const seq = await this.client.query(this.st.allocateSeq, [[partitionKey], [inputs.length]])
       let next = Number(seq.rows[0]?.["seq_counter"]) - inputs.length + 1
       const now = Date.now()
       const cols: Array<Array<unknown>> = Array.from({ length: 12 }, () => [])
       for (const input of inputs) {
-        const values = [input.id, "p", input.envelopeId, "b", "", "", payload, "{}", null, now, null, next++]
+        const values = [input.id, partitionKey, input.envelopeId, "b", "", "", payload, "{}", null, now, null, next++]
         values.forEach((value, i) => cols[i]?.push(value))
       }
       const inserted = await this.client.query(this.st.insert, cols)
-      await this.client.query(this.st.notify, [this.channel, ["p"]])
+      await this.client.query(this.st.notify, [this.channel, [partitionKey]])
       return inserted.rows.length
     })
   }
-  claim(limit: number): Promise<Array<string>> {
+  claim(limit: number, partitionKey = "p"): Promise<Array<string>> {
     return this.transaction(async () => {
-      let fence = await this.client.query(this.st.lockFence, ["p"])
+      let fence = await this.client.query(this.st.lockFence, [partitionKey])
       if (fence.rows.length === 0) {
-        await this.client.query(this.st.createFence, ["p"])
-        fence = await this.client.query(this.st.lockFence, ["p"])
+        await this.client.query(this.st.createFence, [partitionKey])
+        fence = await this.client.query(this.st.lockFence, [partitionKey])
       }
       if (Number(fence.rows[0]?.["max_version"]) < token.version) {
-        await this.client.query(this.st.raiseFence, ["p", token.version])
+        await this.client.query(this.st.raiseFence, [partitionKey, token.version])
       }
-      const candidates = await this.client.query(this.st.selectClaimable, ["p", token.version, limit])
+      const candidates = await this.client.query(this.st.selectClaimable, [partitionKey, token.version, limit])
       if (candidates.rows.length === 0) return []
       const ids = candidates.rows.map((row) => String(row["id"]))
-      const claimed = await this.client.query(this.st.claimUpdate, [ids, token.version, token.owner, Date.now(), "p"])
+      const claimed = await this.client.query(this.st.claimUpdate, [
+        ids,
+        token.version,
+        token.owner,
+        Date.now(),
+        partitionKey
+      ])
       return claimed.rows.map((row) => String(row["id"]))
     })
   }
@@ -174,8 +194,7 @@ const main = async (): Promise<void> => {
   const server = await startPostgres()
   try {
     const url = await createDatabase(server.url, "bench")
-    const raw = new pgModule.Client({ connectionString: url })
-    await raw.connect()
+    const raw = await rawClient(url)
     const endToEnd: Array<{ store: number; raw: number }> = []
     for (let round = 0; round < rounds; round++) {
       const runtime = ManagedRuntime.make(
@@ -209,6 +228,76 @@ const main = async (): Promise<void> => {
     }
     await raw.end()
 
+    // relay (no-op sink) vs a raw claim/complete loop over the same backlog
+    const relayPartitions = ["r0", "r1", "r2", "r3"]
+    const relayRecords = quick ? 2_000 : 8_000
+    const relayRaw = await rawClient(url)
+    const relayRuntime = ManagedRuntime.make(
+      Layer.mergeAll(
+        PostgresOutboxStore.layerWith({ schema: "relay" }),
+        PostgresLeaseStore.layerWith({ schema: "relay" }),
+        Layer.succeed(Sink, Sink.of({ send: () => Effect.void }))
+      ).pipe(Layer.provideMerge(clientLayer(url, 8)))
+    )
+    const relayStore = await relayRuntime.runPromise(OutboxStore)
+    const migratedRaw = ManagedRuntime.make(
+      PostgresOutboxStore.layerWith({ schema: "relay_raw" }).pipe(Layer.provide(clientLayer(url, 1)))
+    )
+    await migratedRaw.runPromise(OutboxStore)
+    await migratedRaw.dispose()
+    const rawRelay = new RawStore(relayRaw, "relay_raw")
+    for (const pk of relayPartitions) {
+      for (let i = 0; i < relayRecords / relayPartitions.length; i += batch) {
+        const inputs = makeInputs(batch)
+        await rawRelay.persist(inputs, pk)
+        await relayRuntime.runPromise(
+          relayStore.persist(
+            inputs.map((input) => ({ ...toNew(input), partitionKey: pk, envelopeId: `${input.envelopeId}-s` }))
+          )
+        )
+      }
+    }
+    let started = performance.now()
+    for (const pk of relayPartitions) {
+      for (;;) {
+        const ids = await rawRelay.claim(batch, pk)
+        if (ids.length === 0) break
+        await rawRelay.complete(ids)
+      }
+    }
+    const rawRelayMillis = performance.now() - started
+    await relayRaw.end()
+    started = performance.now()
+    await relayRuntime.runPromise(
+      Effect.scoped(
+        Effect.gen(function* () {
+          yield* Relay.start({
+            owner: "bench-relay",
+            discoveryInterval: "50 millis",
+            drainer: {
+              batchSize: batch,
+              idleBackoffMin: "1 millis",
+              idleBackoffMax: "20 millis",
+              onExpired: "drop",
+              onPermanentFailure: "drop",
+              onPoison: "drop"
+            }
+          })
+          for (;;) {
+            let left = 0
+            for (const pk of relayPartitions) left += yield* relayStore.countPending(pk)
+            if (left === 0) break
+            yield* Effect.sleep("20 millis")
+          }
+        })
+      )
+    )
+    const relayMillis = performance.now() - started
+    await relayRuntime.dispose()
+    const relayRate = Math.round((relayRecords / relayMillis) * 1000)
+    const rawRelayRate = Math.round((relayRecords / rawRelayMillis) * 1000)
+    console.log(`relay (no-op sink): store ${relayRate} rec/s, raw loop ${rawRelayRate} rec/s`)
+
     // claim latency at 1k and 100k pending, through the store
     const latency: Record<string, { medianMillis: number; p95Millis: number }> = {}
     for (const pending of [1_000, 100_000]) {
@@ -217,8 +306,7 @@ const main = async (): Promise<void> => {
         PostgresOutboxStore.layerWith({ schema }).pipe(Layer.provideMerge(clientLayer(url, 4)))
       )
       const store = await runtime.runPromise(OutboxStore)
-      const fill = new pgModule.Client({ connectionString: url })
-      await fill.connect()
+      const fill = await rawClient(url)
       await fill.query(
         `INSERT INTO "${schema}".outbox (id, partition_key, envelope_id, binding_id, payload, created_at,
           seq, status) SELECT 'f' || i, 'p', 'f' || i, 'b', '\\x00', $1::bigint + i, i, 'pending'
@@ -277,6 +365,16 @@ const main = async (): Promise<void> => {
         },
         target: "store end to end >= 0.6x raw pg in the same run",
         met: storeRate / rawRate >= 0.6
+      },
+      relay: {
+        records: relayRecords,
+        partitions: relayPartitions.length,
+        relayRecordsPerSecond: relayRate,
+        rawLoopRecordsPerSecond: rawRelayRate,
+        ratio: round3(relayRate / rawRelayRate),
+        note: "relay with a no-op sink (leases, discovery, claims of 100, completes) against a raw claim/complete loop",
+        target: "relay >= 0.6x raw pg in the same run",
+        met: relayRate / rawRelayRate >= 0.6
       },
       claimLatency: {
         limit: batch,

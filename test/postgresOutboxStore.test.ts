@@ -14,6 +14,8 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import { inject } from "vitest"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as PostgresDeadLetterStore from "../src/layers/postgres/PostgresDeadLetterStore.js"
+import * as PostgresLeaseStore from "../src/layers/postgres/PostgresLeaseStore.js"
 import * as PostgresOutboxSchema from "../src/layers/postgres/PostgresOutboxSchema.js"
 import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
 import { conflictRetries } from "../src/layers/postgres/PostgresTransaction.js"
@@ -341,7 +343,7 @@ describe("PostgresOutboxStore", () => {
       }).pipe(Effect.provide(storeIn("joined")))
   )
 
-  it.live("several layers migrating one schema at once all start, and the tables exist once", () =>
+  it.live("several layers migrating one schema at once all start (also different stores creating one schema)", () =>
     Effect.gen(function* () {
       yield* Effect.forEach(
         Array.from({ length: 4 }, (_, i) => i),
@@ -355,6 +357,26 @@ describe("PostgresOutboxStore", () => {
       const sql = yield* SqlClient.SqlClient
       const rows = yield* sql<{ name: string }>`SELECT name FROM racing.outbox_migrations`
       expect(rows.map((r) => r.name)).toEqual(["0001_create_outbox"])
+      // the three stores of one fresh schema built at once (each creates the schema)
+      yield* Effect.flatMap(OutboxStore, (s) => s.countPending("x")).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            PostgresDeadLetterStore.layerWith({ schema: "racing_all" }),
+            PostgresLeaseStore.layerWith({ schema: "racing_all" })
+          ).pipe(
+            Layer.provideMerge(PostgresOutboxStore.layerWith({ schema: "racing_all" })),
+            Layer.provide(clientLayer(url))
+          )
+        )
+      )
+      yield* Effect.flatMap(OutboxStore, (s) => s.countPending("x")).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            PostgresOutboxStore.layerWith({ schema: "racing_two" }),
+            PostgresLeaseStore.layerWith({ schema: "racing_two" })
+          ).pipe(Layer.provide(clientLayer(url)))
+        )
+      )
     }).pipe(Effect.provide(clientLayer(url)))
   )
 

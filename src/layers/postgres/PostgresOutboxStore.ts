@@ -102,7 +102,8 @@ const IdentityRows = Schema.Array(
 
 /**
  * Runs migrations (a list of named statement lists) once per database, in one transaction holding an
- * advisory lock on `lockKey`, recording them in `table` under `schema` (both created when missing).
+ * advisory lock on the schema and one on `lockKey`, recording them in `table` under `schema` (both
+ * created when missing).
  * Shared by the PostgreSQL stores.
  *
  * @since 0.1.0
@@ -118,6 +119,9 @@ export const migrate = (
 ): Effect.Effect<void, SqlError | StoreUnavailable> =>
   tx.transact((conn) =>
     Effect.gen(function* () {
+      // the schema lock first: every store of the schema creates it, and concurrent CREATE SCHEMA IF NOT
+      // EXISTS statements collide
+      yield* tx.run(conn, "SELECT pg_advisory_xact_lock(hashtext($1))", [`effect-outbox:schema:${options.schema}`])
       yield* tx.run(conn, "SELECT pg_advisory_xact_lock(hashtext($1))", [options.lockKey])
       yield* tx.run(conn, `CREATE SCHEMA IF NOT EXISTS "${options.schema}"`, [])
       yield* tx.run(
