@@ -285,7 +285,9 @@ const main = async (): Promise<void> => {
           })
           for (;;) {
             let left = 0
-            for (const pk of relayPartitions) left += yield* relayStore.countPending(pk)
+            for (const pk of relayPartitions) {
+              left += (yield* relayStore.countPending(pk)) + (yield* relayStore.countClaimed(pk))
+            }
             if (left === 0) break
             yield* Effect.sleep("20 millis")
           }
