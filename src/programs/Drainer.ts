@@ -67,6 +67,7 @@ import {
   type CorruptRecord,
   DrainStalled,
   InvalidConfiguration,
+  type InvalidArgument,
   type InvalidRecord,
   StaleFencingToken,
   type StoreUnavailable,
@@ -304,7 +305,8 @@ export interface CycleResult {
  *
  * @since 0.1.0
  */
-export type CycleError = StaleFencingToken | TransactionConflict | StoreUnavailable | CorruptRecord | DrainStalled
+export type CycleError =
+  StaleFencingToken | TransactionConflict | StoreUnavailable | CorruptRecord | InvalidArgument | DrainStalled
 
 /**
  * Errors that end the loop: the lease was lost, or the watchdog fired.
@@ -635,7 +637,10 @@ const makeWith = (
       const failed: Map<string, StaleFencingToken | StoreUnavailable> = new Map()
       if (ids.length === 0) return failed
       storeCalls += 1
-      const result = yield* Effect.either(store.complete(ids, token))
+      // the ids are records this drainer claimed: an invalid one is a bug
+      const result = yield* Effect.either(
+        store.complete(ids, token).pipe(Effect.catchTag("InvalidArgument", Effect.die))
+      )
       if (Either.isRight(result)) return failed
       const error = result.left
       const named = error._tag === "StaleFencingToken" && ids.length > 1 ? error.recordIds : undefined
@@ -644,7 +649,9 @@ const makeWith = (
           failed.set(id, error)
           continue
         }
-        const single = yield* Effect.either(store.complete([id], token))
+        const single = yield* Effect.either(
+          store.complete([id], token).pipe(Effect.catchTag("InvalidArgument", Effect.die))
+        )
         if (Either.isLeft(single) && single.left._tag !== "StaleFencingToken") failed.set(id, single.left)
       }
       return failed
@@ -1288,6 +1295,8 @@ const makeWith = (
       const result = yield* drainOnce().pipe(
         Effect.catchTags({
           TransactionConflict: () => Effect.succeed(undefined),
+          // the loop claims with its own partition key and batch size, both checked when it was built
+          InvalidArgument: (error) => Effect.die(error),
           StoreUnavailable: (error) =>
             Effect.logWarning("drain cycle failed; backing off").pipe(
               Effect.annotateLogs({ partition: partitionKey, error: error.message }),
