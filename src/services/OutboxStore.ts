@@ -230,11 +230,11 @@ export interface ValidStoreOptions {
 }
 
 /**
- * The retention every backend applies when none is configured.
+ * The retention every backend applies when none is configured (1 hour), in milliseconds.
  *
  * @since 0.1.0
  */
-export const defaultRetention: Duration.Duration = Duration.hours(1)
+export const defaultRetentionMillis: number = 60 * 60 * 1000
 
 /** Milliseconds of a duration input, or `undefined` when it does not decode to a finite positive duration. */
 const positiveMillis = (input: Duration.DurationInput): number | undefined => {
@@ -246,8 +246,8 @@ const positiveMillis = (input: Duration.DurationInput): number | undefined => {
 
 /**
  * Checks the options every backend accepts, the same way for each: `staleClaimAfter` and `retention`,
- * when given, must be finite positive durations. Fails with `InvalidConfiguration` naming every problem
- * (component `<backend>OutboxStore`).
+ * when given, must be finite positive durations. Fails with `InvalidConfiguration` naming every problem;
+ * `backend` is its component (the layer's module name, e.g. `SqliteOutboxStore`).
  *
  * @since 0.1.0
  */
@@ -261,11 +261,10 @@ export const validateStoreOptions = (
   if (options.staleClaimAfter !== undefined && staleClaimAfterMillis === undefined) {
     problems.push("staleClaimAfter must be a finite positive duration")
   }
-  const retentionMillis =
-    options.retention === undefined ? Duration.toMillis(defaultRetention) : positiveMillis(options.retention)
+  const retentionMillis = options.retention === undefined ? defaultRetentionMillis : positiveMillis(options.retention)
   if (retentionMillis === undefined) problems.push("retention must be a finite positive duration")
   if (problems.length > 0 || retentionMillis === undefined) {
-    return Effect.fail(new InvalidConfiguration({ component: `${backend}OutboxStore`, problems }))
+    return Effect.fail(new InvalidConfiguration({ component: backend, problems }))
   }
   return Effect.succeed({ staleClaimAfterMillis, retentionMillis })
 }
