@@ -692,6 +692,27 @@ describe("SqliteOutboxStore", () => {
         }).pipe(Effect.provide(SqliteDatabase.layer({ filename: ":memory:" })))
     )
 
+    it.effect("invalid staleClaimAfter and retention fail the layer with InvalidConfiguration naming both", () =>
+      Effect.gen(function* () {
+        const invalid: ReadonlyArray<SqliteOutboxStore.SqliteOutboxStoreOptions> = [
+          { staleClaimAfter: 0, retention: 0 },
+          { staleClaimAfter: "-5 seconds", retention: Number.POSITIVE_INFINITY },
+          { staleClaimAfter: Number.NaN, retention: -1 }
+        ]
+        for (const options of invalid) {
+          const error = yield* Effect.flip(SqliteOutboxStore.make(options))
+          expect(error._tag).toBe("InvalidConfiguration")
+          if (error._tag === "InvalidConfiguration") {
+            expect(error.component).toBe("SqliteOutboxStore")
+            expect(error.problems).toHaveLength(2)
+          }
+        }
+        // nothing was migrated: the options are checked before the database is touched
+        const sql = yield* SqlClient.SqlClient
+        expect(yield* sql`SELECT name FROM sqlite_master WHERE name = 'outbox'`).toEqual([])
+      }).pipe(Effect.provide(SqliteDatabase.layer({ filename: ":memory:" })))
+    )
+
     it.effect("an invalid table prefix fails the layer with InvalidConfiguration", () =>
       Effect.gen(function* () {
         const error = yield* Effect.flip(SqliteOutboxStore.make({ tablePrefix: "x; DROP TABLE y" }))

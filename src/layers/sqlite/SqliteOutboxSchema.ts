@@ -16,6 +16,7 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
+import * as Fence from "../../domain/Fence.js"
 import { CorruptRecord, InvalidConfiguration } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
 
@@ -568,45 +569,32 @@ export interface AppliedClaim {
 }
 
 /**
- * A claim applied to a whole batch: {@link AppliedClaim} with the `Option`s every record of the batch
- * shares (built once per batch, not once per record).
- *
- * @since 0.1.0
- */
-export interface BatchClaim extends AppliedClaim {
-  readonly claimedBy: Option.Option<string>
-  readonly claimedAt: Option.Option<DateTime.Utc>
-}
-
-/**
- * Builds a {@link BatchClaim}.
- *
- * @since 0.1.0
- */
-export const batchClaim = (owner: string, version: number, at: DateTime.Utc): BatchClaim => ({
-  owner,
-  version,
-  at,
-  claimedBy: Option.some(owner),
-  claimedAt: Option.some(at)
-})
-
-/**
- * Builds the `OutboxRecord` of a decoded row, optionally with a claim applied (status `claimed`, owner,
- * version, `claimedAt`, `firstAttemptedAt` if empty, one more replay). `createdAt` may be passed when the
- * caller already built it. Every field was validated by
- * {@link decodeRowFields}, so the record is built without a second validation pass.
+ * Builds the `OutboxRecord` of a decoded row, optionally with a claim applied (status `claimed` and the
+ * fields `Fence.stampClaim` stamps). `createdAt` may be passed when the caller already built it. Every
+ * field was validated by {@link decodeRowFields}, so the record is built without a second validation pass.
  *
  * @since 0.1.0
  */
 export const toRecord = (
   decoded: DecodedRow,
-  claim?: AppliedClaim | BatchClaim,
+  claim?: AppliedClaim,
   createdAt: DateTime.Utc = DateTime.unsafeMake(decoded.row.created_at)
 ): OutboxRecord.OutboxRecord => {
   const r = decoded.row
-  const applied = claim === undefined || "claimedAt" in claim ? claim : batchClaim(claim.owner, claim.version, claim.at)
-  const claimedAt = applied === undefined ? instant(r.claimed_at) : applied.claimedAt
+  const fields =
+    claim === undefined
+      ? {
+          claimedBy: Option.fromNullable(r.claimed_by),
+          claimVersion: r.claim_version,
+          claimedAt: instant(r.claimed_at),
+          firstAttemptedAt: instant(r.first_attempted_at),
+          replayCount: r.replay_count
+        }
+      : Fence.stampClaim(
+          { firstAttemptedAt: instant(r.first_attempted_at), replayCount: r.replay_count },
+          claim,
+          claim.at
+        )
   return OutboxRecord.makeUnvalidated({
     id: r.id,
     partitionKey: r.partition_key,
@@ -620,13 +608,8 @@ export const toRecord = (
     createdAt,
     expiresAt: instant(r.expires_at),
     seq: r.seq,
-    status: applied === undefined ? decoded.status : "claimed",
-    claimedBy: applied === undefined ? Option.fromNullable(r.claimed_by) : applied.claimedBy,
-    claimVersion: applied === undefined ? r.claim_version : applied.version,
-    claimedAt,
-    firstAttemptedAt:
-      r.first_attempted_at === null && applied !== undefined ? claimedAt : instant(r.first_attempted_at),
-    replayCount: applied === undefined ? r.replay_count : r.replay_count + 1,
+    status: claim === undefined ? decoded.status : "claimed",
+    ...fields,
     completedAt: instant(r.completed_at)
   })
 }

@@ -56,6 +56,7 @@ import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as ClaimOrder from "../../domain/ClaimOrder.js"
+import * as Fence from "../../domain/Fence.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import {
   type CorruptRecord,
@@ -73,7 +74,8 @@ import {
   notClaimedBy,
   OutboxStore,
   type PersistReport,
-  type StoreOptions
+  type StoreOptions,
+  validateStoreOptions
 } from "../../services/OutboxStore.js"
 import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
@@ -262,20 +264,17 @@ export const make = (
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const names = yield* SqliteOutboxSchema.tableNames(options.tablePrefix ?? "")
-    const staleMillis =
-      options.staleClaimAfter === undefined ? undefined : Duration.toMillis(Duration.decode(options.staleClaimAfter))
-    const retentionMillis = Duration.toMillis(Duration.decode(options.retention ?? Duration.hours(1)))
+    const { retentionMillis, staleClaimAfterMillis: staleMillis } = yield* validateStoreOptions(
+      "SqliteOutboxStore",
+      options
+    )
     const sweepIntervalMillis = Duration.toMillis(Duration.decode(options.sweepInterval ?? Duration.minutes(1)))
     const sweepChunk = Math.max(1, Math.floor(options.sweepChunk ?? 500))
     const groupCommit = options.groupCommit ?? true
-    const problems: Array<string> = []
-    if (staleMillis !== undefined && !(staleMillis > 0)) problems.push("staleClaimAfter must be positive")
-    if (!(retentionMillis >= 0)) problems.push("retention must not be negative")
-    if (problems.length > 0) return yield* new InvalidConfiguration({ component: "SqliteOutboxStore", problems })
 
     yield* SqliteOutboxSchema.migrate(names).pipe(
       Effect.retry({ schedule: busyRetry, while: isBusy }),
-      Effect.mapError((cause) => new StoreUnavailable({ operation: "migrate", cause }))
+      StoreUnavailable.refail("migrate")
     )
 
     const st = SqliteOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
@@ -339,16 +338,18 @@ export const make = (
       operation: string,
       partitionKey: string | undefined,
       body: (conn: Connection) => Effect.Effect<A, E | SqlError>
-    ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
-      withConnection(inTransaction(body), "outside a caller's transaction").pipe(unavailable(operation, partitionKey))
+    ): Effect.Effect<A, Exclude<E, { readonly _tag: "SqlError" }> | StoreUnavailable> =>
+      withConnection(inTransaction(body), "outside a caller's transaction").pipe(
+        StoreUnavailable.refailTag("SqlError", operation, partitionKey)
+      )
 
     /** Runs `body` on a connection outside any transaction of the store's, retrying busy failures. */
     const standalone = <A, E extends { readonly _tag: string }>(
       operation: string,
       partitionKey: string | undefined,
       body: (conn: Connection) => Effect.Effect<A, E | SqlError>
-    ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
-      withConnection(body, "always").pipe(unavailable(operation, partitionKey))
+    ): Effect.Effect<A, Exclude<E, { readonly _tag: "SqlError" }> | StoreUnavailable> =>
+      withConnection(body, "always").pipe(StoreUnavailable.refailTag("SqlError", operation, partitionKey))
 
     /** Runs a statement and reads one column of its rows (`StoreUnavailable` when a row lacks it). */
     const select = <A>(
@@ -386,8 +387,20 @@ export const make = (
       Effect.flatMap(select(fenceOf, operation, conn, st.raiseFence, [partitionKey, token.version]), (accepted) =>
         accepted.length > 0
           ? Effect.void
-          : Effect.flatMap(select(fenceOf, operation, conn, st.readFence, [partitionKey]), (current) =>
-              Effect.fail(belowHighWaterMark(operation, partitionKey, token, current[0] ?? token.version))
+          : Effect.flatMap(
+              select(fenceOf, operation, conn, st.readFence, [partitionKey]),
+              (current): Effect.Effect<never, StoreUnavailable | StaleFencingToken> => {
+                const mark = current[0] ?? 0
+                return Fence.admit(mark, token.version) === "stale"
+                  ? Effect.fail(belowHighWaterMark(operation, partitionKey, token, mark))
+                  : Effect.fail(
+                      new StoreUnavailable({
+                        operation,
+                        partitionKey,
+                        cause: `the fence row rejected version ${token.version} at high-water mark ${mark}`
+                      })
+                    )
+              }
             )
       )
 
@@ -641,7 +654,11 @@ export const make = (
         }
         // read back: the candidates were read under this transaction's write lock; the update changed
         // exactly the claim fields, which are applied to them here
-        const applied = SqliteOutboxSchema.batchClaim(token.owner, token.version, DateTime.unsafeMake(now))
+        const applied: SqliteOutboxSchema.AppliedClaim = {
+          owner: token.owner,
+          version: token.version,
+          at: DateTime.unsafeMake(now)
+        }
         const claimed: Array<OutboxRecord.OutboxRecord> = []
         for (const c of chosen) {
           if (updated.has(c.decoded.row.id)) claimed.push(SqliteOutboxSchema.toRecord(c.decoded, applied, c.createdAt))
@@ -750,7 +767,7 @@ export const make = (
           token,
           ids.filter((id) => !matched.has(id))
         )
-      }).pipe(unavailable(operation, undefined))
+      }).pipe(StoreUnavailable.refailTag("SqlError", operation))
 
     const expire: Backend["expire"] = (before, partitionKey, token) =>
       transact("expire", partitionKey, (conn) =>
@@ -799,17 +816,6 @@ export const make = (
     }
     return makeStore(backend)
   })
-
-const unavailable =
-  (operation: string, partitionKey: string | undefined) =>
-  <A, E extends { readonly _tag: string }>(
-    effect: Effect.Effect<A, E | SqlError>
-  ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
-    Effect.catchIf(
-      effect,
-      (error): error is Extract<E | SqlError, SqlError> => error._tag === "SqlError",
-      (cause) => Effect.fail(new StoreUnavailable({ operation, partitionKey, cause }))
-    )
 
 /**
  * The SQLite outbox store with the given options (`staleClaimAfter`, `retention`, `tablePrefix`,
