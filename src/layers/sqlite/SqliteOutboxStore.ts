@@ -51,21 +51,18 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type * as ParseResult from "effect/ParseResult"
 import * as Schedule from "effect/Schedule"
-import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as ClaimOrder from "../../domain/ClaimOrder.js"
 import * as Fence from "../../domain/Fence.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import {
   type CorruptRecord,
-  InvalidConfiguration,
-  InvalidRecord,
+  type InvalidConfiguration,
   type StaleFencingToken,
   StoreUnavailable
 } from "../../domain/OutboxError.js"
-import * as OutboxRecord from "../../domain/OutboxRecord.js"
+import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import {
   type Backend,
   belowHighWaterMark,
@@ -73,12 +70,13 @@ import {
   make as makeStore,
   notClaimedBy,
   OutboxStore,
-  type PersistReport,
   type StoreOptions,
   validateStoreOptions
 } from "../../services/OutboxStore.js"
 import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
+import { persistIn } from "./SqlitePersist.js"
+import { chunksOf, countOf, fenceOf, idsOf, partitionsOf, records, run, select } from "./SqliteStatement.js"
 
 /**
  * Options of the SQLite outbox store.
@@ -108,49 +106,6 @@ const idChunk = 1000
 const partitionPage = 100
 /** Statements per retention sweep. */
 const sweepStatements = 20
-
-/** Row decoders, compiled once: they only run to describe a row that failed its structural check. */
-const rowsOf = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknownEither(Schema.Array(schema))
-const decodeFence = rowsOf(Schema.Struct({ max_version: Schema.Number }))
-const decodeSeq = rowsOf(Schema.Struct({ seq_counter: Schema.Number }))
-const decodePartitions = rowsOf(Schema.Struct({ partition_key: Schema.String }))
-const decodeIds = rowsOf(SqliteOutboxSchema.IdRow)
-const decodeIdentities = rowsOf(SqliteOutboxSchema.IdentityRow)
-const decodeCount = rowsOf(SqliteOutboxSchema.CountRow)
-
-/**
- * Reads one column of every row. A row whose column fails `check` (a subset of what `decode`'s schema
- * accepts) sends the whole result through `decode`, which then accepts it or describes the problem as
- * a `StoreUnavailable`: acceptance is the schema's, without running it on well-formed results.
- */
-const columnOf =
-  <A>(
-    column: string,
-    check: (u: unknown) => u is A,
-    decode: (rows: unknown) => Either.Either<ReadonlyArray<Record<string, A>>, ParseResult.ParseError>
-  ) =>
-  (operation: string, rows: ReadonlyArray<unknown>): Either.Either<Array<A>, StoreUnavailable> => {
-    const out: Array<A> = []
-    for (const row of rows) {
-      const value: unknown = typeof row === "object" && row !== null ? Reflect.get(row, column) : undefined
-      if (!check(value)) {
-        const decoded = decode(rows)
-        return Either.isRight(decoded)
-          ? Either.right(decoded.right.map((r) => r[column]).filter((v): v is A => v !== undefined))
-          : Either.left(new StoreUnavailable({ operation, cause: decoded.left }))
-      }
-      out.push(value)
-    }
-    return Either.right(out)
-  }
-
-const isString = (u: unknown): u is string => typeof u === "string"
-const isNumber = (u: unknown): u is number => typeof u === "number"
-const idsOf = columnOf("id", isString, decodeIds)
-const fenceOf = columnOf("max_version", isNumber, decodeFence)
-const seqOf = columnOf("seq_counter", isNumber, decodeSeq)
-const partitionsOf = columnOf("partition_key", isString, decodePartitions)
-const countOf = columnOf("n", isNumber, decodeCount)
 
 /**
  * True for a SQL failure caused by another connection's lock (`SQLITE_BUSY*`, `SQLITE_LOCKED*`).
@@ -227,17 +182,6 @@ type SettleRequest = GroupMember<SettleCall, Set<string>, SettleFailure>
 /** How one complete/release statement can fail before the ids are known. */
 type SettleFailure = SqlError | StoreUnavailable
 
-const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
-  if (items.length <= size) return [items]
-  const out: Array<ReadonlyArray<A>> = []
-  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size))
-  return out
-}
-
-/** Lifts an `Either` into an effect without an extra step for the common `Right`. */
-const fromEither = <A, E>(either: Either.Either<A, E>): Effect.Effect<A, E> =>
-  Either.isRight(either) ? Effect.succeed(either.right) : Effect.fail(either.left)
-
 /** Statements of the store's own transactions (never interpolated with values). */
 const control = {
   begin: "BEGIN",
@@ -280,13 +224,6 @@ export const make = (
     const st = SqliteOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
     /** When the last retention sweep ran (plain state: only read and set between effects). */
     let lastSweep = yield* Clock.currentTimeMillis
-
-    /** Runs one statement on a connection; rows come back untransformed (the store names its columns). */
-    const run = (
-      conn: Connection,
-      text: string,
-      params: ReadonlyArray<unknown>
-    ): Effect.Effect<ReadonlyArray<unknown>, SqlError> => conn.execute(text, params, undefined)
 
     /** Runs `f` on the caller's transaction connection when there is one, else on a reserved connection. */
     const withConnection = <A, E>(
@@ -351,32 +288,6 @@ export const make = (
     ): Effect.Effect<A, Exclude<E, { readonly _tag: "SqlError" }> | StoreUnavailable> =>
       withConnection(body, "always").pipe(StoreUnavailable.refailTag("SqlError", operation, partitionKey))
 
-    /** Runs a statement and reads one column of its rows (`StoreUnavailable` when a row lacks it). */
-    const select = <A>(
-      read: (operation: string, rows: ReadonlyArray<unknown>) => Either.Either<Array<A>, StoreUnavailable>,
-      operation: string,
-      conn: Connection,
-      text: string,
-      params: ReadonlyArray<unknown>
-    ): Effect.Effect<Array<A>, SqlError | StoreUnavailable> =>
-      Effect.flatMap(run(conn, text, params), (rows) => fromEither(read(operation, rows)))
-
-    /** Runs a statement returning outbox rows and decodes them into records (`CorruptRecord` on a bad row). */
-    const records = (
-      conn: Connection,
-      text: string,
-      params: ReadonlyArray<unknown>
-    ): Effect.Effect<Array<OutboxRecord.OutboxRecord>, SqlError | CorruptRecord> =>
-      Effect.flatMap(run(conn, text, params), (rows) => {
-        const out: Array<OutboxRecord.OutboxRecord> = []
-        for (const row of rows) {
-          const decoded = SqliteOutboxSchema.decodeRow(row)
-          if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-          out.push(decoded.right)
-        }
-        return Effect.succeed(out)
-      })
-
     /** Raises the partition's fence to the token's version, or fails when the token is below it. */
     const raiseFence = (
       conn: Connection,
@@ -423,185 +334,8 @@ export const make = (
       return sweep(now)
     })
 
-    const idReused = (record: OutboxRecord.PreparedRecord, index: number): InvalidRecord =>
-      new InvalidRecord({
-        index,
-        recordId: record.id,
-        partitionKey: record.partitionKey,
-        reason: `id ${record.id} is already used by a record with another identity`
-      })
-
-    /** Fails with `InvalidRecord` when the record's id is stored under another identity. */
-    const rejectIdHeldByOther = (
-      conn: Connection,
-      record: OutboxRecord.PreparedRecord,
-      index: number
-    ): Effect.Effect<void, SqlError | StoreUnavailable | InvalidRecord> =>
-      Effect.flatMap(
-        run(conn, st.findById, [record.id]),
-        (rows): Effect.Effect<void, StoreUnavailable | InvalidRecord> => {
-          if (rows.length === 0) return Effect.void
-          const holders = decodeIdentities(rows)
-          if (Either.isLeft(holders)) {
-            return Effect.fail(new StoreUnavailable({ operation: "persist", cause: holders.left }))
-          }
-          const holder = holders.right[0]
-          return holder !== undefined &&
-            OutboxRecord.identityKey({
-              partitionKey: holder.partition_key,
-              envelopeId: holder.envelope_id,
-              bindingId: holder.binding_id
-            }) !== OutboxRecord.identityKey(record)
-            ? Effect.fail(idReused(record, index))
-            : Effect.void
-        }
-      )
-
-    /**
-     * Inserts the records with seq blocks from the fence row, in the same transaction (R-PERSIST-4; gaps
-     * are allowed), and returns the ids inserted: `ON CONFLICT DO NOTHING` leaves out a record whose
-     * identity (or id) is already stored, also by an earlier record of the same statement.
-     */
-    const insertRecords = (
-      conn: Connection,
-      records: ReadonlyArray<OutboxRecord.PreparedRecord>
-    ): Effect.Effect<Set<string>, SqlError | StoreUnavailable> =>
-      Effect.gen(function* () {
-        const perPartition = new Map<string, number>()
-        for (const record of records) {
-          perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
-        }
-        const nextSeq = new Map<string, number>()
-        for (const [partitionKey, count] of perPartition) {
-          const last = (yield* select(seqOf, "persist", conn, st.allocateSeq, [partitionKey, count]))[0]
-          if (last === undefined) {
-            return yield* new StoreUnavailable({ operation: "persist", partitionKey, cause: "no seq allocated" })
-          }
-          nextSeq.set(partitionKey, last - count + 1)
-        }
-        const inserted = new Set<string>()
-        for (const chunk of chunksOf(records, SqliteOutboxSchema.insertChunk)) {
-          const values: Array<unknown> = []
-          for (const record of chunk) {
-            const seq = nextSeq.get(record.partitionKey) ?? 0
-            nextSeq.set(record.partitionKey, seq + 1)
-            SqliteOutboxSchema.pushInsertValues(values, record, seq)
-          }
-          for (const id of yield* select(idsOf, "persist", conn, st.insert(chunk.length), values)) inserted.add(id)
-        }
-        return inserted
-      })
-
-    /** The records of a batch by first occurrence of their identity (R-PERSIST-3: the first one wins). */
-    const dedupe = (batch: ReadonlyArray<OutboxRecord.PreparedRecord>) => {
-      const firstOfIdentity = new Map<string, number>()
-      const unique: Array<{ readonly record: OutboxRecord.PreparedRecord; readonly index: number }> = []
-      const duplicateOf: Array<{ readonly index: number; readonly first: number }> = []
-      batch.forEach((record, index) => {
-        const identity = OutboxRecord.identityKey(record)
-        const first = firstOfIdentity.get(identity)
-        if (first === undefined) {
-          firstOfIdentity.set(identity, index)
-          unique.push({ record, index })
-        } else {
-          duplicateOf.push({ index, first })
-        }
-      })
-      return { unique, duplicateOf }
-    }
-
-    /**
-     * The report of a batch some of whose records were not inserted: each of them is an existing
-     * identity or a repeat of an earlier record of the batch (skipped), or uses an id held by a different
-     * identity (the whole batch fails with `InvalidRecord`; not checked again when `idsChecked`, i.e. every
-     * id of the batch was checked before anything was written).
-     */
-    const reportOf = (
-      conn: Connection,
-      batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
-      { duplicateOf, unique }: ReturnType<typeof dedupe>,
-      inserted: ReadonlySet<string>,
-      idsChecked: boolean
-    ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
-      Effect.gen(function* () {
-        if (!idsChecked) {
-          const notInserted = [
-            ...unique.filter(({ record }) => !inserted.has(record.id)),
-            ...duplicateOf.flatMap(({ index }) => {
-              const record = batch[index]
-              return record === undefined ? [] : [{ record, index }]
-            })
-          ].sort((a, b) => a.index - b.index)
-          for (const { record, index } of notInserted) yield* rejectIdHeldByOther(conn, record, index)
-        }
-        const holderOf = new Map<number, string>()
-        for (const { record, index } of unique) {
-          if (inserted.has(record.id)) {
-            holderOf.set(index, record.id)
-            continue
-          }
-          const holder = yield* select(idsOf, "persist", conn, st.findIdentity, [
-            record.partitionKey,
-            record.envelopeId,
-            record.bindingId
-          ])
-          const existing = holder[0]
-          if (existing === undefined) return yield* idReused(record, index)
-          holderOf.set(index, existing)
-        }
-        const skipped: Array<{ readonly index: number; readonly id: string; readonly existing: string }> = []
-        for (const { record, index } of unique) {
-          if (!inserted.has(record.id)) skipped.push({ index, id: record.id, existing: holderOf.get(index) ?? "" })
-        }
-        for (const { index, first } of duplicateOf) {
-          const record = batch[index]
-          if (record !== undefined) skipped.push({ index, id: record.id, existing: holderOf.get(first) ?? "" })
-        }
-        skipped.sort((a, b) => a.index - b.index)
-        const report: PersistReport = {
-          persisted: unique.filter(({ record }) => inserted.has(record.id)).map(({ record }) => record.id),
-          skipped: skipped.map((s) => s.id),
-          existingIds: skipped.map((s) => s.existing)
-        }
-        return report
-      })
-
-    const persistIn = (
-      conn: Connection,
-      batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
-      replaceTerminal: boolean
-    ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
-      Effect.gen(function* () {
-        if (!replaceTerminal) {
-          // one INSERT of the whole batch leaves out repeated and existing identities by itself; when
-          // every record went in, none was repeated or existing and the batch is done
-          const inserted = yield* insertRecords(conn, batch)
-          if (inserted.size === batch.length) {
-            return { persisted: batch.map((record) => record.id), skipped: [], existingIds: [] }
-          }
-          return yield* reportOf(conn, batch, dedupe(batch), inserted, false)
-        }
-        const batchIdentities = dedupe(batch)
-        // an id held by another identity is rejected against the state before the batch, also when that
-        // holder is a terminal record this batch replaces (as the model and memory store do) — for every
-        // record of the batch, in-batch repeats included: once the terminal holders are deleted, the old id of
-        // a replaced record would no longer be seen as taken
-        for (let index = 0; index < batch.length; index++) {
-          const record = batch[index]
-          if (record !== undefined) yield* rejectIdHeldByOther(conn, record, index)
-        }
-        for (const { record } of batchIdentities.unique) {
-          yield* run(conn, st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])
-        }
-        const inserted = yield* insertRecords(
-          conn,
-          batchIdentities.unique.map(({ record }) => record)
-        )
-        return yield* reportOf(conn, batch, batchIdentities, inserted, true)
-      })
-
     const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
-      transact("persist", batch[0]?.partitionKey, (conn) => persistIn(conn, batch, replaceTerminal))
+      transact("persist", batch[0]?.partitionKey, (conn) => persistIn(st, conn, batch, replaceTerminal))
 
     const claimIn = (
       conn: Connection,
