@@ -2,10 +2,10 @@
  * The `OutboxStore` port (SPEC §2) and the shared core every backend goes through.
  *
  * Backends implement {@link Backend} (storage only). {@link make} wraps a backend with what must not
- * drift between backends: token validity (R-CLAIM-1, R-DONE-1), input validation and defaults
- * (R-PERSIST-2/4/5), id generation, limit normalisation and one span per public operation (without a
- * captured call site: it would always point into this module, and capturing one costs a stack trace on
- * the hot path).
+ * drift between backends: argument validation (`InvalidArgument`), token validity (R-CLAIM-1, R-DONE-1),
+ * record validation and defaults (R-PERSIST-2/4/5), id generation, limit normalisation (R-CLAIM-3) and
+ * one span per public operation. {@link validateStoreOptions} checks the options every backend accepts.
+ * Design notes: docs/design.md.
  *
  * @since 0.1.0
  */

@@ -1,9 +1,11 @@
 /**
  * The SQLite outbox schema (SPEC §3.2): table and index definitions, the migrations that create them,
- * the SQL text of every statement the store issues, and the decoding of rows into records.
+ * the SQL text of every statement the store issues, and the decoding of rows into records
+ * (`CorruptRecord` for anything undecodable).
  *
  * Times are integer epoch milliseconds. `ordering_key` is NULL for keyless records. `terminal_at` is
- * set when a record becomes completed or expired and drives the retention sweep.
+ * set when a record becomes completed or expired and drives the retention sweep. Design notes:
+ * docs/design/sqlite.md.
  *
  * @since 0.1.0
  */
@@ -70,9 +72,8 @@ export const tableNames = (prefix: string): Either.Either<TableNames, InvalidCon
 }
 
 /**
- * The non-terminal predicate, written identically everywhere so the partial indexes apply. It is
- * "not terminal" rather than "pending or claimed" so that a row with an unknown (corrupt) status stays
- * visible to the claim walk, which then fails naming it instead of skipping it silently.
+ * The non-terminal predicate, written identically everywhere so the partial indexes apply. A row with an
+ * unknown (corrupt) status counts as live, so the claim walk reports it.
  */
 const live = (alias: string): string => `${alias}.status NOT IN ('completed', 'expired')`
 
@@ -83,13 +84,8 @@ const keyIndexStatement = (t: TableNames): string =>
 
 /**
  * The DDL of the current schema, as a new database gets it (the first migration; the second one brings a
- * database made by the first schema up to date).
- *
- * The head-of-line index holds only **claimed** records with an ordering key, with their claim version
- * and time: only a claimed record can block an older-first claim of its key (R-HOL), so pending records
- * need no entry. The claim's check reads the index alone, and the index stays as small as the records in
- * flight: a complete or release removes one entry from a page that the other in-flight records of the
- * partition share, instead of one page per key of a large backlog.
+ * database made by the first schema up to date). The head-of-line index holds only claimed records with
+ * an ordering key (R-CLAIM-5; see docs/design/sqlite.md).
  *
  * @since 0.1.0
  */

@@ -1,41 +1,19 @@
 /**
  * The SQLite `OutboxStore` (SPEC §3.2), the embedded default backend, on `@effect/sql` (provide a
- * `SqlClient`, e.g. with `SqliteDatabase.layer({ filename })`).
+ * `SqlClient`, e.g. with `SqliteDatabase.layer({ filename })`). Runs its own migrations and shares the
+ * database with other tables.
  *
- * - The layer runs its own migrations (recorded in `<prefix>outbox_migrations`) and never assumes it
- *   owns the database: leases and dead letters keep their own tables.
- * - Persist joins an enclosing `sql.withTransaction` (R-PERSIST-6): business rows and outbox records
- *   commit or roll back together.
- * - Claim is one transaction: raise the fence → select the claimable, head-of-line-respecting
- *   candidates in age order through the claim index (the final choice is `ClaimOrder.select`) →
- *   guarded update repeating the predicate, returning the ids it changed → read back: the candidate
- *   rows were read under the same write lock, so the claimed records are those rows with the claim
- *   applied.
- * - Complete and release are one guarded UPDATE per 1000 ids (one transaction when there are more).
- *   With several ids the matching ones are applied and stay applied; the call then fails with
- *   `StaleFencingToken` naming the ids that did not match (R-DONE-3: not all-or-nothing).
- * - Every transaction the store starts opens with a write, so it takes the write lock up front (like
- *   `BEGIN IMMEDIATE`): several processes may drain one WAL file, waiting on the busy timeout instead
- *   of failing on a stale read snapshot. A statement still failing with `SQLITE_BUSY`/`SQLITE_LOCKED`
- *   is retried a few times with short sleeps (never inside a caller's own transaction: a caller sharing
- *   the file between processes should begin its transaction with a write, or retry on
- *   `StoreUnavailable`); any other SQL failure is `StoreUnavailable` with the cause.
- * - A stored row that cannot be decoded (unknown status, malformed headers JSON, wrong column types)
- *   fails the operation that reads it with `CorruptRecord` naming the record; it is never skipped, so a
- *   corrupt row in the way blocks claims of its partition until it is repaired or removed.
- * - Terminal records are removed after `retention` by a sweep that runs at most once per
- *   `sweepInterval`, on the claim path, in bounded chunks.
- * - Hot path: statements run directly on the client's connection (reserved per operation, or the
- *   connection of the caller's transaction) inside the store's own `BEGIN … COMMIT` or savepoint, with
- *   one span per public operation (from the store core) rather than one per statement; rows and
- *   result columns are checked structurally and go through their Schema only when the check fails
- *   (acceptance is the Schema's; it then names the problem); records are built without re-validation.
- *   Rows come back with the column names the store selects (the client's `transformResultNames`, if
- *   any, is not applied to the store's own statements).
+ * - Persist joins an enclosing `sql.withTransaction` (R-PERSIST-6).
+ * - Claim and expire are one transaction each, fenced by the partition's fence row (R-CLAIM-2, R-EXP-1);
+ *   claims select through `ClaimOrder` (R-CLAIM-4/5/6).
+ * - Complete/release with several ids apply the matching ones and fail naming the rest (R-DONE-3: not
+ *   all-or-nothing); calls of one event-loop turn share a commit unless `groupCommit` is false.
+ * - Busy failures are retried briefly outside a caller's transaction; any other SQL failure is
+ *   `StoreUnavailable`; an undecodable row fails the operation with `CorruptRecord` (never skipped).
+ * - Terminal records are swept after `retention`, at most once per `sweepInterval`.
+ * - Stale reclaim (R-CLAIM-6) only when `staleClaimAfter` is given, against this process's clock.
  *
- * Stale reclaim (R-CLAIM-6) is off unless `staleClaimAfter` is given; it compares `claimedAt` with this
- * process's clock, so the threshold must exceed the worst clock skew between the processes sharing the
- * file plus the longest batch.
+ * Design notes: docs/design/sqlite.md.
  *
  * @since 0.1.0
  */
