@@ -458,12 +458,22 @@ const stringOrUndefined = (u: unknown): string | undefined => (typeof u === "str
 const numberOrUndefined = (u: unknown): number | undefined => (typeof u === "number" ? u : undefined)
 
 /**
- * Normalises a claim/query limit: non-finite or non-positive → 0, else its integer part. The core
- * accepts only safe integers (see {@link make}), so a backend sees `max(0, limit)`.
+ * The largest limit a backend is handed (DynamoDB's `Limit` is a 32-bit integer); a larger valid limit
+ * means "everything" and is lowered to it.
  *
  * @since 0.1.0
  */
-export const normaliseLimit = (limit: number): number => (Number.isFinite(limit) && limit > 0 ? Math.floor(limit) : 0)
+export const maxLimit = 2_147_483_647
+
+/**
+ * Normalises a claim/query limit: non-finite or non-positive → 0, else its integer part, at most
+ * {@link maxLimit}. The core accepts only safe integers (see {@link make}), so a backend sees
+ * `min(max(0, limit), maxLimit)`.
+ *
+ * @since 0.1.0
+ */
+export const normaliseLimit = (limit: number): number =>
+  Number.isFinite(limit) && limit > 0 ? Math.min(Math.floor(limit), maxLimit) : 0
 
 const invalidArgument = (operation: string, argument: string, reason: string): Effect.Effect<never, InvalidArgument> =>
   Effect.fail(new InvalidArgument({ operation, argument, reason }))
@@ -554,7 +564,7 @@ export const make = (backend: Backend): OutboxStoreService =>
     queryPending: (partitionKey, limit) =>
       (
         checkPartition("queryPending", partitionKey, limit) ??
-        (limit <= 0 ? Effect.succeed([]) : backend.queryPending(partitionKey, limit))
+        (limit <= 0 ? Effect.succeed([]) : backend.queryPending(partitionKey, normaliseLimit(limit)))
       ).pipe(span("OutboxStore.queryPending", { "outbox.partition": partitionKey })),
     countPending: (partitionKey) =>
       (checkPartition("countPending", partitionKey) ?? backend.countPending(partitionKey)).pipe(

@@ -1,7 +1,8 @@
 /**
  * Every operation validates its arguments in the store core and fails with `InvalidArgument` (naming the
  * operation and the argument, never its value) before touching state, identically on every backend. A
- * limit must be a safe integer; an integer `<= 0` stays the fencing no-op of R-CLAIM-3.
+ * limit must be a safe integer; an integer `<= 0` stays the fencing no-op of R-CLAIM-3 and a larger one
+ * than any backend takes means "everything".
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
