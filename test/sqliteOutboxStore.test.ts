@@ -23,6 +23,7 @@ import * as path from "node:path"
 import { afterAll } from "vitest"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
+import * as SqliteOutboxRows from "../src/layers/sqlite/SqliteOutboxRows.js"
 import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import type { SqliteOutboxStoreOptions } from "../src/layers/sqlite/SqliteOutboxStore.js"
@@ -784,7 +785,7 @@ describe("SqliteOutboxStore", () => {
     })
 
     it("decodeRow turns a row with a wrong column type into CorruptRecord naming the id", () => {
-      const decoded = SqliteOutboxSchema.decodeRow({ id: "r1", partition_key: "p", created_at: "yesterday" })
+      const decoded = SqliteOutboxRows.decodeRow({ id: "r1", partition_key: "p", created_at: "yesterday" })
       expect(Either.isLeft(decoded)).toBe(true)
       if (Either.isLeft(decoded)) expect(decoded.left.recordId).toBe("r1")
     })

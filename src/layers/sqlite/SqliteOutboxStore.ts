@@ -53,6 +53,7 @@ import {
 } from "../../services/OutboxStore.js"
 import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
+import * as SqliteOutboxRows from "./SqliteOutboxRows.js"
 import { persistIn } from "./SqlitePersist.js"
 import { chunksOf, countOf, fenceOf, idsOf, partitionsOf, records, run, select } from "./SqliteStatement.js"
 
@@ -128,10 +129,10 @@ export const retryBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effec
 
 /** A decoded candidate row with the facts claim selection looks at. */
 interface Candidate extends ClaimOrder.ClaimFacts {
-  readonly decoded: SqliteOutboxSchema.DecodedRow
+  readonly decoded: SqliteOutboxRows.DecodedRow
 }
 
-const candidateOf = (decoded: SqliteOutboxSchema.DecodedRow): Candidate => {
+const candidateOf = (decoded: SqliteOutboxRows.DecodedRow): Candidate => {
   const row = decoded.row
   return {
     decoded,
@@ -336,7 +337,7 @@ export const make = (
         ])
         const candidates: Array<Candidate> = []
         for (const row of rows) {
-          const decoded = SqliteOutboxSchema.decodeRowFields(row)
+          const decoded = SqliteOutboxRows.decodeRowFields(row)
           if (Either.isLeft(decoded)) return yield* decoded.left
           candidates.push(candidateOf(decoded.right))
         }
@@ -366,14 +367,14 @@ export const make = (
         }
         // read back: the candidates were read under this transaction's write lock; the update changed
         // exactly the claim fields, which are applied to them here
-        const applied: SqliteOutboxSchema.AppliedClaim = {
+        const applied: SqliteOutboxRows.AppliedClaim = {
           owner: token.owner,
           version: token.version,
           at: DateTime.unsafeMake(now)
         }
         const claimed: Array<OutboxRecord.OutboxRecord> = []
         for (const c of chosen) {
-          if (updated.has(c.decoded.row.id)) claimed.push(SqliteOutboxSchema.toRecord(c.decoded, applied, c.createdAt))
+          if (updated.has(c.decoded.row.id)) claimed.push(SqliteOutboxRows.toRecord(c.decoded, applied, c.createdAt))
         }
         claimed.sort(ClaimOrder.compareAge)
         return ClaimBatch(claimed)

@@ -14,17 +14,17 @@ import * as Schema from "effect/Schema"
 import type { CorruptRecord } from "../../domain/OutboxError.js"
 import { StoreUnavailable } from "../../domain/OutboxError.js"
 import type * as OutboxRecord from "../../domain/OutboxRecord.js"
-import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
+import * as SqliteOutboxRows from "./SqliteOutboxRows.js"
 
 /** Row decoders, compiled once: they only run to describe a row that failed its structural check. */
 const rowsOf = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknownEither(Schema.Array(schema))
 const decodeFence = rowsOf(Schema.Struct({ max_version: Schema.Number }))
 const decodeSeq = rowsOf(Schema.Struct({ seq_counter: Schema.Number }))
 const decodePartitions = rowsOf(Schema.Struct({ partition_key: Schema.String }))
-const decodeIds = rowsOf(SqliteOutboxSchema.IdRow)
+const decodeIds = rowsOf(SqliteOutboxRows.IdRow)
 /** Decodes identity rows (`partition_key`, `envelope_id`, `binding_id`). */
-export const decodeIdentities = rowsOf(SqliteOutboxSchema.IdentityRow)
-const decodeCount = rowsOf(SqliteOutboxSchema.CountRow)
+export const decodeIdentities = rowsOf(SqliteOutboxRows.IdentityRow)
+const decodeCount = rowsOf(SqliteOutboxRows.CountRow)
 
 /**
  * Reads one column of every row. A row whose column fails `check` (a subset of what `decode`'s schema
@@ -103,7 +103,7 @@ export const records = (
   Effect.flatMap(run(conn, text, params), (rows) => {
     const out: Array<OutboxRecord.OutboxRecord> = []
     for (const row of rows) {
-      const decoded = SqliteOutboxSchema.decodeRow(row)
+      const decoded = SqliteOutboxRows.decodeRow(row)
       if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
       out.push(decoded.right)
     }
