@@ -110,9 +110,8 @@ export class InvalidRecord extends Schema.TaggedError<InvalidRecord>()("InvalidR
 }
 
 /**
- * An argument of a store operation is invalid (e.g. an empty partition key, a limit that is not an
- * integer, ids that are not an array of non-empty strings). Nothing was changed. The message names the
- * argument, never its value.
+ * An argument of a port operation is invalid (empty or non-string key, non-finite or non-positive
+ * duration, bad filter, …). Nothing was read or written. The message names the argument, never its value.
  *
  * @since 0.1.0
  */
