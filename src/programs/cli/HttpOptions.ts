@@ -1,0 +1,150 @@
+/**
+ * The operations endpoint options of the CLI (`--http-port`, `--http-host`, `--http-allow-mutations`,
+ * `--http-show-payloads`; config paths under `http.`, env `OUTBOX_HTTP_*`) and the layer that serves it
+ * on Node's HTTP server. Loopback by default: any other host must be given explicitly and logs a WARN.
+ *
+ * @since 0.1.0
+ */
+import * as Options from "@effect/cli/Options"
+import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
+import * as HttpServer from "@effect/platform/HttpServer"
+import * as Config from "effect/Config"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import * as http from "node:http"
+import type { OutboxStore } from "../../services/OutboxStore.js"
+import * as OpsServer from "../ops/OpsServer.js"
+import { CliFailure } from "./Settings.js"
+import { flagEntries } from "./StoreOptions.js"
+
+/**
+ * The options.
+ *
+ * @since 0.1.0
+ */
+export const httpOptions = {
+  httpPort: Options.integer("http-port").pipe(
+    Options.withDescription("Serve /metrics, /healthz, /readyz and the dashboard on this port (env OUTBOX_HTTP_PORT)"),
+    Options.optional
+  ),
+  httpHost: Options.text("http-host").pipe(
+    Options.withDescription("Address the operations endpoint binds (default 127.0.0.1; env OUTBOX_HTTP_HOST)"),
+    Options.optional
+  ),
+  httpAllowMutations: Options.boolean("http-allow-mutations").pipe(
+    Options.withDescription("Allow redrive and purge from the dashboard (env OUTBOX_HTTP_ALLOW_MUTATIONS)")
+  ),
+  httpShowPayloads: Options.boolean("http-show-payloads").pipe(
+    Options.withDescription("Show record payloads on the dashboard (env OUTBOX_HTTP_SHOW_PAYLOADS)")
+  )
+}
+
+/**
+ * The parsed options.
+ *
+ * @since 0.1.0
+ */
+export interface HttpFlags {
+  readonly httpPort: Option.Option<number>
+  readonly httpHost: Option.Option<string>
+  readonly httpAllowMutations: boolean
+  readonly httpShowPayloads: boolean
+}
+
+/**
+ * The config paths of the flags.
+ *
+ * @since 0.1.0
+ */
+export const httpFlagEntries = (flags: HttpFlags): Map<string, string> =>
+  flagEntries([
+    ["http.port", flags.httpPort],
+    ["http.host", flags.httpHost],
+    ["http.allowMutations", flags.httpAllowMutations ? Option.some("true") : Option.none()],
+    ["http.showPayloads", flags.httpShowPayloads ? Option.some("true") : Option.none()]
+  ])
+
+/**
+ * The operations endpoint settings.
+ *
+ * @since 0.1.0
+ */
+export interface HttpSettings {
+  /** The port; none = no endpoint. 0 picks a free port. */
+  readonly port: Option.Option<number>
+  readonly host: string
+  readonly allowMutations: boolean
+  readonly showPayloads: boolean
+}
+
+/**
+ * The settings as a `Config` (paths `http.port`, `http.host`, `http.allowMutations`, `http.showPayloads`).
+ *
+ * @since 0.1.0
+ */
+export const httpConfig: Config.Config<HttpSettings> = Config.all({
+  port: Config.option(
+    Config.integer("port").pipe(
+      Config.validate({ message: "Expected a port from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
+      Config.nested("http")
+    )
+  ),
+  host: Config.nonEmptyString("host").pipe(Config.nested("http"), Config.withDefault("127.0.0.1")),
+  allowMutations: Config.boolean("allowMutations").pipe(Config.nested("http"), Config.withDefault(false)),
+  showPayloads: Config.boolean("showPayloads").pipe(Config.nested("http"), Config.withDefault(false))
+})
+
+const loopback = (host: string): boolean =>
+  host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host)
+
+/**
+ * Serves the operations endpoint for the lifetime of the layer when a port is configured (nothing
+ * otherwise), logging its URL; a non-loopback host logs a WARN. A port that cannot be bound is a
+ * {@link CliFailure} with exit code 2.
+ *
+ * @since 0.1.0
+ */
+export const serve = <R>(
+  settings: HttpSettings,
+  makeApp: Layer.Layer<never, never, HttpServer.HttpServer | R>
+): Layer.Layer<never, CliFailure, R> =>
+  Option.match(settings.port, {
+    onNone: () => Layer.empty,
+    onSome: (port) => {
+      const server = NodeHttpServer.layer(() => http.createServer(), { port, host: settings.host }).pipe(
+        Layer.mapError(
+          (error) =>
+            new CliFailure({
+              message: `cannot serve the operations endpoint on ${settings.host}:${port}: ${error.message}`,
+              exitCode: 2
+            })
+        )
+      )
+      const announce = Layer.effectDiscard(
+        HttpServer.addressWith((address) => {
+          const url = address._tag === "TcpAddress" ? `http://${hostText(settings.host)}:${address.port}/` : ""
+          return Effect.zipRight(
+            loopback(settings.host)
+              ? Effect.void
+              : Effect.logWarning("the operations endpoint listens beyond loopback").pipe(
+                  Effect.annotateLogs({ host: settings.host })
+                ),
+            Effect.logInfo("operations endpoint listening").pipe(Effect.annotateLogs({ url }))
+          )
+        })
+      )
+      return Layer.mergeAll(makeApp, announce).pipe(Layer.provide(server))
+    }
+  })
+
+const hostText = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
+
+/**
+ * The relay's operations app (metrics and probes) for {@link serve}.
+ *
+ * @since 0.1.0
+ */
+export const relayApp = (
+  options: OpsServer.OpsServerOptions
+): Layer.Layer<never, never, HttpServer.HttpServer | OutboxStore> => OpsServer.layer(options)
