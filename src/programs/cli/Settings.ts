@@ -53,6 +53,8 @@ export interface StoreSettings {
    * an fsync is slow).
    */
   readonly sqliteSynchronous: "FULL" | "NORMAL"
+  /** Prefix of the SQLite table names (the stores' `tablePrefix`; default none). */
+  readonly sqliteTablePrefix: string
   /** DynamoDB endpoint (DynamoDB Local, a VPC endpoint); absent → the SDK default for the region. */
   readonly dynamodbEndpoint: Option.Option<string>
   readonly dynamodbRegion: string
@@ -97,7 +99,8 @@ const trimmed: Config.Config<string> = Config.nonEmptyString().pipe(Config.mapAt
 const nonEmpty = (name: string): Config.Config<string> => Config.nested(trimmed, name)
 
 /**
- * The store settings as a `Config` (paths `backend`, `sqlite.file`, `sqlite.synchronous`, `dynamodb.endpoint`,
+ * The store settings as a `Config` (paths `backend`, `sqlite.file`, `sqlite.synchronous`, `sqlite.tablePrefix`,
+ * `dynamodb.endpoint`,
  * `dynamodb.region`, `dynamodb.table`, `dynamodb.deadLetterTable`, `dynamodb.ensureTables`,
  * `dynamodb.localClaimIndex`).
  *
@@ -110,6 +113,14 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
     "FULL",
     "NORMAL"
   )("synchronous").pipe(Config.nested("sqlite"), Config.withDefault("FULL" as const)),
+  sqliteTablePrefix: Config.string("tablePrefix").pipe(
+    Config.validate({
+      message: "Expected letters, digits and _, not starting with a digit",
+      validation: (prefix) => prefix.length === 0 || /^[A-Za-z_][A-Za-z0-9_]*$/.test(prefix)
+    }),
+    Config.nested("sqlite"),
+    Config.withDefault("")
+  ),
   dynamodbEndpoint: Config.option(nonEmpty("endpoint").pipe(Config.nested("dynamodb"))),
   dynamodbRegion: nonEmpty("region").pipe(Config.nested("dynamodb"), Config.withDefault("us-east-1")),
   dynamodbTable: nonEmpty("table").pipe(Config.nested("dynamodb"), Config.withDefault("effect-outbox")),
