@@ -13,6 +13,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as http from "node:http"
+import type { DeadLetterStore } from "../../services/DeadLetterStore.js"
+import type { OutboxInspection } from "../../services/OutboxInspection.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
 import * as OpsServer from "../ops/OpsServer.js"
 import { CliFailure } from "./Settings.js"
@@ -141,10 +143,17 @@ export const serve = <R>(
 const hostText = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
 
 /**
- * The relay's operations app (metrics and probes) for {@link serve}.
+ * The operations app (metrics, probes and the dashboard) for {@link serve}, with the settings' mutation
+ * and payload switches.
  *
  * @since 0.1.0
  */
-export const relayApp = (
+export const opsApp = (
+  settings: HttpSettings,
   options: OpsServer.OpsServerOptions
-): Layer.Layer<never, never, HttpServer.HttpServer | OutboxStore> => OpsServer.layer(options)
+): Layer.Layer<never, never, HttpServer.HttpServer | OutboxStore | OutboxInspection | DeadLetterStore> =>
+  OpsServer.layerWithDashboard({
+    ...options,
+    allowMutations: settings.allowMutations,
+    showPayloads: settings.showPayloads
+  })

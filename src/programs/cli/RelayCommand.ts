@@ -18,7 +18,7 @@ import * as Ref from "effect/Ref"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
-import { httpConfig, httpFlagEntries, httpOptions, relayApp, serve } from "./HttpOptions.js"
+import { httpConfig, httpFlagEntries, httpOptions, opsApp, serve } from "./HttpOptions.js"
 import { load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
 
@@ -128,7 +128,7 @@ export const command = Command.make(
         yield* Ref.set(running, true)
         yield* Effect.addFinalizer(() => Ref.set(running, false))
         yield* Layer.buildWithScope(
-          serve(http, relayApp({ readiness: { relayRunning: Ref.get(running) } })),
+          serve(http, opsApp(http, { readiness: { relayRunning: Ref.get(running) } })),
           yield* Effect.scope
         )
         yield* Effect.logInfo("relay started").pipe(
