@@ -12,6 +12,7 @@ import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 import * as http from "node:http"
 import type { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import type { OutboxInspection } from "../../services/OutboxInspection.js"
@@ -101,44 +102,52 @@ const loopback = (host: string): boolean =>
   host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host)
 
 /**
- * Serves the operations endpoint for the lifetime of the layer when a port is configured (nothing
- * otherwise), logging its URL; a non-loopback host logs a WARN. A port that cannot be bound is a
- * {@link CliFailure} with exit code 2.
+ * Serves the operations endpoint in the current scope when a port is configured, logging its URL (a
+ * non-loopback host logs a WARN), and returns the URL (none without a port). A port that cannot be bound
+ * is a {@link CliFailure} with exit code 2.
+ *
+ * @since 0.1.0
+ */
+export const serveScoped = <R>(
+  settings: HttpSettings,
+  app: Layer.Layer<never, never, HttpServer.HttpServer | R>
+): Effect.Effect<Option.Option<string>, CliFailure, R | Scope.Scope> =>
+  Option.match(settings.port, {
+    onNone: () => Effect.succeed(Option.none()),
+    onSome: (port) =>
+      Effect.gen(function* () {
+        const server = NodeHttpServer.layer(() => http.createServer(), { port, host: settings.host }).pipe(
+          Layer.mapError(
+            (error) =>
+              new CliFailure({
+                message: `cannot serve the operations endpoint on ${settings.host}:${port}: ${error.message}`,
+                exitCode: 2
+              })
+          )
+        )
+        const context = yield* Layer.build(Layer.provideMerge(app, server))
+        const url = yield* HttpServer.addressWith((address) =>
+          Effect.succeed(address._tag === "TcpAddress" ? `http://${hostText(settings.host)}:${address.port}/` : "")
+        ).pipe(Effect.provide(context))
+        if (!loopback(settings.host)) {
+          yield* Effect.logWarning("the operations endpoint listens beyond loopback").pipe(
+            Effect.annotateLogs({ host: settings.host })
+          )
+        }
+        yield* Effect.logInfo("operations endpoint listening").pipe(Effect.annotateLogs({ url }))
+        return Option.some(url)
+      })
+  })
+
+/**
+ * {@link serveScoped} as a layer, for the lifetime of the layer.
  *
  * @since 0.1.0
  */
 export const serve = <R>(
   settings: HttpSettings,
-  makeApp: Layer.Layer<never, never, HttpServer.HttpServer | R>
-): Layer.Layer<never, CliFailure, R> =>
-  Option.match(settings.port, {
-    onNone: () => Layer.empty,
-    onSome: (port) => {
-      const server = NodeHttpServer.layer(() => http.createServer(), { port, host: settings.host }).pipe(
-        Layer.mapError(
-          (error) =>
-            new CliFailure({
-              message: `cannot serve the operations endpoint on ${settings.host}:${port}: ${error.message}`,
-              exitCode: 2
-            })
-        )
-      )
-      const announce = Layer.effectDiscard(
-        HttpServer.addressWith((address) => {
-          const url = address._tag === "TcpAddress" ? `http://${hostText(settings.host)}:${address.port}/` : ""
-          return Effect.zipRight(
-            loopback(settings.host)
-              ? Effect.void
-              : Effect.logWarning("the operations endpoint listens beyond loopback").pipe(
-                  Effect.annotateLogs({ host: settings.host })
-                ),
-            Effect.logInfo("operations endpoint listening").pipe(Effect.annotateLogs({ url }))
-          )
-        })
-      )
-      return Layer.mergeAll(makeApp, announce).pipe(Layer.provide(server))
-    }
-  })
+  app: Layer.Layer<never, never, HttpServer.HttpServer | R>
+): Layer.Layer<never, CliFailure, R> => Layer.scopedDiscard(serveScoped(settings, app))
 
 const hostText = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
 
