@@ -135,6 +135,8 @@ describe("operations endpoint", () => {
         const after = parsePrometheusTextFormat(scrape.body)
         expect(sampleValue(after, "OutboxCompletions", { partition }) - completedBefore).toBe(30)
         expect(family(after, "OutboxDrainLatency")?.type).toBe("HISTOGRAM")
+        // the relay leased the partition once (lease churn is OutboxLeaseAcquired and OutboxLeaseLost)
+        expect(sampleValue(after, "OutboxLeaseAcquired", { partition })).toBe(1)
 
         const health = yield* get(`${base}/healthz`)
         expect(health.status).toBe(200)

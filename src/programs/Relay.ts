@@ -26,11 +26,13 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { InvalidConfiguration } from "../domain/OutboxError.js"
 import { LeaseStore, type Lease } from "../services/LeaseStore.js"
+import * as OutboxMetrics from "../services/OutboxMetrics.js"
 import { OutboxStore } from "../services/OutboxStore.js"
 import type { Sink } from "../services/Sink.js"
 import * as Drainer from "./Drainer.js"
@@ -123,7 +125,12 @@ export const start = (
           renewLoop(lease).pipe(
             Effect.catchAll((reason) =>
               Effect.zipRight(
-                Effect.logWarning("lease renew failed; stopping the drainer").pipe(Effect.annotateLogs({ reason })),
+                Effect.logWarning("lease renew failed; stopping the drainer").pipe(
+                  Effect.annotateLogs({ reason }),
+                  Effect.zipRight(
+                    Metric.increment(OutboxMetrics.tagged(OutboxMetrics.OutboxLeaseLost, lease.partitionKey))
+                  )
+                ),
                 Fiber.interrupt(drain)
               )
             )
@@ -173,6 +180,7 @@ export const start = (
           yield* Effect.ignore(leases.release(partitionKey, acquired.right.token))
           return
         }
+        yield* Metric.increment(OutboxMetrics.tagged(OutboxMetrics.OutboxLeaseAcquired, partitionKey))
         yield* Effect.logDebug("partition leased").pipe(
           Effect.annotateLogs({ partition: partitionKey, version: acquired.right.token.version })
         )
