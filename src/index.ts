@@ -63,3 +63,15 @@ export * as Enqueue from "./programs/Enqueue.js"
 
 /** Runs drainers for every partition it can lease, renewing and releasing leases. @since 0.1.0 */
 export * as Relay from "./programs/Relay.js"
+
+/** The HTTP operations endpoint: `/metrics`, `/healthz`, `/readyz` and the dashboard. @since 0.1.0 */
+export * as OpsServer from "./programs/ops/OpsServer.js"
+
+/** Effect's metric registry in the Prometheus text exposition format. @since 0.1.0 */
+export * as Prometheus from "./programs/ops/Prometheus.js"
+
+/** The inspection port: depths, oldest pending age, fence, lease, stranded heads, dead-letter counts. @since 0.1.0 */
+export * as OutboxInspection from "./services/OutboxInspection.js"
+
+/** In-memory inspection backend. @since 0.1.0 */
+export * as MemoryInspection from "./layers/memory/MemoryInspection.js"
