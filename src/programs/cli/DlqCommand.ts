@@ -131,7 +131,8 @@ const list = Command.make(
       const filter = yield* toFilter(flags)
       const entries = yield* withStores(
         store,
-        Effect.flatMap(DeadLetterStore, (dlq) => dlq.list(filter))
+        Effect.flatMap(DeadLetterStore, (dlq) => dlq.list(filter)),
+        { readOnly: true }
       )
       if (flags.json) {
         for (const entry of entries) yield* Console.log(JSON.stringify(entryJson(entry)))
