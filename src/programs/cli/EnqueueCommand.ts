@@ -36,7 +36,10 @@ import { CliFailure, errorText } from "./Settings.js"
 import * as SqliteFile from "./SqliteFile.js"
 import { resolve, storeOptions, withStores } from "./StoreOptions.js"
 
-const required = (what: string) => Schema.NonEmptyString.annotations({ message: () => `must be ${what}` })
+const required = (what: string) =>
+  Schema.String.annotations({ message: () => `must be ${what}` }).pipe(
+    Schema.nonEmptyString({ message: () => `must be ${what}` })
+  )
 const text = Schema.String.annotations({ message: () => "must be a string" })
 const optional = <S extends Schema.Schema.All>(schema: S) => Schema.optionalWith(schema, { exact: true })
 
