@@ -17,5 +17,5 @@ export * as DynamoDbLeaseStore from "./layers/dynamodb/DynamoDbLeaseStore.js"
 /** DynamoDB DeadLetterStore backend (own table, sharded age/route/category indexes). @since 0.1.0 */
 export * as DynamoDbDeadLetterStore from "./layers/dynamodb/DynamoDbDeadLetterStore.js"
 
-/** DynamoDB inspection backend. @since 0.1.0 */
+/** DynamoDB OutboxInspection (the stores' table names). @since 0.1.0 */
 export * as DynamoDbInspection from "./layers/dynamodb/DynamoDbInspection.js"

@@ -17,5 +17,5 @@ export * as SqliteLeaseStore from "./layers/sqlite/SqliteLeaseStore.js"
 /** SQLite DeadLetterStore backend. @since 0.1.0 */
 export * as SqliteDeadLetterStore from "./layers/sqlite/SqliteDeadLetterStore.js"
 
-/** SQLite inspection backend (honours the table prefix). @since 0.1.0 */
+/** SQLite OutboxInspection (honours the stores' tablePrefix). @since 0.1.0 */
 export * as SqliteInspection from "./layers/sqlite/SqliteInspection.js"

@@ -10,8 +10,8 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { httpConfig, opsApp, serve } from "./HttpOptions.js"
-import { load } from "./Settings.js"
+import { opsApp, serve } from "./HttpOptions.js"
+import { httpConfig, load } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
 
 /**

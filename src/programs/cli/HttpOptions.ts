@@ -8,7 +8,6 @@
 import * as Options from "@effect/cli/Options"
 import * as NodeHttpServer from "@effect/platform-node/NodeHttpServer"
 import * as HttpServer from "@effect/platform/HttpServer"
-import * as Config from "effect/Config"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -18,7 +17,7 @@ import type { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import type { OutboxInspection } from "../../services/OutboxInspection.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
 import * as OpsServer from "../ops/OpsServer.js"
-import { CliFailure } from "./Settings.js"
+import { CliFailure, type HttpSettings } from "./Settings.js"
 import { flagEntries } from "./StoreOptions.js"
 
 /**
@@ -67,36 +66,6 @@ export const httpFlagEntries = (flags: HttpFlags): Map<string, string> =>
     ["http.allowMutations", flags.httpAllowMutations ? Option.some("true") : Option.none()],
     ["http.showPayloads", flags.httpShowPayloads ? Option.some("true") : Option.none()]
   ])
-
-/**
- * The operations endpoint settings.
- *
- * @since 0.1.0
- */
-export interface HttpSettings {
-  /** The port; none = no endpoint. 0 picks a free port. */
-  readonly port: Option.Option<number>
-  readonly host: string
-  readonly allowMutations: boolean
-  readonly showPayloads: boolean
-}
-
-/**
- * The settings as a `Config` (paths `http.port`, `http.host`, `http.allowMutations`, `http.showPayloads`).
- *
- * @since 0.1.0
- */
-export const httpConfig: Config.Config<HttpSettings> = Config.all({
-  port: Config.option(
-    Config.integer("port").pipe(
-      Config.validate({ message: "Expected a port from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
-      Config.nested("http")
-    )
-  ),
-  host: Config.nonEmptyString("host").pipe(Config.nested("http"), Config.withDefault("127.0.0.1")),
-  allowMutations: Config.boolean("allowMutations").pipe(Config.nested("http"), Config.withDefault(false)),
-  showPayloads: Config.boolean("showPayloads").pipe(Config.nested("http"), Config.withDefault(false))
-})
 
 const loopback = (host: string): boolean =>
   host === "localhost" || host === "::1" || host === "[::1]" || /^127\.\d+\.\d+\.\d+$/.test(host)

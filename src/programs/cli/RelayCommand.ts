@@ -18,8 +18,8 @@ import * as Ref from "effect/Ref"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
-import { httpConfig, httpFlagEntries, httpOptions, opsApp, serve } from "./HttpOptions.js"
-import { load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
+import { httpFlagEntries, httpOptions, opsApp, serve } from "./HttpOptions.js"
+import { httpConfig, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
 
 /**
