@@ -27,33 +27,35 @@ import * as Settle from "./Settle.js"
 import * as SinkHealth from "./SinkHealth.js"
 import * as Turns from "./Turns.js"
 
-/** The wave's slots; expired and poison records are disposed of on the spot. Returns the slots to send. */
+/** The wave's slots, and which of them go out (the others are expired or poison). */
 const prepare = (
   instance: Instance,
   lanes: ReadonlyArray<Turns.Lane>,
-  slots: Array<Slot>,
   nowMillis: number
-): Effect.Effect<Array<Slot>> =>
-  Effect.gen(function* () {
-    const toSend: Array<Slot> = []
-    for (const lane of lanes) {
-      const record = lane.group[lane.next]
-      if (record === undefined) continue
-      const slot: Slot = {
-        lane,
-        record,
-        hasNext: lane.next + 1 < lane.group.length,
-        result: undefined,
-        how: undefined,
-        outcome: undefined
-      }
-      slots.push(slot)
-      if (isExpired(record, nowMillis)) yield* Disposal.disposeUnsendable(instance, slot, "expired")
-      else if (isPoison(record, nowMillis, instance.config)) yield* Disposal.disposeUnsendable(instance, slot, "poison")
-      else toSend.push(slot)
+): { readonly slots: Array<Slot>; readonly toSend: Array<Slot>; readonly unsendable: Array<Unsendable> } => {
+  const slots: Array<Slot> = []
+  const toSend: Array<Slot> = []
+  const unsendable: Array<Unsendable> = []
+  for (const lane of lanes) {
+    const record = lane.group[lane.next]
+    if (record === undefined) continue
+    const slot: Slot = {
+      lane,
+      record,
+      hasNext: lane.next + 1 < lane.group.length,
+      result: undefined,
+      how: undefined,
+      outcome: undefined
     }
-    return toSend
-  })
+    slots.push(slot)
+    if (isExpired(record, nowMillis)) unsendable.push([slot, "expired"])
+    else if (isPoison(record, nowMillis, instance.config)) unsendable.push([slot, "poison"])
+    else toSend.push(slot)
+  }
+  return { slots, toSend, unsendable }
+}
+
+type Unsendable = readonly [Slot, "expired" | "poison"]
 
 /** The pre-send lease check; without the lease held, no record of the wave is sent. Returns whether to send. */
 const maySend = (
@@ -118,7 +120,9 @@ const classify = (
     if (failures > 0) yield* Metric.incrementBy(instance.metrics.failures, failures)
     if (transient !== undefined) {
       yield* SinkHealth.failed(instance.sinkHealth, nowMillis, transients, `${transient.code}: ${transient.message}`)
-    } else if (sent.length > 0) yield* SinkHealth.succeeded(instance.sinkHealth, nowMillis)
+    } else if (sent.length > 0 && instance.sinkHealth.failures > 0) {
+      yield* SinkHealth.succeeded(instance.sinkHealth, nowMillis)
+    }
     return sent
   })
 
@@ -130,7 +134,6 @@ const afterSends = (
   state: BatchState
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
-    if (sent.length === 0) return
     const after = yield* Lease.check(instance, token)
     if (after === "held") {
       state.leaseHeldAt = instance.storeCalls
@@ -215,55 +218,57 @@ const completeWave = (
     if (latencies.length > 0) yield* updateAll(instance.metrics.latency, latencies)
   })
 
-/** Settles every record of the wave: its lane goes on, or its group stops here. Returns the lanes that go on. */
+/**
+ * Settles every record of the wave: its lane goes on, or its group stops here. Returns the lanes that go
+ * on, and the untried records to release.
+ */
 const settle = (
   instance: Instance,
   slots: ReadonlyArray<Slot>,
-  token: LeaseToken.LeaseToken,
   state: BatchState
-): Effect.Effect<Array<Turns.Lane>> =>
-  Effect.gen(function* () {
-    const counters = state.counters
-    const stillRunning: Array<Turns.Lane> = []
-    for (const slot of slots) {
-      const { lane, record } = slot
-      const outcome: Outcome = slot.outcome ?? { _tag: "Deferred", retryAfterMillis: undefined }
-      switch (outcome._tag) {
-        case "Delivered":
-        case "Disposed":
-          state.held.delete(record.id)
-          if (outcome._tag === "Delivered") counters.delivered += 1
-          else if (outcome.how === "dlq") counters.deadLettered += 1
-          else counters.dropped += 1
-          lane.next += 1
-          if (lane.next < lane.group.length) stillRunning.push(lane)
-          continue
-        case "Deferred":
-          if (outcome.retryAfterMillis !== undefined) {
-            counters.retryAfterMillis = Math.max(counters.retryAfterMillis ?? 0, outcome.retryAfterMillis)
-          }
-          yield* Settle.release(instance, lane.group.slice(lane.next), token, state)
-          continue
-        case "LeftClaimed":
-          state.held.delete(record.id)
-          counters.leftClaimed += 1
-          if (!outcome.delivered) instance.toRelease.set(record.id, record)
-          yield* Settle.release(instance, lane.group.slice(lane.next + 1), token, state)
-          continue
-        case "Fenced":
-          state.fenced = outcome.error
-          yield* Settle.release(instance, lane.group.slice(lane.next), token, state)
-          continue
-        case "Lost":
-          state.held.delete(record.id)
-          counters.leftClaimed += 1
-          state.fenced = outcome.error
-          yield* Settle.release(instance, lane.group.slice(lane.next + 1), token, state)
-          continue
-      }
+): { readonly stillRunning: Array<Turns.Lane>; readonly toRelease: Array<ReadonlyArray<OutboxRecord>> } => {
+  const counters = state.counters
+  const stillRunning: Array<Turns.Lane> = []
+  const toRelease: Array<ReadonlyArray<OutboxRecord>> = []
+  for (const slot of slots) {
+    const { lane, record } = slot
+    const outcome: Outcome = slot.outcome ?? { _tag: "Deferred", retryAfterMillis: undefined }
+    switch (outcome._tag) {
+      case "Delivered":
+      case "Disposed":
+        state.held.delete(record.id)
+        if (outcome._tag === "Delivered") counters.delivered += 1
+        else if (outcome.how === "dlq") counters.deadLettered += 1
+        else counters.dropped += 1
+        lane.next += 1
+        if (lane.next < lane.group.length) stillRunning.push(lane)
+        continue
+      case "Deferred":
+        if (outcome.retryAfterMillis !== undefined) {
+          counters.retryAfterMillis = Math.max(counters.retryAfterMillis ?? 0, outcome.retryAfterMillis)
+        }
+        toRelease.push(lane.group.slice(lane.next))
+        continue
+      case "LeftClaimed":
+        state.held.delete(record.id)
+        counters.leftClaimed += 1
+        if (!outcome.delivered) instance.toRelease.set(record.id, record)
+        toRelease.push(lane.group.slice(lane.next + 1))
+        continue
+      case "Fenced":
+        state.fenced = outcome.error
+        toRelease.push(lane.group.slice(lane.next))
+        continue
+      case "Lost":
+        state.held.delete(record.id)
+        counters.leftClaimed += 1
+        state.fenced = outcome.error
+        toRelease.push(lane.group.slice(lane.next + 1))
+        continue
     }
-    return stillRunning
-  })
+  }
+  return { stillRunning, toRelease }
+}
 
 /**
  * One wave over the lanes of a turn (at most `maxConcurrency`): the next record of each. Returns the
@@ -279,16 +284,19 @@ export const runWave = (
   batch: BatchRuntime
 ): Effect.Effect<Array<Turns.Lane>> =>
   Effect.gen(function* () {
-    const now = batch.clock.unsafeCurrentTimeMillis()
-    const slots: Array<Slot> = []
-    const toSend = yield* prepare(instance, lanes, slots, now)
-    if (toSend.length > 0 && (yield* maySend(instance, toSend, token, state))) {
-      yield* Sender.sendAll(instance.sink, toSend, state, batch, instance.config.sendTimeout)
+    const { slots, toSend, unsendable } = prepare(instance, lanes, batch.clock.unsafeCurrentTimeMillis())
+    for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
+    if (toSend.length > 0) {
+      if (yield* maySend(instance, toSend, token, state)) {
+        yield* Sender.sendAll(instance.sink, toSend, state, batch, instance.config.sendTimeout)
+      }
+      const sent = yield* classify(instance, toSend, state, batch.clock.unsafeCurrentTimeMillis())
+      if (sent.length > 0) yield* afterSends(instance, sent, token, state)
     }
-    const sent = yield* classify(instance, toSend, state, batch.clock.unsafeCurrentTimeMillis())
-    yield* afterSends(instance, sent, token, state)
     yield* completeWave(instance, slots, token, state, batch)
-    return yield* settle(instance, slots, token, state)
+    const { stillRunning, toRelease } = settle(instance, slots, state)
+    for (const records of toRelease) yield* Settle.release(instance, records, token, state)
+    return stillRunning
   })
 
 /**
