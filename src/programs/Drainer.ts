@@ -1,9 +1,9 @@
 /**
  * The drainer (SPEC §6): drains one partition while its owner holds the partition's lease. Each cycle
- * claims a batch, sends it through the `Sink` group by group (each ordering key strictly in age order,
- * R-CLAIM ordering never broken), completes what was delivered, dead-letters or drops what will not be
- * (§5), and releases what failed transiently. The loop adapts the batch size and backs off while idle;
- * a `WakeSignal` in the context ends an idle pause early. Design notes: docs/design/drainer.md.
+ * claims a batch, sends it through the `Sink` group by group (each ordering key strictly in age order;
+ * nothing overtakes a head of its key, R-CLAIM-5), completes what was delivered, dead-letters or drops
+ * what will not be (§5), and releases what failed transiently. The loop adapts the batch size and backs
+ * off while idle; a `WakeSignal` in the context ends an idle pause early. Design: docs/design/drainer.md.
  *
  * A policy that dead-letters (the default for `onExpired`, `onPermanentFailure`, `onPoison`) puts
  * `DeadLetterStore` in the requirements of {@link make} and {@link run}; with every policy `"drop"`
