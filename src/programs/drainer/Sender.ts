@@ -30,7 +30,7 @@ export const sendAll = (
   batch: BatchRuntime,
   sendTimeout: Duration.Duration
 ): Effect.Effect<void> =>
-  Effect.gen(function* () {
+  Effect.suspend(() => {
     let started = 0
     // one sender runs sends one after another until one of them has to wait
     const sender: Effect.Effect<void> = Effect.suspend(function next(): Effect.Effect<void> {
@@ -55,10 +55,20 @@ export const sendAll = (
         continue
       }
       // a defect of the sink: stop the wave, interrupting the sends still running
-      yield* Effect.forEach(waiting, Fiber.interruptFork, { discard: true })
-      return yield* Effect.failCause(exit.cause)
+      return Effect.zipRight(
+        Effect.forEach(waiting, Fiber.interruptFork, { discard: true }),
+        Effect.failCause(exit.cause)
+      )
     }
-    if (waiting.length === 0) return
+    return waiting.length === 0 ? Effect.void : awaitAll(waiting, sendTimeout)
+  })
+
+/** Awaits the sends that had to wait, under one deadline; the ones still running then are interrupted. */
+const awaitAll = (
+  waiting: ReadonlyArray<Fiber.RuntimeFiber<unknown, unknown>>,
+  sendTimeout: Duration.Duration
+): Effect.Effect<void> =>
+  Effect.gen(function* () {
     const exits = yield* Effect.forEach(waiting, Fiber.await).pipe(
       Effect.timeoutOption(sendTimeout),
       Effect.onExit(() => Effect.forEach(waiting, Fiber.interruptFork, { discard: true }))

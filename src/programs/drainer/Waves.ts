@@ -77,29 +77,35 @@ const maySend = (
     return false
   })
 
-/** Sorts the send results: sent slots are returned; failures are deferred or disposed of. */
-const classify = (
+/** Sorts the send results into the sent slots and the failed ones (a send cut off at the deadline failed). */
+const sortResults = (
   instance: Instance,
   toSend: ReadonlyArray<Slot>,
-  state: BatchState,
+  state: BatchState
+): { readonly sent: Array<Slot>; readonly failed: Array<readonly [Slot, SendError]> } => {
+  const sent: Array<Slot> = []
+  const failed: Array<readonly [Slot, SendError]> = []
+  for (const slot of toSend) {
+    if (slot.outcome !== undefined) continue
+    // a send still running at the deadline was interrupted: a transient failure
+    const result = slot.result ?? Either.left(instance.timeoutError)
+    state.inFlight.delete(slot.record.id)
+    if (Either.isRight(result)) sent.push(slot)
+    else failed.push([slot, result.left])
+  }
+  return { sent, failed }
+}
+
+/** Defers the transient failures, disposes of the permanent ones, and keeps the sink's failure streak. */
+const handleFailures = (
+  instance: Instance,
+  failed: ReadonlyArray<readonly [Slot, SendError]>,
   nowMillis: number
-): Effect.Effect<Array<Slot>> =>
+): Effect.Effect<void> =>
   Effect.gen(function* () {
-    const sent: Array<Slot> = []
-    let failures = 0
     let transient: SendError | undefined
     let transients = 0
-    for (const slot of toSend) {
-      if (slot.outcome !== undefined) continue
-      // a send still running at the deadline was interrupted: a transient failure
-      const result = slot.result ?? Either.left(instance.timeoutError)
-      state.inFlight.delete(slot.record.id)
-      if (Either.isRight(result)) {
-        sent.push(slot)
-        continue
-      }
-      failures += 1
-      const error: SendError = result.left
+    for (const [slot, error] of failed) {
       if (error.retryable) {
         yield* Effect.logDebug("transient send failure; deferring the rest of the group").pipe(
           Effect.annotateLogs({ recordId: slot.record.id, code: error.code })
@@ -117,13 +123,10 @@ const classify = (
         details: { error: error.message }
       })
     }
-    if (failures > 0) yield* Metric.incrementBy(instance.metrics.failures, failures)
+    yield* Metric.incrementBy(instance.metrics.failures, failed.length)
     if (transient !== undefined) {
       yield* SinkHealth.failed(instance.sinkHealth, nowMillis, transients, `${transient.code}: ${transient.message}`)
-    } else if (sent.length > 0 && instance.sinkHealth.failures > 0) {
-      yield* SinkHealth.succeeded(instance.sinkHealth, nowMillis)
     }
-    return sent
   })
 
 /** The lease check after the sends: held → the sent records are to be completed; else they stay claimed. */
@@ -133,13 +136,21 @@ const afterSends = (
   token: LeaseToken.LeaseToken,
   state: BatchState
 ): Effect.Effect<void> =>
+  Effect.flatMap(Lease.check(instance, token), (after) => {
+    if (after !== "held") return keepSent(instance, sent, token, after)
+    state.leaseHeldAt = instance.storeCalls
+    for (const slot of sent) slot.how = "delivered"
+    return Effect.void
+  })
+
+/** Sent records whose lease is not known to be held: they stay claimed, and are not completed now. */
+const keepSent = (
+  instance: Instance,
+  sent: ReadonlyArray<Slot>,
+  token: LeaseToken.LeaseToken,
+  after: "lost" | "unknown"
+): Effect.Effect<void> =>
   Effect.gen(function* () {
-    const after = yield* Lease.check(instance, token)
-    if (after === "held") {
-      state.leaseHeldAt = instance.storeCalls
-      for (const slot of sent) slot.how = "delivered"
-      return
-    }
     const recordIds = sent.map((s) => s.record.id).join(",")
     if (after === "unknown") {
       // sent, but the lease cannot be verified: leave them claimed and complete them in a later cycle
@@ -171,22 +182,22 @@ const completeWave = (
   token: LeaseToken.LeaseToken,
   state: BatchState,
   batch: BatchRuntime
-): Effect.Effect<void> =>
-  Effect.gen(function* () {
-    const completeNow: Array<Slot> = []
-    for (const slot of slots) {
-      const how = slot.how
-      if (how === undefined || slot.outcome !== undefined) continue
-      if (slot.hasNext) {
-        completeNow.push(slot)
-        continue
-      }
-      state.toFlush.push({ record: slot.record, how })
-      // until the deferred complete succeeds, a later cycle of this epoch completes it
-      instance.toComplete.set(slot.record.id, slot.record)
-      slot.outcome = how === "delivered" ? delivered : { _tag: "Disposed", how }
+): Effect.Effect<void> => {
+  const completeNow: Array<Slot> = []
+  for (const slot of slots) {
+    const how = slot.how
+    if (how === undefined || slot.outcome !== undefined) continue
+    if (slot.hasNext) {
+      completeNow.push(slot)
+      continue
     }
-    if (completeNow.length === 0) return
+    state.toFlush.push({ record: slot.record, how })
+    // until the deferred complete succeeds, a later cycle of this epoch completes it
+    instance.toComplete.set(slot.record.id, slot.record)
+    slot.outcome = how === "delivered" ? delivered : { _tag: "Disposed", how }
+  }
+  if (completeNow.length === 0) return Effect.void
+  return Effect.gen(function* () {
     const failed = yield* Settle.completeMany(
       instance,
       completeNow.map((s) => s.record.id),
@@ -217,6 +228,7 @@ const completeWave = (
     if (duplicateRisk > 0) yield* Metric.incrementBy(instance.metrics.duplicateRisk, duplicateRisk)
     if (latencies.length > 0) yield* updateAll(instance.metrics.latency, latencies)
   })
+}
 
 /**
  * Settles every record of the wave: its lane goes on, or its group stops here. Returns the lanes that go
@@ -290,7 +302,12 @@ export const runWave = (
       if (yield* maySend(instance, toSend, token, state)) {
         yield* Sender.sendAll(instance.sink, toSend, state, batch, instance.config.sendTimeout)
       }
-      const sent = yield* classify(instance, toSend, state, batch.clock.unsafeCurrentTimeMillis())
+      const { failed, sent } = sortResults(instance, toSend, state)
+      if (failed.length > 0) {
+        yield* handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis())
+      } else if (sent.length > 0 && instance.sinkHealth.failures > 0) {
+        yield* SinkHealth.succeeded(instance.sinkHealth, batch.clock.unsafeCurrentTimeMillis())
+      }
       if (sent.length > 0) yield* afterSends(instance, sent, token, state)
     }
     yield* completeWave(instance, slots, token, state, batch)
