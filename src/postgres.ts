@@ -16,3 +16,6 @@ export * as PostgresDeadLetterStore from "./layers/postgres/PostgresDeadLetterSt
 
 /** The PostgreSQL WakeSignal: LISTENs for the store's commit notifications; polling stays the fallback. @since 0.1.0 */
 export * as PostgresWakeSignal from "./layers/postgres/PostgresWakeSignal.js"
+
+/** Read-only inspection of a PostgreSQL outbox (the OutboxInspection port). @since 0.1.0 */
+export * as PostgresInspection from "./layers/postgres/PostgresInspection.js"
