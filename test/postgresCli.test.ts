@@ -146,9 +146,11 @@ describe("CLI on PostgreSQL", () => {
         cli(["inspect", "--backend", "postgres", "--postgres-url", missing.toString()])
       )
       expect(failed.code).not.toBe(0)
-      expect(failed.stderr).toContain("cannot open the postgres (schema public) backend: PgClient: Failed to connect")
+      expect(failed.stderr).toContain(
+        'cannot open the postgres (schema public) backend: database "no_such_database" does not exist'
+      )
       const noUrl = yield* Effect.promise(() => cli(["inspect", "--backend", "postgres"]))
-      expect(noUrl.code).toBe(1)
+      expect(noUrl.code).toBe(2)
       expect(noUrl.stderr).toContain("--postgres-url")
 
       for (const result of [enqueued, inspected, listed, redriven, failed]) {
