@@ -4,6 +4,11 @@
  * oldest pending record, fence high-water mark (R-CLAIM-4), lease, stranded heads, dead-letter counts, and
  * which facts a backend declares unsupported.
  */
+import * as PostgresDeadLetterStore from "../src/layers/postgres/PostgresDeadLetterStore.js"
+import * as PostgresInspection from "../src/layers/postgres/PostgresInspection.js"
+import * as PostgresLeaseStore from "../src/layers/postgres/PostgresLeaseStore.js"
+import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
+import { clientLayer, createDatabase } from "./support/PostgresServer.js"
 import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
@@ -14,7 +19,7 @@ import * as TestClock from "effect/TestClock"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { afterAll } from "vitest"
+import { afterAll, inject } from "vitest"
 import { DeadLetterEntry } from "../src/domain/DeadLetterEntry.js"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as DynamoDbDeadLetterStore from "../src/layers/dynamodb/DynamoDbDeadLetterStore.js"
@@ -200,6 +205,20 @@ const sqliteStores = (filename: string, tablePrefix: string) =>
   ).pipe(Layer.provide(SqliteDatabase.layer({ filename })))
 
 inspectionSuite("sqlite", { fence: true, claimAge: true, emptiedPartitions: true }, () => sqliteStores(":memory:", ""))
+
+// PostgreSQL: a fresh schema per test in one database of the run's server
+const postgresUrl = await createDatabase(inject("postgresUrl"), "inspection")
+let postgresSchemas = 0
+inspectionSuite("postgres", { fence: true, claimAge: true, emptiedPartitions: true }, () => {
+  const schema = `inspection_${++postgresSchemas}`
+  return Layer.provideMerge(
+    PostgresInspection.layerWith({ schema }),
+    Layer.mergeAll(
+      Layer.provideMerge(PostgresDeadLetterStore.layerWith({ schema }), PostgresOutboxStore.layerWith({ schema })),
+      PostgresLeaseStore.layerWith({ schema })
+    )
+  ).pipe(Layer.provide(clientLayer(postgresUrl)))
+})
 
 // A prefixed outbox beside an unprefixed one in the same file: inspection reads only its own tables.
 const sharedFile = path.join(directory, `db-${++files}.db`)
