@@ -1,7 +1,8 @@
 /**
  * `effect-outbox relay`: runs a relay over the configured store until SIGINT/SIGTERM, delivering to a
  * webhook or to stdout (JSON lines). On a signal the relay stops discovery, lets each drainer finish or
- * release its in-flight batch, and releases every lease before the process exits.
+ * release its in-flight batch, and releases every lease before the process exits. A stdout relay whose
+ * reader goes away (`relay stdout | head -n 3`) stops the same way and exits 0.
  *
  * The webhook sink and its HTTP client are imported only when a relay delivers to a webhook.
  *
@@ -10,35 +11,47 @@
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Redact from "../../layers/sinks/Redact.js"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
-import { load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
+import { CliFailure, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
 
 /**
- * The sink layer for the settings (a webhook sink loads its HTTP client when the layer is built).
+ * The sink layer for the settings (a webhook sink loads its HTTP client when the layer is built). An
+ * invalid sink configuration (e.g. a header with CR/LF) is a {@link CliFailure} with exit code 2.
+ * `onStdoutClosed` runs when the reader of a stdout sink has gone away.
  *
  * @since 0.1.0
  */
-export const sinkLayer = (sink: SinkSettings): Layer.Layer<Sink> =>
+export const sinkLayer = (
+  sink: SinkSettings,
+  onStdoutClosed: Effect.Effect<void> = Effect.void
+): Layer.Layer<Sink, CliFailure> =>
   sink._tag === "stdout"
-    ? StdoutSink.layer
+    ? StdoutSink.layerWith({ onClosed: onStdoutClosed })
     : Layer.unwrapEffect(
         Effect.map(
           Effect.promise(() =>
             Promise.all([import("../../layers/sinks/WebhookSink.js"), import("@effect/platform-node/NodeHttpClient")])
           ),
           ([WebhookSink, NodeHttpClient]) =>
-            WebhookSink.layerWith({ url: sink.url, timeout: sink.timeout }).pipe(
-              Layer.provide(NodeHttpClient.layerUndici)
-            )
+            WebhookSink.layerWith({
+              url: sink.url,
+              timeout: sink.timeout,
+              headers: sink.headers,
+              maxRetryAfter: sink.maxRetryAfter,
+              signingSecret: Option.getOrUndefined(sink.signingSecret)
+            }).pipe(Layer.provide(NodeHttpClient.layerUndici))
         )
-      )
+      ).pipe(Layer.mapError((error) => new CliFailure({ message: error.message, exitCode: 2 })))
 
 /**
  * The relay options for the settings.
@@ -53,7 +66,8 @@ export const relayOptions = (settings: RelaySettings): Relay.RelayOptions => ({
   drainer: { batchSize: settings.batchSize, maxConcurrency: settings.concurrency }
 })
 
-const describeSink = (sink: SinkSettings): string => (sink._tag === "stdout" ? "stdout" : `webhook ${sink.url}`)
+const describeSink = (sink: SinkSettings): string =>
+  sink._tag === "stdout" ? "stdout" : `webhook ${Redact.url(sink.url)}`
 
 /**
  * The `relay` command.
@@ -71,6 +85,20 @@ export const command = Command.make(
     urlArg: Args.text({ name: "url" }).pipe(Args.withDescription("Webhook URL"), Args.optional),
     webhookUrl: Options.text("webhook-url").pipe(
       Options.withDescription("Webhook URL (env OUTBOX_SINK_URL)"),
+      Options.optional
+    ),
+    header: Options.text("header").pipe(
+      Options.withDescription(
+        'Webhook request header "Name: value", repeatable; never logged (env OUTBOX_SINK_HEADERS, lines)'
+      ),
+      Options.repeated
+    ),
+    signingSecret: Options.redacted("signing-secret").pipe(
+      Options.withDescription("Sign webhook requests with HMAC-SHA256 (env OUTBOX_SINK_SIGNING_SECRET)"),
+      Options.optional
+    ),
+    maxRetryAfter: Options.text("max-retry-after").pipe(
+      Options.withDescription('Largest webhook Retry-After honoured (default "60 seconds")'),
       Options.optional
     ),
     owner: Options.text("owner").pipe(
@@ -106,6 +134,9 @@ export const command = Command.make(
         flagEntries([
           ["sink.type", Option.orElse(flags.sinkArg, () => Option.as(url, "webhook"))],
           ["sink.url", url],
+          ["sink.headers", flags.header.length === 0 ? Option.none() : Option.some(flags.header.join("\n"))],
+          ["sink.signingSecret", Option.map(flags.signingSecret, Redacted.value)],
+          ["sink.maxRetryAfter", flags.maxRetryAfter],
           ["relay.owner", flags.owner],
           ["relay.maxPartitions", flags.maxPartitions],
           ["relay.leaseTtl", flags.leaseTtl],
@@ -115,6 +146,7 @@ export const command = Command.make(
         ])
       )
       const settings = yield* load(relayConfig, provider)
+      const stdoutClosed = yield* Deferred.make<void>()
       const run = Effect.gen(function* () {
         yield* Relay.start(relayOptions(settings))
         yield* Effect.logInfo("relay started").pipe(
@@ -126,8 +158,12 @@ export const command = Command.make(
             leaseTtl: Duration.format(settings.leaseTtl)
           })
         )
-        return yield* Effect.never
+        yield* Deferred.await(stdoutClosed)
+        yield* Effect.logInfo("the reader of stdout has gone away; stopping the relay")
       })
-      return yield* withStores(store, Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink))))
+      return yield* withStores(
+        store,
+        Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink, Deferred.succeed(stdoutClosed, undefined))))
+      )
     })
 ).pipe(Command.withDescription("Run a relay: lease partitions, deliver their records, until SIGINT/SIGTERM"))

@@ -16,6 +16,7 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -122,12 +123,26 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
 })
 
 /**
+ * Settings of the webhook sink (see `WebhookSink`): `headers` and `signingSecret` are never logged.
+ *
+ * @since 0.1.0
+ */
+export interface WebhookSettings {
+  readonly _tag: "webhook"
+  readonly url: string
+  readonly timeout: Duration.Duration
+  /** Request headers, from `sink.headers` lines `Name: value` (flag `--header`, repeatable). */
+  readonly headers: Readonly<Record<string, string>>
+  readonly signingSecret: Option.Option<Redacted.Redacted<string>>
+  readonly maxRetryAfter: Duration.Duration
+}
+
+/**
  * The sink a relay delivers to.
  *
  * @since 0.1.0
  */
-export type SinkSettings =
-  { readonly _tag: "webhook"; readonly url: string; readonly timeout: Duration.Duration } | { readonly _tag: "stdout" }
+export type SinkSettings = WebhookSettings | { readonly _tag: "stdout" }
 
 /**
  * Relay tuning.
@@ -160,23 +175,60 @@ const urlConfig = trimmed.pipe(
   Config.nested("sink")
 )
 
+/**
+ * Parses header lines `Name: value` (blank lines ignored); a line without a colon is a `ConfigError`
+ * naming its position, never its text (it may hold a secret).
+ *
+ * @since 0.1.0
+ */
+export const parseHeaderLines = (
+  lines: ReadonlyArray<string>
+): Either.Either<Readonly<Record<string, string>>, ConfigError.ConfigError> => {
+  const headers: Record<string, string> = {}
+  let index = 0
+  for (const line of lines) {
+    index += 1
+    if (line.trim().length === 0) continue
+    const colon = line.indexOf(":")
+    if (colon <= 0) {
+      return Either.left(
+        ConfigError.InvalidData(["sink", "headers"], `header line ${index} is not of the form "Name: value"`)
+      )
+    }
+    headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim()
+  }
+  return Either.right(headers)
+}
+
+const headersConfig: Config.Config<Readonly<Record<string, string>>> = Config.string("headers").pipe(
+  Config.map((text) => text.split("\n")),
+  Config.orElse(() => Config.array(Config.string(), "headers")),
+  Config.nested("sink"),
+  Config.withDefault<ReadonlyArray<string>>([]),
+  Config.mapOrFail(parseHeaderLines)
+)
+
 const sinkConfig: Config.Config<SinkSettings> = Config.all({
   type: Config.literal("webhook", "stdout")("type").pipe(Config.nested("sink"), Config.withDefault("webhook" as const)),
   url: Config.option(urlConfig),
-  timeout: positiveDuration("timeout", "10 seconds").pipe(Config.nested("sink"))
+  timeout: positiveDuration("timeout", "10 seconds").pipe(Config.nested("sink")),
+  headers: headersConfig,
+  signingSecret: Config.option(Config.redacted("signingSecret").pipe(Config.nested("sink"))),
+  maxRetryAfter: positiveDuration("maxRetryAfter", "60 seconds").pipe(Config.nested("sink"))
 }).pipe(
-  Config.mapOrFail(({ timeout, type, url }) => {
+  Config.mapOrFail(({ type, url, ...webhook }) => {
     if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
     return Option.match(url, {
       onNone: () =>
         Either.left(ConfigError.MissingData(["sink", "url"], "a webhook sink needs a URL (--webhook-url, sink.url)")),
-      onSome: (value) => Either.right<SinkSettings>({ _tag: "webhook", url: value, timeout })
+      onSome: (value) => Either.right<SinkSettings>({ _tag: "webhook", url: value, ...webhook })
     })
   })
 )
 
 /**
- * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`).
+ * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`,
+ * `sink.headers`, `sink.signingSecret`, `sink.maxRetryAfter`).
  *
  * @since 0.1.0
  */
