@@ -34,11 +34,11 @@ export const keyedRecords = (partitions: ReadonlyArray<string>, count: number): 
  * Persists `records` and runs a relay over the memory store delivering through `sink` until `done`
  * succeeds (polled every 100 ms); returns the number of records still pending or claimed after it stops.
  */
-export const relayUntil = <E, E2>(
+export const relayUntil = <E, E2, E3 = never>(
   sink: Layer.Layer<Sink, E>,
   records: ReadonlyArray<NewOutboxRecord>,
-  done: Effect.Effect<boolean, E2>,
-  whileRunning: Effect.Effect<void, E2> = Effect.void
+  done: Effect.Effect<boolean, E2, OutboxStore>,
+  whileRunning: Effect.Effect<void, E3> = Effect.void
 ) =>
   Effect.gen(function* () {
     const store = yield* OutboxStore
@@ -70,6 +70,16 @@ export const relayUntil = <E, E2>(
     }
     return left
   }).pipe(Effect.provide(Layer.mergeAll(MemoryOutboxStore.layer, MemoryLeaseStore.layer, sink)))
+
+/** Whether every record of these partitions is completed (none pending or claimed). */
+export const allCompleted = (partitions: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    for (const partition of partitions) {
+      if ((yield* store.countPending(partition)) + (yield* store.countClaimed(partition)) > 0) return false
+    }
+    return true
+  })
 
 /** The sequence of record ids per `(partition, orderingKey)` in the order a consumer saw them (first sight). */
 export const perKeyOrder = (
