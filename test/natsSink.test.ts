@@ -9,13 +9,24 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll } from "vitest"
 import { connect, type JetStreamManager, type NatsConnection } from "nats"
 import { OutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as NatsSink from "../src/layers/sinks/NatsSink.js"
 import { keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
+import { buildCli } from "./support/CliBundle.js"
+import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
 import { startNats } from "./support/NatsServer.js"
 
 const natsUrl = inject("natsUrl")
+const bundle = await buildCli()
+afterAll(() => bundle.remove())
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-nats-cli-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+const { run, spawnCli } = cliRunner(bundle, directory)
 
 /** An admin connection and a fresh stream capturing `<prefix>.>`; both removed afterwards. */
 const withStream = <A, E>(
@@ -207,6 +218,40 @@ describe("NatsSink", { timeout: 120_000 }, () => {
         "the default subject is empty"
       ])
     })
+  )
+
+  it.live("relay nats <url> delivers through the CLI; the URL's credentials are never logged", () =>
+    withStream(natsUrl, (prefix, jsm) =>
+      Effect.promise(async () => {
+        const file = path.join(directory, `${prefix}.db`)
+        const input = ["a", "b"]
+          .flatMap((p) => [0, 1, 2].map((n) => ({ partitionKey: p, envelopeId: `e${n}`, bindingId: "b", payload: n })))
+          .map((r) => JSON.stringify(r))
+          .join("\n")
+        const enqueued = await run(["enqueue", "--sqlite-file", file], input)
+        expect(enqueued.code, enqueued.stderr).toBe(0)
+        const secretUrl = natsUrl.replace("nats://", "nats://natsuser:N-S3CRET@")
+        const relay = spawnCli([
+          "relay",
+          "nats",
+          secretUrl,
+          "--subject",
+          `${prefix}.{partitionKey}`,
+          "--sqlite-file",
+          file,
+          "--discovery-interval",
+          "200 millis"
+        ])
+        const { exited, output } = finish(relay)
+        await waitFor("6 messages", async () => (await jsm.streams.info(prefix)).state.messages >= 6)
+        relay.kill("SIGTERM")
+        expect(await exited).toBe(0)
+        expect(output.stderr).toContain(`sink="nats nats://***@127.0.0.1:${new URL(natsUrl).port}"`)
+        expect(output.stderr).not.toMatch(/S3CRET|natsuser/)
+        const subjects = (await Effect.runPromise(readStream(jsm, prefix))).map((m) => m.subject)
+        expect(subjects.filter((s) => s === `${prefix}.a`)).toHaveLength(3)
+      })
+    )
   )
 
   it.live("the effect-outbox/nats entry exports the sink", () =>

@@ -10,14 +10,24 @@ import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { type Channel, connect } from "amqplib"
 import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
 import { afterAll } from "vitest"
 import { OutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
 import { allCompleted, keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
+import { buildCli } from "./support/CliBundle.js"
+import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
 import { startRabbitMq } from "./support/RabbitMqServer.js"
 
 const rabbit = await startRabbitMq()
 afterAll(() => rabbit.dispose())
+const bundle = await buildCli()
+afterAll(() => bundle.remove())
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-rabbitmq-cli-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+const { run, spawnCli } = cliRunner(bundle, directory)
 
 /** Runs `f` on a fresh admin channel (a broker restart closes connections: each use opens its own). */
 const admin = <A>(f: (channel: Channel) => Promise<A>) =>
@@ -178,6 +188,39 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
       const seen = yield* drain(queue)
       expect(new Set(seen.map((m) => m.id)).size).toBe(240)
       expectOrdered(seen, partitions, 60)
+    })
+  )
+
+  it.live("relay rabbitmq <url> delivers through the CLI; the URL's credentials are never logged", () =>
+    Effect.gen(function* () {
+      const queue = yield* freshQueue()
+      const file = path.join(directory, `${queue}.db`)
+      const input = [0, 1, 2, 3]
+        .map((n) => JSON.stringify({ partitionKey: "p", envelopeId: `e${n}`, bindingId: "b", payload: n }))
+        .join("\n")
+      const enqueued = yield* Effect.promise(() => run(["enqueue", "--sqlite-file", file], input))
+      expect(enqueued.code, enqueued.stderr).toBe(0)
+      const relay = spawnCli([
+        "relay",
+        "rabbitmq",
+        rabbit.url,
+        "--routing-key",
+        queue,
+        "--sqlite-file",
+        file,
+        "--discovery-interval",
+        "200 millis"
+      ])
+      const { exited, output } = finish(relay)
+      yield* Effect.promise(() =>
+        waitFor("4 messages", () => Effect.runPromise(Effect.map(depth(queue), (n) => n >= 4)))
+      )
+      relay.kill("SIGTERM")
+      expect(yield* Effect.promise(() => exited)).toBe(0)
+      expect(output.stderr).toContain(`sink="rabbitmq amqp://***@127.0.0.1:${new URL(rabbit.url).port}"`)
+      expect(output.stderr).not.toContain(":guest@")
+      const seen = yield* drain(queue)
+      expect(seen.map((m) => m.partition)).toEqual(["p", "p", "p", "p"])
     })
   )
 

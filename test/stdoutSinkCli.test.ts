@@ -6,7 +6,7 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Schema from "effect/Schema"
-import { type ChildProcess, spawn } from "node:child_process"
+import { spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
@@ -14,6 +14,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { buildCli } from "./support/CliBundle.js"
+import { baseEnv, cliRunner, finish, waitFor } from "./support/CliProcess.js"
 
 const bundle = await buildCli()
 afterAll(() => bundle.remove())
@@ -22,31 +23,7 @@ afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
 let files = 0
 const freshFile = (): string => path.join(directory, `db-${++files}`, "outbox.db")
 
-const baseEnv = (): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    if (!key.startsWith("OUTBOX_") && !key.startsWith("OTEL_")) env[key] = value
-  }
-  return env
-}
-
-const spawnCli = (args: ReadonlyArray<string>, env: Record<string, string> = {}): ChildProcess =>
-  spawn(process.execPath, bundle.argv(args), { cwd: directory, env: { ...baseEnv(), ...env } })
-
-const finish = (child: ChildProcess, input = "") => {
-  const output = { stdout: "", stderr: "" }
-  child.stdout?.on("data", (chunk: Buffer) => (output.stdout += chunk.toString("utf8")))
-  child.stderr?.on("data", (chunk: Buffer) => (output.stderr += chunk.toString("utf8")))
-  child.stdin?.end(input)
-  const exited = new Promise<number | null>((resolve) => child.on("close", (code) => resolve(code)))
-  return { output, exited }
-}
-
-const run = async (args: ReadonlyArray<string>, input = "") => {
-  const { exited, output } = finish(spawnCli(args), input)
-  const code = await exited
-  return { code, ...output }
-}
+const { run, spawnCli } = cliRunner(bundle, directory)
 
 const enqueue = async (file: string, records: ReadonlyArray<unknown>) => {
   const result = await run(["enqueue", "--sqlite-file", file], records.map((r) => JSON.stringify(r)).join("\n"))
@@ -67,14 +44,6 @@ const inspect = async (file: string) => {
   const result = await run(["inspect", "--sqlite-file", file, "--json"])
   expect(result.code, result.stderr).toBe(0)
   return Schema.decodeUnknownSync(Schema.parseJson(Inspect))(result.stdout)
-}
-
-const waitFor = async (what: string, check: () => boolean, withinMillis = 60_000) => {
-  const deadline = Date.now() + withinMillis
-  while (!check()) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`)
-    await new Promise((resolve) => setTimeout(resolve, 25))
-  }
 }
 
 const records = (count: number) =>

@@ -1,10 +1,10 @@
 /**
  * `effect-outbox relay`: runs a relay over the configured store until SIGINT/SIGTERM, delivering to a
- * webhook or to stdout (JSON lines). On a signal the relay stops discovery, lets each drainer finish or
+ * webhook, NATS JetStream, RabbitMQ or stdout (JSON lines). On a signal the relay stops discovery, lets each drainer finish or
  * release its in-flight batch, and releases every lease before the process exits. A stdout relay whose
  * reader goes away (`relay stdout | head -n 3`) stops the same way and exits 0.
  *
- * The webhook sink and its HTTP client are imported only when a relay delivers to a webhook.
+ * Each sink (with its client: HTTP, `nats`, `amqplib`) is imported only when a relay delivers to it.
  *
  * @since 0.1.0
  */
@@ -19,6 +19,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Redact from "../../layers/sinks/Redact.js"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
+import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
 import { CliFailure, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
@@ -34,10 +35,39 @@ import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.j
 export const sinkLayer = (
   sink: SinkSettings,
   onStdoutClosed: Effect.Effect<void> = Effect.void
-): Layer.Layer<Sink, CliFailure> =>
-  sink._tag === "stdout"
-    ? StdoutSink.layerWith({ onClosed: onStdoutClosed })
-    : Layer.unwrapEffect(
+): Layer.Layer<Sink, CliFailure> => {
+  const configured = (layer: Effect.Effect<Layer.Layer<Sink, InvalidConfiguration>>): Layer.Layer<Sink, CliFailure> =>
+    Layer.unwrapEffect(layer).pipe(Layer.mapError((error) => new CliFailure({ message: error.message, exitCode: 2 })))
+  switch (sink._tag) {
+    case "stdout":
+      return StdoutSink.layerWith({ onClosed: onStdoutClosed })
+    case "nats":
+      return configured(
+        Effect.map(
+          Effect.promise(() => import("../../layers/sinks/NatsSink.js")),
+          (NatsSink) =>
+            NatsSink.layer({
+              servers: sink.url,
+              subject: Option.getOrUndefined(sink.subject),
+              timeout: sink.timeout
+            })
+        )
+      )
+    case "rabbitmq":
+      return configured(
+        Effect.map(
+          Effect.promise(() => import("../../layers/sinks/RabbitMqSink.js")),
+          (RabbitMqSink) =>
+            RabbitMqSink.layer({
+              url: sink.url,
+              exchange: sink.exchange,
+              routingKey: Option.getOrUndefined(sink.routingKey),
+              timeout: sink.timeout
+            })
+        )
+      )
+    case "webhook":
+      return configured(
         Effect.map(
           Effect.promise(() =>
             Promise.all([import("../../layers/sinks/WebhookSink.js"), import("@effect/platform-node/NodeHttpClient")])
@@ -51,7 +81,9 @@ export const sinkLayer = (
               signingSecret: Option.getOrUndefined(sink.signingSecret)
             }).pipe(Layer.provide(NodeHttpClient.layerUndici))
         )
-      ).pipe(Layer.mapError((error) => new CliFailure({ message: error.message, exitCode: 2 })))
+      )
+  }
+}
 
 /**
  * The relay options for the settings.
@@ -67,7 +99,7 @@ export const relayOptions = (settings: RelaySettings): Relay.RelayOptions => ({
 })
 
 const describeSink = (sink: SinkSettings): string =>
-  sink._tag === "stdout" ? "stdout" : `webhook ${Redact.url(sink.url)}`
+  sink._tag === "stdout" ? "stdout" : `${sink._tag} ${Redact.url(sink.url)}`
 
 /**
  * The `relay` command.
@@ -80,9 +112,19 @@ export const command = Command.make(
     ...storeOptions,
     sinkArg: Args.choice([
       ["webhook", "webhook"],
-      ["stdout", "stdout"]
-    ]).pipe(Args.withDescription("Where to deliver: webhook <url> | stdout (env OUTBOX_SINK_TYPE)"), Args.optional),
-    urlArg: Args.text({ name: "url" }).pipe(Args.withDescription("Webhook URL"), Args.optional),
+      ["stdout", "stdout"],
+      ["nats", "nats"],
+      ["rabbitmq", "rabbitmq"]
+    ]).pipe(
+      Args.withDescription(
+        "Where to deliver: webhook <url> | stdout | nats <url> | rabbitmq <url> (env OUTBOX_SINK_TYPE)"
+      ),
+      Args.optional
+    ),
+    urlArg: Args.text({ name: "url" }).pipe(
+      Args.withDescription("Webhook, NATS or RabbitMQ URL (credentials in it are never logged)"),
+      Args.optional
+    ),
     webhookUrl: Options.text("webhook-url").pipe(
       Options.withDescription("Webhook URL (env OUTBOX_SINK_URL)"),
       Options.optional
@@ -99,6 +141,20 @@ export const command = Command.make(
     ),
     maxRetryAfter: Options.text("max-retry-after").pipe(
       Options.withDescription('Largest webhook Retry-After honoured (default "60 seconds")'),
+      Options.optional
+    ),
+    subject: Options.text("subject").pipe(
+      Options.withDescription(
+        "NATS subject for records without an address; {partitionKey}, {routeId} (env OUTBOX_SINK_SUBJECT)"
+      ),
+      Options.optional
+    ),
+    exchange: Options.text("exchange").pipe(
+      Options.withDescription('RabbitMQ exchange for addresses without one (default "", env OUTBOX_SINK_EXCHANGE)'),
+      Options.optional
+    ),
+    routingKey: Options.text("routing-key").pipe(
+      Options.withDescription("RabbitMQ routing key for records without an address (env OUTBOX_SINK_ROUTING_KEY)"),
       Options.optional
     ),
     owner: Options.text("owner").pipe(
@@ -137,6 +193,9 @@ export const command = Command.make(
           ["sink.headers", flags.header.length === 0 ? Option.none() : Option.some(flags.header.join("\n"))],
           ["sink.signingSecret", Option.map(flags.signingSecret, Redacted.value)],
           ["sink.maxRetryAfter", flags.maxRetryAfter],
+          ["sink.subject", flags.subject],
+          ["sink.exchange", flags.exchange],
+          ["sink.routingKey", flags.routingKey],
           ["relay.owner", flags.owner],
           ["relay.maxPartitions", flags.maxPartitions],
           ["relay.leaseTtl", flags.leaseTtl],

@@ -138,11 +138,39 @@ export interface WebhookSettings {
 }
 
 /**
+ * Settings of the NATS JetStream sink (see `NatsSink`).
+ *
+ * @since 0.1.0
+ */
+export interface NatsSettings {
+  readonly _tag: "nats"
+  readonly url: string
+  /** The subject for records without an address (`sink.subject`). */
+  readonly subject: Option.Option<string>
+  readonly timeout: Duration.Duration
+}
+
+/**
+ * Settings of the RabbitMQ sink (see `RabbitMqSink`).
+ *
+ * @since 0.1.0
+ */
+export interface RabbitMqSettings {
+  readonly _tag: "rabbitmq"
+  readonly url: string
+  /** The exchange for addresses without one (`sink.exchange`, default the default exchange). */
+  readonly exchange: string
+  /** The routing key for records without an address (`sink.routingKey`). */
+  readonly routingKey: Option.Option<string>
+  readonly timeout: Duration.Duration
+}
+
+/**
  * The sink a relay delivers to.
  *
  * @since 0.1.0
  */
-export type SinkSettings = WebhookSettings | { readonly _tag: "stdout" }
+export type SinkSettings = WebhookSettings | NatsSettings | RabbitMqSettings | { readonly _tag: "stdout" }
 
 /**
  * Relay tuning.
@@ -159,21 +187,22 @@ export interface RelaySettings {
   readonly sink: SinkSettings
 }
 
-const urlConfig = trimmed.pipe(
-  Config.validate({
-    message: "Expected an http:// or https:// URL",
-    validation: (url) => {
-      try {
-        const parsed = new URL(url)
-        return parsed.protocol === "http:" || parsed.protocol === "https:"
-      } catch {
-        return false
-      }
-    }
-  }),
-  Config.nested("url"),
-  Config.nested("sink")
-)
+const urlConfig = Config.nested(trimmed, "url").pipe(Config.nested("sink"))
+
+const schemes = { webhook: ["http:", "https:"], nats: ["nats:", "tls:"], rabbitmq: ["amqp:", "amqps:"] } as const
+
+/** Whether `url` parses with one of the sink's schemes (the URL itself is never quoted: it may hold secrets). */
+const checkUrl = (type: keyof typeof schemes, url: string): Either.Either<string, ConfigError.ConfigError> => {
+  const allowed: ReadonlyArray<string> = schemes[type]
+  try {
+    if (allowed.includes(new URL(url).protocol)) return Either.right(url)
+  } catch {
+    // not a URL at all
+  }
+  return Either.left(
+    ConfigError.InvalidData(["sink", "url"], `Expected an ${allowed.map((scheme) => `${scheme}//`).join(" or ")} URL`)
+  )
+}
 
 /**
  * Parses header lines `Name: value` (blank lines ignored); a line without a colon is a `ConfigError`
@@ -209,26 +238,50 @@ const headersConfig: Config.Config<Readonly<Record<string, string>>> = Config.st
 )
 
 const sinkConfig: Config.Config<SinkSettings> = Config.all({
-  type: Config.literal("webhook", "stdout")("type").pipe(Config.nested("sink"), Config.withDefault("webhook" as const)),
+  type: Config.literal(
+    "webhook",
+    "stdout",
+    "nats",
+    "rabbitmq"
+  )("type").pipe(Config.nested("sink"), Config.withDefault("webhook" as const)),
   url: Config.option(urlConfig),
   timeout: positiveDuration("timeout", "10 seconds").pipe(Config.nested("sink")),
   headers: headersConfig,
   signingSecret: Config.option(Config.redacted("signingSecret").pipe(Config.nested("sink"))),
-  maxRetryAfter: positiveDuration("maxRetryAfter", "60 seconds").pipe(Config.nested("sink"))
+  maxRetryAfter: positiveDuration("maxRetryAfter", "60 seconds").pipe(Config.nested("sink")),
+  subject: Config.option(nonEmpty("subject").pipe(Config.nested("sink"))),
+  exchange: Config.string("exchange").pipe(Config.nested("sink"), Config.withDefault("")),
+  routingKey: Config.option(nonEmpty("routingKey").pipe(Config.nested("sink")))
 }).pipe(
-  Config.mapOrFail(({ type, url, ...webhook }) => {
+  Config.mapOrFail(({ exchange, routingKey, subject, type, url, ...webhook }) => {
     if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
     return Option.match(url, {
       onNone: () =>
-        Either.left(ConfigError.MissingData(["sink", "url"], "a webhook sink needs a URL (--webhook-url, sink.url)")),
-      onSome: (value) => Either.right<SinkSettings>({ _tag: "webhook", url: value, ...webhook })
+        Either.left(
+          ConfigError.MissingData(
+            ["sink", "url"],
+            type === "webhook" ? "a webhook sink needs a URL (--webhook-url, sink.url)" : `a ${type} sink needs a URL`
+          )
+        ),
+      onSome: (value) =>
+        Either.map(checkUrl(type, value), (checked): SinkSettings => {
+          switch (type) {
+            case "webhook":
+              return { _tag: "webhook", url: checked, ...webhook }
+            case "nats":
+              return { _tag: "nats", url: checked, subject, timeout: webhook.timeout }
+            case "rabbitmq":
+              return { _tag: "rabbitmq", url: checked, exchange, routingKey, timeout: webhook.timeout }
+          }
+        })
     })
   })
 )
 
 /**
- * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`,
- * `sink.headers`, `sink.signingSecret`, `sink.maxRetryAfter`).
+ * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`;
+ * webhook `sink.headers`, `sink.signingSecret`, `sink.maxRetryAfter`; NATS `sink.subject`; RabbitMQ
+ * `sink.exchange`, `sink.routingKey`).
  *
  * @since 0.1.0
  */
