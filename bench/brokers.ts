@@ -67,7 +67,12 @@ const relayRound = (sink: Layer.Layer<Sink, unknown>): Promise<number> =>
           yield* Relay.start({
             owner: "bench",
             discoveryInterval: "50 millis",
-            drainer: { idleBackoffMax: "20 millis" }
+            drainer: {
+              idleBackoffMax: "20 millis",
+              onExpired: "drop",
+              onPermanentFailure: "drop",
+              onPoison: "drop"
+            }
           })
           for (;;) {
             let left = 0
