@@ -1,7 +1,7 @@
 /**
  * `effect-outbox relay`: runs a relay over the configured store until SIGINT/SIGTERM, delivering to a
- * webhook, NATS JetStream, RabbitMQ or stdout (JSON lines). On a signal the relay stops discovery, lets each drainer finish or
- * release its in-flight batch, and releases every lease before the process exits. A stdout relay whose
+ * webhook, NATS JetStream, RabbitMQ or stdout (JSON lines). On a signal the relay stops discovery, lets
+ * each drainer finish or release its in-flight batch, and releases every lease before the process exits. A stdout relay whose
  * reader goes away (`relay stdout | head -n 3`) stops the same way and exits 0.
  *
  * Each sink (with its client: HTTP, `nats`, `amqplib`) is imported only when a relay delivers to it.
@@ -17,12 +17,14 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
+import * as Ref from "effect/Ref"
 import * as Redact from "../../layers/sinks/Redact.js"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
 import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
-import { CliFailure, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
+import { httpFlagEntries, httpOptions, opsApp, serve } from "./HttpOptions.js"
+import { CliFailure, httpConfig, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
 
 /**
@@ -180,34 +182,46 @@ export const command = Command.make(
     concurrency: Options.integer("concurrency").pipe(
       Options.withDescription("Ordering-key groups in flight per partition (default 10)"),
       Options.optional
-    )
+    ),
+    ...httpOptions
   },
   (flags) =>
     Effect.gen(function* () {
       const url = Option.orElse(flags.webhookUrl, () => flags.urlArg)
       const { provider, store } = yield* resolve(
         flags,
-        flagEntries([
-          ["sink.type", Option.orElse(flags.sinkArg, () => Option.as(url, "webhook"))],
-          ["sink.url", url],
-          ["sink.headers", flags.header.length === 0 ? Option.none() : Option.some(flags.header.join("\n"))],
-          ["sink.signingSecret", Option.map(flags.signingSecret, Redacted.value)],
-          ["sink.maxRetryAfter", flags.maxRetryAfter],
-          ["sink.subject", flags.subject],
-          ["sink.exchange", flags.exchange],
-          ["sink.routingKey", flags.routingKey],
-          ["relay.owner", flags.owner],
-          ["relay.maxPartitions", flags.maxPartitions],
-          ["relay.leaseTtl", flags.leaseTtl],
-          ["relay.discoveryInterval", flags.discoveryInterval],
-          ["relay.batchSize", flags.batchSize],
-          ["relay.concurrency", flags.concurrency]
+        new Map([
+          ...httpFlagEntries(flags),
+          ...flagEntries([
+            ["sink.type", Option.orElse(flags.sinkArg, () => Option.as(url, "webhook"))],
+            ["sink.url", url],
+            ["sink.headers", flags.header.length === 0 ? Option.none() : Option.some(flags.header.join("\n"))],
+            ["sink.signingSecret", Option.map(flags.signingSecret, Redacted.value)],
+            ["sink.maxRetryAfter", flags.maxRetryAfter],
+            ["sink.subject", flags.subject],
+            ["sink.exchange", flags.exchange],
+            ["sink.routingKey", flags.routingKey],
+            ["relay.owner", flags.owner],
+            ["relay.maxPartitions", flags.maxPartitions],
+            ["relay.leaseTtl", flags.leaseTtl],
+            ["relay.discoveryInterval", flags.discoveryInterval],
+            ["relay.batchSize", flags.batchSize],
+            ["relay.concurrency", flags.concurrency]
+          ])
         ])
       )
       const settings = yield* load(relayConfig, provider)
+      const http = yield* load(httpConfig, provider)
+      const running = yield* Ref.make(false)
       const stdoutClosed = yield* Deferred.make<void>()
       const run = Effect.gen(function* () {
         yield* Relay.start(relayOptions(settings))
+        yield* Ref.set(running, true)
+        yield* Effect.addFinalizer(() => Ref.set(running, false))
+        yield* Layer.buildWithScope(
+          serve(http, opsApp(http, { readiness: { relayRunning: Ref.get(running) } })),
+          yield* Effect.scope
+        )
         yield* Effect.logInfo("relay started").pipe(
           Effect.annotateLogs({
             owner: settings.owner,
