@@ -1,8 +1,8 @@
 /**
  * `effect-outbox relay`: runs a relay over the configured store until SIGINT/SIGTERM, delivering to a
  * webhook, NATS JetStream, RabbitMQ or stdout (JSON lines). On a signal the relay stops discovery, lets
- * each drainer finish or release its in-flight batch, and releases every lease before the process exits. A stdout relay whose
- * reader goes away (`relay stdout | head -n 3`) stops the same way and exits 0.
+ * each drainer finish or release its in-flight batch, and releases every lease before the process exits.
+ * A stdout relay whose reader goes away (`relay stdout | head -n 3`) stops the same way and exits 0.
  *
  * Each sink (with its client: HTTP, `nats`, `amqplib`) is imported only when a relay delivers to it.
  *
