@@ -15,11 +15,19 @@ import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import type { TestProject } from "vitest/node"
 import { startPostgres } from "./PostgresServer.js"
+import { startNats } from "./NatsServer.js"
 
 declare module "vitest" {
   export interface ProvidedContext {
     dynamoEndpoint: string
     postgresUrl: string
+  }
+}
+
+// NATS JetStream for the broker sink tests (see ./NatsServer.ts)
+declare module "vitest" {
+  export interface ProvidedContext {
+    natsUrl: string
   }
 }
 
@@ -226,8 +234,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
 
   project.provide("dynamoEndpoint", endpoint)
 
+  // NATS JetStream for the broker sink tests
+  const nats = await startNats()
+  project.provide("natsUrl", nats.url)
+
   // PostgreSQL: one throw-away server per run (./PostgresServer.ts); each test file creates its own database
   const postgres = await startPostgres().catch(async (error: unknown) => {
+    await nats.dispose()
     await stopServer(server)
     throw error
   })
@@ -235,6 +248,7 @@ export default async function setup(project: TestProject): Promise<() => Promise
   project.provide("postgresUrl", postgres.url)
 
   return async () => {
-    await Promise.all([stopServer(server), postgres.stop()])
+    await Promise.all([nats.dispose(), postgres.stop()])
+    await stopServer(server)
   }
 }
