@@ -109,6 +109,22 @@ export class InvalidRecord extends Schema.TaggedError<InvalidRecord>()("InvalidR
 }
 
 /**
+ * An argument of a port operation is invalid (empty or non-string key, non-finite or non-positive
+ * duration, bad filter, …). Nothing was read or written. The message names the argument, never its value.
+ *
+ * @since 0.1.0
+ */
+export class InvalidArgument extends Schema.TaggedError<InvalidArgument>()("InvalidArgument", {
+  operation: Schema.String,
+  argument: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `${this.operation}: invalid ${this.argument}: ${this.reason}`
+  }
+}
+
+/**
  * A stored record could not be read back: its stored form is corrupt (unknown status, malformed
  * headers, …). Nothing is skipped silently: the operation fails naming the record.
  *
