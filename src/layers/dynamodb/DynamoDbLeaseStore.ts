@@ -280,11 +280,14 @@ export const make = (
  */
 export const layerWith = (
   options: DynamoDbLeaseStoreOptions
-): Layer.Layer<LeaseStore.LeaseStore, InvalidConfiguration | StoreUnavailable, DynamoDb> => Layer.effect(LeaseStore.LeaseStore, make(options))
+): Layer.Layer<LeaseStore.LeaseStore, InvalidConfiguration | StoreUnavailable, DynamoDb> =>
+  Layer.effect(LeaseStore.LeaseStore, make(options))
 
 /**
  * The DynamoDB lease store with defaults: `LEASE` items in the table `effect-outbox` (created if missing).
  *
  * @since 0.1.0
  */
-export const layer: Layer.Layer<LeaseStore.LeaseStore, InvalidConfiguration | StoreUnavailable, DynamoDb> = layerWith({})
+export const layer: Layer.Layer<LeaseStore.LeaseStore, InvalidConfiguration | StoreUnavailable, DynamoDb> = layerWith(
+  {}
+)

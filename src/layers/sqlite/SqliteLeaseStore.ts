@@ -291,6 +291,5 @@ export const layerWith = (
  *
  * @since 0.1.0
  */
-export const layer: Layer.Layer<LeaseStore.LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> = layerWith(
-  {}
-)
+export const layer: Layer.Layer<LeaseStore.LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =
+  layerWith({})

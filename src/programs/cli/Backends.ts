@@ -79,7 +79,7 @@ export const countsThroughPort = (dlq: DeadLetterStoreService): Effect.Effect<De
   Effect.gen(function* () {
     const counts: DeadLetterCounts = { poison: 0, permanent: 0, expired: 0 }
     for (const category of categories) {
-      const entries = yield* dlq.list({ category })
+      const entries = yield* dlq.list({ category }).pipe(Effect.catchTag("InvalidArgument", Effect.die))
       counts[category] = entries.length
     }
     return counts
