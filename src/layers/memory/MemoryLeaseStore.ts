@@ -1,7 +1,8 @@
 /**
- * The in-memory `LeaseStore` (SPEC §4): one `Ref` holding every partition's stored lease, updated
- * atomically, so concurrent acquirers in one process have exactly one winner. Implements the storage
- * primitives of `LeaseStore.make`; stored leases are immutable (an update stores a new one).
+ * The in-memory `LeaseStore` (SPEC §4): one immutable map holding every partition's stored lease, read
+ * and replaced only inside single synchronous steps (`Effect.sync`), so every write is atomic and of
+ * concurrent acquirers in one process exactly one wins. Implements the storage primitives of
+ * `LeaseStore.make`; stored leases are immutable (an update stores a new one).
  *
  * @since 0.1.0
  */
@@ -9,7 +10,6 @@ import * as Effect from "effect/Effect"
 import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
 import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
 import * as LeaseStore from "../../services/LeaseStore.js"
 
@@ -26,8 +26,8 @@ type Leases = HashMap.HashMap<string, LeaseStore.StoredLease>
 const stored = (leases: Leases, partitionKey: string): LeaseStore.StoredLease | undefined =>
   Option.getOrUndefined(HashMap.get(leases, partitionKey))
 
-const isHeldBy = (lease: LeaseStore.StoredLease | undefined, token: LeaseTokenLike): boolean =>
-  lease !== undefined && !lease.released && lease.owner === token.owner && lease.version === token.version
+const isHeldBy = (lease: LeaseStore.StoredLease, token: LeaseTokenLike): boolean =>
+  !lease.released && lease.owner === token.owner && lease.version === token.version
 
 /**
  * Builds a memory lease store with its own empty state.
@@ -35,34 +35,46 @@ const isHeldBy = (lease: LeaseStore.StoredLease | undefined, token: LeaseTokenLi
  * @since 0.1.0
  */
 export const make = (_options: MemoryLeaseStoreOptions = {}): Effect.Effect<LeaseStore.LeaseStoreService> =>
-  Effect.map(Ref.make<Leases>(HashMap.empty()), (state) => {
+  Effect.sync(() => {
+    let leases: Leases = HashMap.empty()
+
+    /** Stores `next` for the partition (one synchronous step, so no other fiber sees a half-done write). */
+    const written = (partitionKey: string, next: LeaseStore.StoredLease): LeaseStore.WriteOutcome => {
+      leases = HashMap.set(leases, partitionKey, next)
+      return { _tag: "Written", lease: next }
+    }
+
     /** Replaces the token's lease with `change(lease)` when the token holds it; else refuses. */
     const updateHeld = (
       partitionKey: string,
       token: LeaseTokenLike,
       change: (lease: LeaseStore.StoredLease) => LeaseStore.StoredLease
     ) =>
-      Ref.modify(state, (leases): readonly [LeaseStore.WriteOutcome, Leases] => {
+      Effect.sync((): LeaseStore.WriteOutcome => {
         const current = stored(leases, partitionKey)
-        if (current === undefined || !isHeldBy(current, token)) return [{ _tag: "Refused", stored: current }, leases]
-        const next = change(current)
-        return [{ _tag: "Written", lease: next }, HashMap.set(leases, partitionKey, next)]
+        return current !== undefined && isHeldBy(current, token)
+          ? written(partitionKey, change(current))
+          : { _tag: "Refused", stored: current }
       })
 
     return LeaseStore.make({
       tryAcquire: (partitionKey, owner, nowMillis, expiresAtMillis) =>
-        Ref.modify(state, (leases): readonly [LeaseStore.WriteOutcome, Leases] => {
+        Effect.sync((): LeaseStore.WriteOutcome => {
           const current = stored(leases, partitionKey)
           if (current !== undefined && !current.released && nowMillis < current.expiresAtMillis) {
-            return [{ _tag: "Refused", stored: current }, leases]
+            return { _tag: "Refused", stored: current }
           }
-          const next = { owner, version: (current?.version ?? 0) + 1, expiresAtMillis, released: false }
-          return [{ _tag: "Written", lease: next }, HashMap.set(leases, partitionKey, next)]
+          return written(partitionKey, {
+            owner,
+            version: (current?.version ?? 0) + 1,
+            expiresAtMillis,
+            released: false
+          })
         }),
       extend: (partitionKey, token, expiresAtMillis) =>
         updateHeld(partitionKey, token, (lease) => ({ ...lease, expiresAtMillis })),
       end: (partitionKey, token) => updateHeld(partitionKey, token, (lease) => ({ ...lease, released: true })),
-      read: (partitionKey) => Effect.map(Ref.get(state), (leases) => stored(leases, partitionKey))
+      read: (partitionKey) => Effect.sync(() => stored(leases, partitionKey))
     })
   })
 
