@@ -142,6 +142,20 @@ const columnOf =
     return Either.right(out)
   }
 
+/** The message of the driver error under an `SqlError`, on one line. */
+const causeMessage = (error: SqlError): string => {
+  const cause: unknown = error.cause
+  const text =
+    typeof cause === "object" && cause !== null && "message" in cause && typeof cause.message === "string"
+      ? cause.message
+      : error.message
+  return text.split("\n")[0] ?? text
+}
+
+/** A `ROLLBACK` that failed because SQLite had already ended the transaction. */
+const rolledBackAlready = (error: SqlError): boolean =>
+  /no transaction is active|no such savepoint/.test(causeMessage(error))
+
 const isString = (u: unknown): u is string => typeof u === "string"
 const isNumber = (u: unknown): u is number => typeof u === "number"
 const idsOf = columnOf("id", isString, decodeIds)
@@ -273,7 +287,10 @@ export const make = (
         : run(conn, control.rollback, [])
       ).pipe(
         Effect.asVoid,
-        Effect.catchAll((error) => Effect.logWarning("outbox rollback failed", error))
+        Effect.catchAll((error) =>
+          // after SQLITE_FULL or an I/O error SQLite has already rolled the transaction back itself
+          rolledBackAlready(error) ? Effect.void : Effect.logWarning(`outbox rollback failed: ${causeMessage(error)}`)
+        )
       )
 
     /**

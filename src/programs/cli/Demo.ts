@@ -29,6 +29,7 @@ import * as path from "node:path"
 import { NewOutboxRecord } from "../../domain/OutboxRecord.js"
 import * as WebhookSink from "../../layers/sinks/WebhookSink.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
+import { OutboxInspection } from "../../services/OutboxInspection.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
 import { Sink } from "../../services/Sink.js"
 import * as Enqueue from "../Enqueue.js"
@@ -145,14 +146,15 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
       dynamodbTable: "effect-outbox",
       dynamodbDeadLetterTable: "effect-outbox-dead-letter",
       dynamodbEnsureTables: false,
-      dynamodbLocalClaimIndex: false
+      dynamodbLocalClaimIndex: false,
+      sqliteTablePrefix: ""
     }
     const perRelay = Math.ceil(partitions / 2)
 
     const program = Effect.gen(function* () {
       const store = yield* OutboxStore
       const dlq = yield* DeadLetterStore
-      const probe = yield* Backends.Probe
+      const inspection = yield* OutboxInspection
       const receiver = yield* Receiver.start(plan)
       out(
         [
@@ -228,7 +230,7 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
           pending += yield* store.countPending(partitionName(p)).pipe(Effect.orElseSucceed(() => 0))
           claimed += yield* store.countClaimed(partitionName(p)).pipe(Effect.orElseSucceed(() => 0))
         }
-        const dead = yield* probe.deadLetterCounts.pipe(
+        const dead = yield* inspection.deadLetters.pipe(
           Effect.orElseSucceed(() => ({ poison: 0, permanent: 0, expired: 0 }))
         )
         return {

@@ -27,6 +27,7 @@ import * as InspectCommand from "./InspectCommand.js"
 import * as RelayCommand from "./RelayCommand.js"
 import { stderrLogger } from "./Logging.js"
 import { CliFailure } from "./Settings.js"
+import * as UnknownFlags from "./UnknownFlags.js"
 
 /**
  * The root command.
@@ -106,7 +107,23 @@ const observabilityLayer: Layer.Layer<never> = Layer.unwrapEffect(
   })
 )
 
-const program = Effect.suspend(() => cli(process.argv)).pipe(
+const commandTree: UnknownFlags.CommandTree = {
+  root: root.descriptor,
+  groups: new Map([["dlq", DlqCommand.command.descriptor]])
+}
+
+/**
+ * Runs the CLI on `argv` after refusing an unknown flag by name (exit code 2).
+ *
+ * @since 0.1.0
+ */
+export const checkedCli = (argv: ReadonlyArray<string>) =>
+  Option.match(UnknownFlags.check(commandTree, argv.slice(2)), {
+    onNone: () => cli(argv),
+    onSome: (message) => Effect.fail(new CliFailure({ message: `${message} (see --help)`, exitCode: 2 }))
+  })
+
+const program = Effect.suspend(() => checkedCli(process.argv)).pipe(
   Effect.tapErrorCause((cause) => {
     const failure = Cause.failureOption(cause)
     if (Option.isSome(failure)) {
