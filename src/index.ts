@@ -69,3 +69,9 @@ export * as Enqueue from "./programs/Enqueue.js"
 
 /** Runs drainers for every partition it can lease, renewing and releasing leases. @since 0.1.0 */
 export * as Relay from "./programs/Relay.js"
+
+/** The HTTP operations endpoint: `/metrics`, `/healthz`, `/readyz` and the dashboard. @since 0.1.0 */
+export * as OpsServer from "./programs/ops/OpsServer.js"
+
+/** Effect's metric registry in the Prometheus text exposition format. @since 0.1.0 */
+export * as Prometheus from "./programs/ops/Prometheus.js"

@@ -232,11 +232,41 @@ export const pathsOf = (
 }
 
 /**
+ * The operations endpoint settings.
+ *
+ * @since 0.1.0
+ */
+export interface HttpSettings {
+  /** The port; none = no endpoint. 0 picks a free port. */
+  readonly port: Option.Option<number>
+  readonly host: string
+  readonly allowMutations: boolean
+  readonly showPayloads: boolean
+}
+
+/**
+ * The settings as a `Config` (paths `http.port`, `http.host`, `http.allowMutations`, `http.showPayloads`).
+ *
+ * @since 0.1.0
+ */
+export const httpConfig: Config.Config<HttpSettings> = Config.all({
+  port: Config.option(
+    Config.integer("port").pipe(
+      Config.validate({ message: "Expected a port from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
+      Config.nested("http")
+    )
+  ),
+  host: Config.nonEmptyString("host").pipe(Config.nested("http"), Config.withDefault("127.0.0.1")),
+  allowMutations: Config.boolean("allowMutations").pipe(Config.nested("http"), Config.withDefault(false)),
+  showPayloads: Config.boolean("showPayloads").pipe(Config.nested("http"), Config.withDefault(false))
+})
+
+/**
  * Every config the CLI reads from a config file; a key of the file that none of them reads is refused.
  *
  * @since 0.1.0
  */
-export const fileConfigs: ReadonlyArray<Config.Config<unknown>> = [storeConfig, relayConfig]
+export const fileConfigs: ReadonlyArray<Config.Config<unknown>> = [storeConfig, relayConfig, httpConfig]
 
 /**
  * The keys of a config file's JSON that no config of {@link fileConfigs} reads (as dotted paths).

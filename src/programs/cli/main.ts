@@ -20,6 +20,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import type * as Observability from "../Observability.js"
+import * as DashboardCommand from "./DashboardCommand.js"
 import * as DemoCommand from "./DemoCommand.js"
 import * as DlqCommand from "./DlqCommand.js"
 import * as EnqueueCommand from "./EnqueueCommand.js"
@@ -41,7 +42,8 @@ export const root = Command.make("effect-outbox").pipe(
     RelayCommand.command,
     EnqueueCommand.command,
     InspectCommand.command,
-    DlqCommand.command
+    DlqCommand.command,
+    DashboardCommand.command
   ])
 )
 
