@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 
 /**
@@ -154,7 +155,42 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("St
     const where = this.partitionKey !== undefined ? ` on partition ${this.partitionKey}` : ""
     return `store unavailable during ${this.operation}${where}`
   }
+
+  /**
+   * Fails with `StoreUnavailable` (the original failure as its `cause`) in place of every failure of
+   * the effect.
+   */
+  static refail(
+    operation: string,
+    partitionKey?: string | undefined
+  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, StoreUnavailable, R> {
+    return (effect) => Effect.mapError(effect, (cause) => new StoreUnavailable({ operation, partitionKey, cause }))
+  }
+
+  /**
+   * Like {@link StoreUnavailable.refail}, for the failures tagged `tag` only (e.g. a driver's
+   * `SqlError`); every other failure passes through unchanged.
+   */
+  static refailTag<T extends string>(
+    tag: T,
+    operation: string,
+    partitionKey?: string | undefined
+  ): <A, E extends { readonly _tag: string }, R>(
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, Exclude<E, { readonly _tag: T }> | StoreUnavailable, R> {
+    return <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.catchAll(effect, (error): Effect.Effect<never, Exclude<E, { readonly _tag: T }> | StoreUnavailable> =>
+        isNotTagged(error, tag)
+          ? Effect.fail(error)
+          : Effect.fail(new StoreUnavailable({ operation, partitionKey, cause: error }))
+      )
+  }
 }
+
+const isNotTagged = <E extends { readonly _tag: string }, T extends string>(
+  error: E,
+  tag: T
+): error is Exclude<E, { readonly _tag: T }> => error._tag !== tag
 
 /**
  * The backend cannot answer a depth question (R-READ-2).

@@ -17,7 +17,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { DeadLetterCategory } from "../domain/DeadLetterEntry.js"
-import { DepthUnsupported, type StoreUnavailable } from "../domain/OutboxError.js"
+import { DepthUnsupported, type InvalidArgument, type StoreUnavailable } from "../domain/OutboxError.js"
 import type { LeaseStoreService } from "./LeaseStore.js"
 
 /**
@@ -173,10 +173,12 @@ export const known = <A>(value: A): Fact<A> => Either.right(value)
  *
  * @since 0.1.0
  */
-export const fact = <A>(effect: Effect.Effect<A, DepthUnsupported | StoreUnavailable>) =>
+export const fact = <A>(effect: Effect.Effect<A, DepthUnsupported | InvalidArgument | StoreUnavailable>) =>
   effect.pipe(
     Effect.map(known<A>),
-    Effect.catchTag("DepthUnsupported", (error) => Effect.succeed(Either.left(error)))
+    Effect.catchTag("DepthUnsupported", (error) => Effect.succeed(Either.left(error))),
+    // inspected partition keys are listed by the store or checked by the caller: an invalid one is a bug
+    Effect.catchTag("InvalidArgument", (error) => Effect.die(error))
   )
 
 /**

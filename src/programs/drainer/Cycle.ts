@@ -17,6 +17,7 @@ import type * as LeaseToken from "../../domain/LeaseToken.js"
 import type {
   CorruptRecord,
   DrainStalled,
+  InvalidArgument,
   StaleFencingToken,
   StoreUnavailable,
   TransactionConflict
@@ -59,7 +60,8 @@ export interface CycleResult {
  *
  * @since 0.1.0
  */
-export type CycleError = StaleFencingToken | TransactionConflict | StoreUnavailable | CorruptRecord | DrainStalled
+export type CycleError =
+  StaleFencingToken | TransactionConflict | StoreUnavailable | CorruptRecord | InvalidArgument | DrainStalled
 
 const refreshGauges = (instance: Instance, claimed: number): Effect.Effect<void> =>
   Effect.gen(function* () {

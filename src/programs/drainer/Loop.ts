@@ -56,6 +56,8 @@ const tolerated = (instance: Instance, cycle: Effect.Effect<Cycle.CycleResult, C
   cycle.pipe(
     Effect.catchTags({
       TransactionConflict: () => Effect.succeed(undefined),
+      // the loop claims with its own partition key and batch size, both checked when it was built
+      InvalidArgument: (error) => Effect.die(error),
       StoreUnavailable: (error) =>
         Effect.logWarning("drain cycle failed; backing off").pipe(
           Effect.annotateLogs({ partition: instance.config.partitionKey, error: error.message }),

@@ -33,7 +33,10 @@ export const completeMany = (
     const failed: Map<string, StaleFencingToken | StoreUnavailable> = new Map()
     if (ids.length === 0) return failed
     instance.storeCalls += 1
-    const result = yield* Effect.either(instance.store.complete(ids, token))
+    // the ids are records this drainer claimed: an invalid one is a bug
+    const result = yield* Effect.either(
+      instance.store.complete(ids, token).pipe(Effect.catchTag("InvalidArgument", Effect.die))
+    )
     if (Either.isRight(result)) return failed
     const error = result.left
     const named = error._tag === "StaleFencingToken" && ids.length > 1 ? error.recordIds : undefined
@@ -42,7 +45,9 @@ export const completeMany = (
         failed.set(id, error)
         continue
       }
-      const single = yield* Effect.either(instance.store.complete([id], token))
+      const single = yield* Effect.either(
+        instance.store.complete([id], token).pipe(Effect.catchTag("InvalidArgument", Effect.die))
+      )
       if (Either.isLeft(single) && single.left._tag !== "StaleFencingToken") failed.set(id, single.left)
     }
     return failed
