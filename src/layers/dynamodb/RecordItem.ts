@@ -187,6 +187,55 @@ export const itemSizeProblem = (record: OutboxRecord.PreparedRecord): string | u
     : undefined
 }
 
+/**
+ * DynamoDB's limit on a partition key value (the table's `PK`, and the hash key of `RecordIdIndex` and
+ * `ExpiryIndex`), in UTF-8 bytes.
+ *
+ * @since 0.1.0
+ */
+export const MaxPartitionKeyBytes = 2048
+
+/**
+ * DynamoDB's limit on a sort key value (the table's `SK`), in UTF-8 bytes.
+ *
+ * @since 0.1.0
+ */
+export const MaxSortKeyBytes = 1024
+
+/**
+ * Why a prepared record's keys break a DynamoDB key limit, or `undefined`: the partition key (`PK`,
+ * `has_expiry`) and the record id (`RecordIdIndex`) up to {@link MaxPartitionKeyBytes}, the sort key
+ * built from envelope and binding ids (after escaping) up to {@link MaxSortKeyBytes}.
+ *
+ * @since 0.1.0
+ */
+export const keyLimitProblem = (
+  record: Pick<OutboxRecord.PreparedRecord, "id" | "partitionKey" | "envelopeId" | "bindingId">
+): string | undefined => {
+  const partitionKeyBytes = byteLength(record.partitionKey)
+  if (partitionKeyBytes > MaxPartitionKeyBytes) {
+    return `partitionKey is ${partitionKeyBytes} bytes; DynamoDB's partition key limit is ${MaxPartitionKeyBytes} bytes`
+  }
+  const idBytes = byteLength(record.id)
+  if (idBytes > MaxPartitionKeyBytes) {
+    return `id is ${idBytes} bytes; DynamoDB's key limit for RecordIdIndex is ${MaxPartitionKeyBytes} bytes`
+  }
+  const sortKeyBytes = byteLength(recordSortKey(record))
+  if (sortKeyBytes > MaxSortKeyBytes) {
+    return `envelopeId and bindingId make a sort key of ${sortKeyBytes} bytes (${RecordSortKeyPrefix} + escaped envelopeId + # + escaped bindingId); DynamoDB's sort key limit is ${MaxSortKeyBytes} bytes`
+  }
+  return undefined
+}
+
+/**
+ * Why a prepared record cannot be stored by the DynamoDB store (a key limit, then the item size), or
+ * `undefined`. The store core calls it for every record before anything is written.
+ *
+ * @since 0.1.0
+ */
+export const limitProblem = (record: OutboxRecord.PreparedRecord): string | undefined =>
+  keyLimitProblem(record) ?? itemSizeProblem(record)
+
 const S = Schema.Struct({ S: Schema.String })
 const NonEmptyS = Schema.Struct({ S: Schema.NonEmptyString })
 const N = Schema.Struct({ N: Schema.NumberFromString.pipe(Schema.int()) })
