@@ -188,12 +188,20 @@ export const itemSizeProblem = (record: OutboxRecord.PreparedRecord): string | u
 }
 
 /**
- * DynamoDB's limit on a partition key value (the table's `PK`, and the hash key of `RecordIdIndex` and
- * `ExpiryIndex`), in UTF-8 bytes.
+ * The longest partition key the DynamoDB store accepts, in UTF-8 bytes: it is the table's hash key
+ * (DynamoDB allows 2048 bytes) and the range key of `PartitionIndex` (1024 bytes).
  *
  * @since 0.1.0
  */
-export const MaxPartitionKeyBytes = 2048
+export const MaxPartitionKeyBytes = 1024
+
+/**
+ * The longest record id the DynamoDB store accepts, in UTF-8 bytes: DynamoDB's limit on the hash key of
+ * `RecordIdIndex`.
+ *
+ * @since 0.1.0
+ */
+export const MaxRecordIdBytes = 2048
 
 /**
  * DynamoDB's limit on a sort key value (the table's `SK`), in UTF-8 bytes.
@@ -203,9 +211,9 @@ export const MaxPartitionKeyBytes = 2048
 export const MaxSortKeyBytes = 1024
 
 /**
- * Why a prepared record's keys break a DynamoDB key limit, or `undefined`: the partition key (`PK`,
- * `has_expiry`) and the record id (`RecordIdIndex`) up to {@link MaxPartitionKeyBytes}, the sort key
- * built from envelope and binding ids (after escaping) up to {@link MaxSortKeyBytes}.
+ * Why a prepared record's keys break a DynamoDB key limit, or `undefined`: the partition key up to
+ * {@link MaxPartitionKeyBytes}, the record id up to {@link MaxRecordIdBytes}, the sort key built from
+ * envelope and binding ids (after escaping) up to {@link MaxSortKeyBytes}.
  *
  * @since 0.1.0
  */
@@ -214,11 +222,11 @@ export const keyLimitProblem = (
 ): string | undefined => {
   const partitionKeyBytes = byteLength(record.partitionKey)
   if (partitionKeyBytes > MaxPartitionKeyBytes) {
-    return `partitionKey is ${partitionKeyBytes} bytes; DynamoDB's partition key limit is ${MaxPartitionKeyBytes} bytes`
+    return `partitionKey is ${partitionKeyBytes} bytes; the DynamoDB store's limit is ${MaxPartitionKeyBytes} bytes (the range key of PartitionIndex)`
   }
   const idBytes = byteLength(record.id)
-  if (idBytes > MaxPartitionKeyBytes) {
-    return `id is ${idBytes} bytes; DynamoDB's key limit for RecordIdIndex is ${MaxPartitionKeyBytes} bytes`
+  if (idBytes > MaxRecordIdBytes) {
+    return `id is ${idBytes} bytes; DynamoDB's limit for the RecordIdIndex key is ${MaxRecordIdBytes} bytes`
   }
   const sortKeyBytes = byteLength(recordSortKey(record))
   if (sortKeyBytes > MaxSortKeyBytes) {
