@@ -149,6 +149,29 @@ describe("DynamoDB size limits (issue 18 item 1, R-PERSIST-5)", () => {
     }).pipe(Effect.provide(storeLayer))
   )
 
+  it.effect(
+    "an empty header name (DynamoDB rejects empty map keys) is InvalidRecord naming headers, nothing stored",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const pk = partition("header")
+        const bad = new OutboxRecord.NewOutboxRecord({
+          partitionKey: pk,
+          envelopeId: "h",
+          bindingId: "b",
+          payload: new Uint8Array([1]),
+          headers: { "": "x" }
+        })
+        const error = yield* Effect.flip(store.persist([record(pk, "good"), bad]))
+        expect(error._tag).toBe("InvalidRecord")
+        if (error._tag === "InvalidRecord") {
+          expect(error.index).toBe(1)
+          expect(error.reason).toContain("header name")
+        }
+        expect(yield* partitionItems(pk)).toEqual([])
+      }).pipe(Effect.provide(storeLayer))
+  )
+
   it.effect("transactItems rejects an over-long key before allocating seqs", () =>
     Effect.gen(function* () {
       const pk = partition("tx")

@@ -236,13 +236,37 @@ export const keyLimitProblem = (
 }
 
 /**
- * Why a prepared record cannot be stored by the DynamoDB store (a key limit, then the item size), or
- * `undefined`. The store core calls it for every record before anything is written.
+ * DynamoDB's limit on an attribute name (header names are the keys of the `headers` map), in UTF-8 bytes.
+ *
+ * @since 0.1.0
+ */
+export const MaxAttributeNameBytes = 65535
+
+/**
+ * Why a header name cannot be a DynamoDB map key (empty, or over {@link MaxAttributeNameBytes}), or
+ * `undefined`.
+ *
+ * @since 0.1.0
+ */
+export const headerNameProblem = (headers: OutboxRecord.Headers): string | undefined => {
+  for (const name of Object.keys(headers)) {
+    if (name.length === 0) return "a header name is empty; DynamoDB map keys must not be empty"
+    const bytes = byteLength(name)
+    if (bytes > MaxAttributeNameBytes) {
+      return `a header name is ${bytes} bytes; DynamoDB's attribute name limit is ${MaxAttributeNameBytes} bytes`
+    }
+  }
+  return undefined
+}
+
+/**
+ * Why a prepared record cannot be stored by the DynamoDB store (a key limit, a header name, then the
+ * item size), or `undefined`. The store core calls it for every record before anything is written.
  *
  * @since 0.1.0
  */
 export const limitProblem = (record: OutboxRecord.PreparedRecord): string | undefined =>
-  keyLimitProblem(record) ?? itemSizeProblem(record)
+  keyLimitProblem(record) ?? headerNameProblem(record.headers) ?? itemSizeProblem(record)
 
 const S = Schema.Struct({ S: Schema.String })
 const NonEmptyS = Schema.Struct({ S: Schema.NonEmptyString })
