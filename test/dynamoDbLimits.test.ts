@@ -172,6 +172,18 @@ describe("DynamoDB size limits (issue 18 item 1, R-PERSIST-5)", () => {
       }).pipe(Effect.provide(storeLayer))
   )
 
+  it.effect("complete and release of an id no record can have are StaleFencingToken naming it (R-DONE-2)", () =>
+    Effect.gen(function* () {
+      const store = yield* OutboxStore
+      const long = "i".repeat(RecordItem.MaxRecordIdBytes + 1)
+      const completed = yield* Effect.flip(store.complete(["", long], { owner: "o", version: 1 }))
+      expect(completed._tag).toBe("StaleFencingToken")
+      if (completed._tag === "StaleFencingToken") expect(completed.recordIds).toEqual(["", long])
+      const released = yield* Effect.flip(store.release([""], { owner: "o", version: 1 }))
+      expect(released._tag).toBe("StaleFencingToken")
+    }).pipe(Effect.provide(storeLayer))
+  )
+
   it.effect("transactItems rejects an over-long key before allocating seqs", () =>
     Effect.gen(function* () {
       const pk = partition("tx")

@@ -204,6 +204,13 @@ export const MaxPartitionKeyBytes = 1024
 export const MaxRecordIdBytes = 2048
 
 /**
+ * Whether a stored record can have this id (non-empty, at most {@link MaxRecordIdBytes}).
+ *
+ * @since 0.1.0
+ */
+export const canBeRecordId = (id: string): boolean => id.length > 0 && byteLength(id) <= MaxRecordIdBytes
+
+/**
  * DynamoDB's limit on a sort key value (the table's `SK`), in UTF-8 bytes.
  *
  * @since 0.1.0

@@ -59,7 +59,8 @@ export class KeyCache {
 
 /**
  * Resolves an id to its key: the cache, else `RecordIdIndex` with `indexLagRetries` more lookups
- * `indexLagDelay` apart. `undefined` when the index does not show the id.
+ * `indexLagDelay` apart. `undefined` when the index does not show the id, or when no stored record can
+ * have it (empty or over the key limit).
  *
  * @since 0.1.0
  */
@@ -71,6 +72,8 @@ export const lookupKey = (
 ): Effect.Effect<RecordKey | undefined, StoreUnavailable> => {
   const cached = cache.get(id)
   if (cached !== undefined) return Effect.succeed(cached)
+  // an id no record can have is unknown without asking (DynamoDB would reject the key as invalid)
+  if (!RecordItem.canBeRecordId(id)) return Effect.succeed(undefined)
   const once = ctx.dynamo
     .query({
       TableName: ctx.options.tableName,
