@@ -77,12 +77,8 @@ export {
   type ScanFoldReport
 } from "./StoreContext.js"
 
-/**
- * Builds the store's backend over an existing, checked table.
- *
- * @since 0.1.0
- */
-export const makeBackend = (ctx: StoreContext, bypassLogged: Ref.Ref<boolean>): OutboxStore.Backend => {
+/** Builds the store's backend over an existing, checked table. */
+const makeBackend = (ctx: StoreContext, bypassLogged: Ref.Ref<boolean>): OutboxStore.Backend => {
   const cache = new KeyCache()
   const remember = (
     record: Pick<OutboxRecord.PreparedRecord, "id" | "partitionKey" | "envelopeId" | "bindingId">
