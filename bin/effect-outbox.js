@@ -1,6 +1,3 @@
 #!/usr/bin/env node
-// Runs the TypeScript CLI entry through tsx's ESM loader (no build step).
-import { register } from "tsx/esm/api"
-
-register()
-await import("../src/programs/cli/main.ts")
+// The `effect-outbox` command: runs the compiled CLI from dist/ (`npm run build` in a clone; the package ships it built).
+await import("../dist/programs/cli/main.js")

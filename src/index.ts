@@ -1,5 +1,8 @@
 /**
- * effect-outbox: a durable transactional outbox for Effect applications.
+ * effect-outbox: a durable transactional outbox for Effect applications. The root entry holds the domain,
+ * the ports, the in-memory backend, the Drainer, Relay and Enqueue programs, the sinks and the metrics
+ * (SPEC §9); it needs `effect` and `@effect/platform` only. Backends with a driver live in their own
+ * entries: `effect-outbox/sqlite`, `effect-outbox/postgres`, `effect-outbox/dynamodb`, `effect-outbox/otel`.
  *
  * @since 0.1.0
  */
@@ -34,9 +37,6 @@ export * as Sink from "./services/Sink.js"
 /** Every metric the library emits. @since 0.1.0 */
 export * as OutboxMetrics from "./services/OutboxMetrics.js"
 
-/** The DynamoDB client service and its layer. @since 0.1.0 */
-export * as DynamoDb from "./services/DynamoDb.js"
-
 /** In-memory OutboxStore backend. @since 0.1.0 */
 export * as MemoryOutboxStore from "./layers/memory/MemoryOutboxStore.js"
 
@@ -45,27 +45,6 @@ export * as MemoryLeaseStore from "./layers/memory/MemoryLeaseStore.js"
 
 /** In-memory DeadLetterStore backend. @since 0.1.0 */
 export * as MemoryDeadLetterStore from "./layers/memory/MemoryDeadLetterStore.js"
-
-/** SQLite database layer (WAL, synchronous=FULL, busy timeout) providing `SqlClient`. @since 0.1.0 */
-export * as SqliteDatabase from "./layers/sqlite/SqliteDatabase.js"
-
-/** SQLite OutboxStore backend: the embedded default. @since 0.1.0 */
-export * as SqliteOutboxStore from "./layers/sqlite/SqliteOutboxStore.js"
-
-/** SQLite LeaseStore backend. @since 0.1.0 */
-export * as SqliteLeaseStore from "./layers/sqlite/SqliteLeaseStore.js"
-
-/** SQLite DeadLetterStore backend. @since 0.1.0 */
-export * as SqliteDeadLetterStore from "./layers/sqlite/SqliteDeadLetterStore.js"
-
-/** DynamoDB OutboxStore backend, table definition helpers and transactional enqueue items. @since 0.1.0 */
-export * as DynamoDbOutboxStore from "./layers/dynamodb/DynamoDbOutboxStore.js"
-
-/** DynamoDB LeaseStore backend (a LEASE item per partition, conditional writes). @since 0.1.0 */
-export * as DynamoDbLeaseStore from "./layers/dynamodb/DynamoDbLeaseStore.js"
-
-/** DynamoDB DeadLetterStore backend (own table, sharded age/route/category indexes). @since 0.1.0 */
-export * as DynamoDbDeadLetterStore from "./layers/dynamodb/DynamoDbDeadLetterStore.js"
 
 /** In-memory recording sink (tests and demos). @since 0.1.0 */
 export * as MemorySink from "./layers/sinks/MemorySink.js"
@@ -84,6 +63,3 @@ export * as Enqueue from "./programs/Enqueue.js"
 
 /** Runs drainers for every partition it can lease, renewing and releasing leases. @since 0.1.0 */
 export * as Relay from "./programs/Relay.js"
-
-/** Optional OpenTelemetry (OTLP/HTTP) export of traces, metrics and logs. @since 0.1.0 */
-export * as Observability from "./programs/Observability.js"

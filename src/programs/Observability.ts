@@ -9,7 +9,7 @@
  * @since 0.1.0
  */
 import * as Otlp from "@effect/opentelemetry/Otlp"
-import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
+import * as FetchHttpClient from "@effect/platform/FetchHttpClient"
 import * as Layer from "effect/Layer"
 
 /**
@@ -48,7 +48,7 @@ export const layerWith = (options: ObservabilityOptions): Layer.Layer<never> => 
     metricsExportInterval: "10 seconds",
     tracerExportInterval: "5 seconds",
     shutdownTimeout: "3 seconds"
-  }).pipe(Layer.provide(NodeHttpClient.layerUndici))
+  }).pipe(Layer.provide(FetchHttpClient.layer))
 }
 
 /**

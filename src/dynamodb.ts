@@ -1,0 +1,18 @@
+/**
+ * effect-outbox/dynamodb: the DynamoDB client service and backend (SPEC §3.3, §9). Needs
+ * `@aws-sdk/client-dynamodb` installed.
+ *
+ * @since 0.1.0
+ */
+
+/** The DynamoDB client service and its layer. @since 0.1.0 */
+export * as DynamoDb from "./services/DynamoDb.js"
+
+/** DynamoDB OutboxStore backend, table definition helpers and transactional enqueue items. @since 0.1.0 */
+export * as DynamoDbOutboxStore from "./layers/dynamodb/DynamoDbOutboxStore.js"
+
+/** DynamoDB LeaseStore backend (a LEASE item per partition, conditional writes). @since 0.1.0 */
+export * as DynamoDbLeaseStore from "./layers/dynamodb/DynamoDbLeaseStore.js"
+
+/** DynamoDB DeadLetterStore backend (own table, sharded age/route/category indexes). @since 0.1.0 */
+export * as DynamoDbDeadLetterStore from "./layers/dynamodb/DynamoDbDeadLetterStore.js"

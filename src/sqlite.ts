@@ -1,0 +1,18 @@
+/**
+ * effect-outbox/sqlite: the SQLite backend (SPEC §3.2, §9). Needs `@effect/sql` and
+ * `@effect/sql-sqlite-node` installed.
+ *
+ * @since 0.1.0
+ */
+
+/** SQLite database layer (WAL, synchronous=FULL, busy timeout) providing `SqlClient`. @since 0.1.0 */
+export * as SqliteDatabase from "./layers/sqlite/SqliteDatabase.js"
+
+/** SQLite OutboxStore backend: the embedded default. @since 0.1.0 */
+export * as SqliteOutboxStore from "./layers/sqlite/SqliteOutboxStore.js"
+
+/** SQLite LeaseStore backend. @since 0.1.0 */
+export * as SqliteLeaseStore from "./layers/sqlite/SqliteLeaseStore.js"
+
+/** SQLite DeadLetterStore backend. @since 0.1.0 */
+export * as SqliteDeadLetterStore from "./layers/sqlite/SqliteDeadLetterStore.js"
