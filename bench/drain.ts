@@ -66,7 +66,7 @@ const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-drain-bench-"))
 let files = 0
 const freshFile = (): string => path.join(directory, `drain-${++files}.db`)
 
-const relayOptions: Relay.RelayOptions = {
+const relayOptions = {
   owner: "bench-relay",
   leaseTtl: "30 seconds",
   discoveryInterval: "20 millis",
@@ -80,7 +80,7 @@ const relayOptions: Relay.RelayOptions = {
     idleBackoffMin: "1 millis",
     idleBackoffMax: "10 millis"
   }
-}
+} satisfies Relay.RelayOptions
 
 let envelope = 0
 /** Records made so far per partition: within each partition every other record is keyed. */
@@ -205,7 +205,7 @@ const throughput = (
   stores: Stores,
   count: number,
   sinkKind: SinkKind,
-  options: Relay.RelayOptions = relayOptions,
+  options: typeof relayOptions = relayOptions,
   layout: Layout = "partition"
 ): Effect.Effect<Throughput> =>
   Effect.gen(function* () {
@@ -516,10 +516,10 @@ const main = Effect.gen(function* () {
 
   // the same with one lane per ordering key (maxConcurrency = keys per partition): shows how much of the
   // gap is the keyed chain (a complete, i.e. a commit, per wave of keyed records) rather than the drainer
-  const laneOptions: Relay.RelayOptions = {
+  const laneOptions = {
     ...relayOptions,
     drainer: { ...relayOptions.drainer, maxConcurrency: keysPerPartition }
-  }
+  } satisfies Relay.RelayOptions
   // and, with the goal's options, a backlog interleaved record by record over the partitions: shows what the
   // layout of the records in the file costs the relay (the raw baseline always persists by partition)
   const laneRawRuns: Array<Throughput> = []

@@ -16,3 +16,6 @@ export * as DynamoDbLeaseStore from "./layers/dynamodb/DynamoDbLeaseStore.js"
 
 /** DynamoDB DeadLetterStore backend (own table, sharded age/route/category indexes). @since 0.1.0 */
 export * as DynamoDbDeadLetterStore from "./layers/dynamodb/DynamoDbDeadLetterStore.js"
+
+/** DynamoDB OutboxInspection (the stores' table names). @since 0.1.0 */
+export * as DynamoDbInspection from "./layers/dynamodb/DynamoDbInspection.js"

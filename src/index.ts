@@ -37,6 +37,9 @@ export * as Sink from "./services/Sink.js"
 /** Every metric the library emits. @since 0.1.0 */
 export * as OutboxMetrics from "./services/OutboxMetrics.js"
 
+/** Read-only operator facts (depths, ages, fence, lease, stranded heads, dead-letter counts). @since 0.1.0 */
+export * as OutboxInspection from "./services/OutboxInspection.js"
+
 /** In-memory OutboxStore backend. @since 0.1.0 */
 export * as MemoryOutboxStore from "./layers/memory/MemoryOutboxStore.js"
 
@@ -45,6 +48,9 @@ export * as MemoryLeaseStore from "./layers/memory/MemoryLeaseStore.js"
 
 /** In-memory DeadLetterStore backend. @since 0.1.0 */
 export * as MemoryDeadLetterStore from "./layers/memory/MemoryDeadLetterStore.js"
+
+/** In-memory OutboxInspection. @since 0.1.0 */
+export * as MemoryInspection from "./layers/memory/MemoryInspection.js"
 
 /** In-memory recording sink (tests and demos). @since 0.1.0 */
 export * as MemorySink from "./layers/sinks/MemorySink.js"
@@ -63,3 +69,9 @@ export * as Enqueue from "./programs/Enqueue.js"
 
 /** Runs drainers for every partition it can lease, renewing and releasing leases. @since 0.1.0 */
 export * as Relay from "./programs/Relay.js"
+
+/** The HTTP operations endpoint: `/metrics`, `/healthz`, `/readyz` and the dashboard. @since 0.1.0 */
+export * as OpsServer from "./programs/ops/OpsServer.js"
+
+/** Effect's metric registry in the Prometheus text exposition format. @since 0.1.0 */
+export * as Prometheus from "./programs/ops/Prometheus.js"

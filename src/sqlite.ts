@@ -16,3 +16,6 @@ export * as SqliteLeaseStore from "./layers/sqlite/SqliteLeaseStore.js"
 
 /** SQLite DeadLetterStore backend. @since 0.1.0 */
 export * as SqliteDeadLetterStore from "./layers/sqlite/SqliteDeadLetterStore.js"
+
+/** SQLite OutboxInspection (honours the stores' tablePrefix). @since 0.1.0 */
+export * as SqliteInspection from "./layers/sqlite/SqliteInspection.js"

@@ -227,7 +227,7 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
     expect(report.totals).toEqual({ pending: 3, claimed: 0 })
 
     expect(text.code).toBe(0)
-    expect(text.stdout).toMatch(/partition\s+pending\s+claimed\s+oldest pending\s+fence\s+lease/)
+    expect(text.stdout).toMatch(/partition\s+pending\s+claimed\s+oldest pending\s+fence\s+head\s+lease/)
     expect(text.stdout).toMatch(/p1\s+2\s+0\s+\S+\s+0\s+-/)
     expect(text.stdout).toMatch(/total\s+3\s+0/)
     expect(text.stdout).toMatch(/permanent\s+0/)
@@ -345,6 +345,74 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
     expect(unknownBackend.stderr).toContain("backend (env OUTBOX_BACKEND): Expected one of (sqlite, dynamodb, memory)")
   })
 
+  it("names an unknown flag or config-file key and exits 2, never taking the flag as a value", async () => {
+    const file = freshFile()
+    const config = path.join(directory, "typo.json")
+    fs.writeFileSync(config, JSON.stringify({ relay: { batchsize: 10 }, sink: { type: "stdout" } }))
+    const [relayFlag, redriveFlag, inspectFlag, configKey] = await Promise.all([
+      cli(["relay", "stdout", "--sqlite-file", file, "--frobnicate"]),
+      cli(["dlq", "redrive", "--sqlite-file", file, "--frobnicate", "some-id"]),
+      cli(["inspect", "--sqlite-file", file, "--frobnicate=1"]),
+      cli(["relay", "--config", config, "--sqlite-file", file])
+    ])
+    expect(relayFlag.code).toBe(2)
+    expect(relayFlag.stderr.trim()).toBe("effect-outbox: unknown flag --frobnicate for relay (see --help)")
+    expect(redriveFlag.code).toBe(2)
+    expect(redriveFlag.stderr).toContain("unknown flag --frobnicate for dlq redrive")
+    expect(inspectFlag.code).toBe(2)
+    expect(inspectFlag.stderr).toContain("unknown flag --frobnicate for inspect")
+    expect(configKey.code).toBe(2)
+    expect(configKey.stderr.trim()).toBe(`effect-outbox: config file ${config}: unknown key relay.batchsize`)
+    // nothing was opened or created by the refused commands
+    expect(fs.existsSync(file)).toBe(false)
+  })
+
+  it("SQLite paths that cannot be used: one line, exit 2, and read-only commands never create a file", async () => {
+    const missing = freshFile()
+    const garbage = path.join(directory, "not-a-database.db")
+    fs.writeFileSync(garbage, "this is a text file, not a SQLite database\n".repeat(200))
+    const [inspectMissing, listMissing, inspectGarbage, enqueueGarbage, unwritable] = await Promise.all([
+      cli(["inspect", "--sqlite-file", missing]),
+      cli(["dlq", "list", "--sqlite-file", missing]),
+      cli(["inspect", "--sqlite-file", garbage]),
+      cli(["enqueue", "--sqlite-file", garbage], { input: lines(rec("p", 1)) }),
+      cli(["enqueue", "--sqlite-file", "/proc/outbox-test/x/outbox.db"], { input: lines(rec("p", 1)) })
+    ])
+    for (const result of [inspectMissing, listMissing]) {
+      expect(result.code).toBe(2)
+      expect(result.stderr.trim()).toBe(`effect-outbox: no such database file: ${missing}`)
+    }
+    expect(fs.existsSync(missing)).toBe(false)
+    expect(fs.existsSync(path.dirname(missing))).toBe(false)
+    for (const result of [inspectGarbage, enqueueGarbage]) {
+      expect(result.code).toBe(2)
+      expect(result.stderr.trim()).toBe(
+        `effect-outbox: cannot open the sqlite (${garbage}) backend: not a SQLite database`
+      )
+    }
+    expect(unwritable.code).toBe(2)
+    expect(unwritable.stderr.trim()).toMatch(/^effect-outbox: cannot create directory \/proc\/outbox-test for /)
+    expect(unwritable.stderr.trim().split("\n")).toHaveLength(1)
+  })
+
+  it("--sqlite-table-prefix: enqueue and inspect use the prefixed tables only", async () => {
+    const file = freshFile()
+    const enqueued = await cli(["enqueue", "--sqlite-file", file, "--sqlite-table-prefix", "tenant_a_"], {
+      input: lines(rec("pa", 1), rec("pa", 2))
+    })
+    expect(enqueued.code, enqueued.stderr).toBe(0)
+    const [prefixed, plain] = await Promise.all([
+      cli(["inspect", "--sqlite-file", file, "--json"], { env: { OUTBOX_SQLITE_TABLE_PREFIX: "tenant_a_" } }),
+      cli(["inspect", "--sqlite-file", file, "--json"])
+    ])
+    expect(prefixed.code, prefixed.stderr).toBe(0)
+    expect(decodeInspect(prefixed.stdout).partitions.map((p) => [p.partition, p.pending, p.fenceVersion])).toEqual([
+      ["pa", 2, 0]
+    ])
+    expect(plain.code, plain.stderr).toBe(0)
+    expect(decodeInspect(plain.stdout).partitions).toEqual([])
+  })
+
   it("dlq list, redrive and purge apply the SPEC §5 filters", async () => {
     const file = freshFile()
     const t0 = Date.parse("2026-01-01T00:00:00Z")
@@ -426,6 +494,12 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
 
     expect(badTime.code).toBe(2)
     expect(badTime.stderr).toContain("--since")
+
+    // no ids and no filter: refused like purge, nothing redriven
+    const everything = await cli(["dlq", "redrive", "--sqlite-file", file])
+    expect(everything.code).toBe(2)
+    expect(everything.stderr).toContain("refusing to redrive every dead-letter entry")
+    expect((await inspectJson(file)).deadLetters.total).toBe(4)
 
     const redriven = await cli(["dlq", "redrive", "--sqlite-file", file, "c"])
     expect(redriven.code).toBe(0)

@@ -54,7 +54,7 @@ describe("demo", () => {
       }),
     { timeout: 180_000 }
   )
-  it("`effect-outbox demo` runs as a command: periodic plain lines off a TTY, the verification line, exit code 0", async () => {
+  it("`effect-outbox demo` runs as a command: periodic plain lines off a TTY, the verification line, the dashboard while it lingers, exit code 0", async () => {
     const dataDir = path.join(directory, "command")
     const child = spawn(
       process.execPath,
@@ -68,15 +68,33 @@ describe("demo", () => {
         "--partitions",
         "2",
         "--data-dir",
-        dataDir
+        dataDir,
+        "--linger",
+        "3"
       ],
       { cwd: directory, stdio: ["ignore", "pipe", "pipe"] }
     )
     let stdout = ""
     let stderr = ""
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
+    // while the demo lingers after its verification, its dashboard still answers
+    let dashboard: Promise<unknown> | undefined
+    child.stdout.on("data", (chunk: Buffer) => {
+      stdout += chunk.toString("utf8")
+      const url = /^Dashboard: (http:\/\/127\.0\.0\.1:\d+\/) /m.exec(stdout)?.[1]
+      if (url !== undefined && dashboard === undefined) {
+        dashboard = fetch(`${url}api/partitions`).then((response) => response.json())
+      }
+    })
     child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
     const code = await new Promise<number | null>((resolve) => child.on("close", resolve))
+    expect(stdout).toMatch(/^ {2}dashboard http:\/\/127\.0\.0\.1:\d+\/ /m)
+    expect(await dashboard).toMatchObject({
+      backend: "sqlite",
+      partitions: [
+        { partitionKey: "tenant-00", pending: 0, claimed: 0 },
+        { partitionKey: "tenant-01", pending: 0, claimed: 0 }
+      ]
+    })
     expect(code, stderr).toBe(0)
     expect(stdout).toContain("producer  120 records over 2 partitions")
     expect(stdout).toMatch(/^100%\s+delivered 120\s+pending 0\s+claimed 0\s+dlq 0/m)

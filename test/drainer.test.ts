@@ -18,6 +18,7 @@ import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
 import * as MemorySink from "../src/layers/sinks/MemorySink.js"
 import * as Drainer from "../src/programs/Drainer.js"
+import * as Build from "../src/programs/drainer/Build.js"
 import { type Lease, LeaseStore } from "../src/services/LeaseStore.js"
 import * as OutboxMetrics from "../src/services/OutboxMetrics.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
@@ -153,8 +154,9 @@ const counter = (metric: Metric.Metric.Counter<number>, partitionKey: string, ta
 const gauge = (metric: Metric.Metric.Gauge<number>, partitionKey: string) =>
   Metric.value(OutboxMetrics.tagged(metric, partitionKey)).pipe(Effect.map((s) => s.value))
 
-const drainer = (partitionKey: string, options: Partial<Drainer.DrainerOptions> = {}) =>
-  Drainer.make({ partitionKey, owner: OWNER, gaugeInterval: 0, ...options })
+/** A drainer of `OWNER`; its options' literal types decide whether it needs a `DeadLetterStore`. */
+const drainer = <const Options extends Partial<Drainer.DrainerOptions>>(partitionKey: string, options?: Options) =>
+  Drainer.make(Object.assign({ partitionKey, owner: OWNER, gaugeInterval: 0 }, options))
 
 const recorder = MemorySink.MemorySink
 
@@ -429,7 +431,7 @@ describe("Drainer", () => {
         expect(yield* claimedCount(p)).toBe(0)
         expect(yield* pendingIds(p)).toEqual([])
         expect(yield* counter(OutboxMetrics.DLQEntries, p, ["category", "poison"])).toBe(1)
-        const warn = logs.find((l) => l.level === "WARN" && String(l.message).includes("poison"))
+        const warn = logs.find((l) => l.level === "WARN" && String(l.message).includes("dead-lettered (poison)"))
         expect(warn?.annotations).toMatchObject({
           recordId: "r1",
           replayCount: 6,
@@ -528,9 +530,9 @@ describe("Drainer", () => {
     }).pipe(Effect.provide(Layer.mergeAll(storeLayer, MemoryLeaseStore.layer, MemorySink.layer)))
   )
 
-  it.effect("a dead-letter policy without a DLQ store is a configuration error", () =>
+  it.effect("a dead-letter policy without a DLQ store is a configuration error when types are bypassed", () =>
     Effect.gen(function* () {
-      const error = yield* Effect.flip(drainer("d-config"))
+      const error = yield* Effect.flip(Build.build({ partitionKey: "d-config", owner: OWNER }))
       expect(error._tag).toBe("InvalidConfiguration")
       expect(error.problems).toHaveLength(3)
     }).pipe(Effect.provide(Layer.mergeAll(storeLayer, MemoryLeaseStore.layer, MemorySink.layer)))

@@ -9,8 +9,6 @@ import { outboxTableForFile } from "./support/DynamoOutboxTable.js"
 const { makeLayer } = outboxTableForFile("outbox-lsi-contract", { localClaimIndex: true })
 
 outboxStoreContract("dynamodb (ClaimLocalIndex)", makeLayer, {
-  staleReclaim: true,
-  firstAttempt: true,
   multiIdAtomic: false,
   maxPayloadBytes: RecordItem.MaxPayloadBytes
 })

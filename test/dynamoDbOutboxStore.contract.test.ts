@@ -8,8 +8,6 @@ import { outboxTableForFile } from "./support/DynamoOutboxTable.js"
 const { makeLayer } = outboxTableForFile("outbox-contract")
 
 outboxStoreContract("dynamodb", makeLayer, {
-  staleReclaim: true,
-  firstAttempt: true,
   multiIdAtomic: false,
   maxPayloadBytes: RecordItem.MaxPayloadBytes
 })

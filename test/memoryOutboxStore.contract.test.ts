@@ -7,5 +7,5 @@ outboxStoreContract(
     options.staleClaimAfter === undefined
       ? MemoryOutboxStore.layer
       : MemoryOutboxStore.layerWith({ staleClaimAfter: options.staleClaimAfter }),
-  { staleReclaim: true, firstAttempt: true, multiIdAtomic: true }
+  { multiIdAtomic: true }
 )

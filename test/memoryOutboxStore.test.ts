@@ -17,6 +17,7 @@ import * as ClaimOrder from "../src/domain/ClaimOrder.js"
 import { LeaseToken } from "../src/domain/LeaseToken.js"
 import { NewOutboxRecord, OutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
+import type * as OutboxStore from "../src/services/OutboxStore.js"
 import type { OutboxStoreService } from "../src/services/OutboxStore.js"
 
 const token = (version: number, owner = "owner-a"): LeaseToken => new LeaseToken({ owner, version })
@@ -575,6 +576,33 @@ describe("MemoryOutboxStore", () => {
     it.effect("with wall-clock stale reclaim", () =>
       Effect.gen(function* () {
         for (const seed of [4, 5, 6]) expect(yield* modelRun(seed, 300)).toBeGreaterThan(1_000)
+      })
+    )
+  })
+  describe("options", () => {
+    const invalid: ReadonlyArray<readonly [string, OutboxStore.StoreOptions]> = [
+      ["a zero staleClaimAfter", { staleClaimAfter: 0 }],
+      ["a negative staleClaimAfter", { staleClaimAfter: "-5 seconds" }],
+      ["a NaN staleClaimAfter", { staleClaimAfter: Number.NaN }],
+      ["an infinite staleClaimAfter", { staleClaimAfter: Duration.infinity }],
+      ["a zero retention", { retention: 0 }],
+      ["an infinite retention", { retention: Number.POSITIVE_INFINITY }]
+    ]
+    for (const [label, options] of invalid) {
+      it.effect(`${label} fails the layer with InvalidConfiguration`, () =>
+        Effect.gen(function* () {
+          const error = yield* Effect.flip(MemoryOutboxStore.make(options))
+          expect(error._tag).toBe("InvalidConfiguration")
+          expect(error.component).toBe("MemoryOutboxStore")
+          expect(error.problems).toHaveLength(1)
+        })
+      )
+    }
+
+    it.effect("valid options build a store", () =>
+      Effect.gen(function* () {
+        const store = yield* MemoryOutboxStore.make({ staleClaimAfter: "30 seconds", retention: "1 minute" })
+        expect(yield* store.countPending("p")).toBe(0)
       })
     )
   })

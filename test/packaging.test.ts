@@ -206,7 +206,9 @@ describe("a SQLite-only consumer of the tarball", () => {
       ],
       consumer
     )
-    expect(sqlite.output.trim()).toBe("SqliteDatabase,SqliteDeadLetterStore,SqliteLeaseStore,SqliteOutboxStore")
+    expect(sqlite.output.trim()).toBe(
+      "SqliteDatabase,SqliteDeadLetterStore,SqliteInspection,SqliteLeaseStore,SqliteOutboxStore"
+    )
     const dynamodb = await run(
       process.execPath,
       ["--input-type=module", "-e", 'await import("effect-outbox/dynamodb")'],

@@ -7,7 +7,7 @@ import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import { type ContractLayerOptions, outboxStoreContract } from "./contract/OutboxStoreContract.js"
 
-const capabilities = { staleReclaim: true, firstAttempt: true, multiIdAtomic: false } as const
+const capabilities = { multiIdAtomic: false } as const
 
 const storeOn = (filename: string) => (options: ContractLayerOptions) =>
   SqliteOutboxStore.layerWith(

@@ -23,6 +23,7 @@ import * as path from "node:path"
 import { afterAll } from "vitest"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
+import * as SqliteOutboxRows from "../src/layers/sqlite/SqliteOutboxRows.js"
 import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import type { SqliteOutboxStoreOptions } from "../src/layers/sqlite/SqliteOutboxStore.js"
@@ -692,6 +693,27 @@ describe("SqliteOutboxStore", () => {
         }).pipe(Effect.provide(SqliteDatabase.layer({ filename: ":memory:" })))
     )
 
+    it.effect("invalid staleClaimAfter and retention fail the layer with InvalidConfiguration naming both", () =>
+      Effect.gen(function* () {
+        const invalid: ReadonlyArray<SqliteOutboxStore.SqliteOutboxStoreOptions> = [
+          { staleClaimAfter: 0, retention: 0 },
+          { staleClaimAfter: "-5 seconds", retention: Number.POSITIVE_INFINITY },
+          { staleClaimAfter: Number.NaN, retention: -1 }
+        ]
+        for (const options of invalid) {
+          const error = yield* Effect.flip(SqliteOutboxStore.make(options))
+          expect(error._tag).toBe("InvalidConfiguration")
+          if (error._tag === "InvalidConfiguration") {
+            expect(error.component).toBe("SqliteOutboxStore")
+            expect(error.problems).toHaveLength(2)
+          }
+        }
+        // nothing was migrated: the options are checked before the database is touched
+        const sql = yield* SqlClient.SqlClient
+        expect(yield* sql`SELECT name FROM sqlite_master WHERE name = 'outbox'`).toEqual([])
+      }).pipe(Effect.provide(SqliteDatabase.layer({ filename: ":memory:" })))
+    )
+
     it.effect("an invalid table prefix fails the layer with InvalidConfiguration", () =>
       Effect.gen(function* () {
         const error = yield* Effect.flip(SqliteOutboxStore.make({ tablePrefix: "x; DROP TABLE y" }))
@@ -763,7 +785,7 @@ describe("SqliteOutboxStore", () => {
     })
 
     it("decodeRow turns a row with a wrong column type into CorruptRecord naming the id", () => {
-      const decoded = SqliteOutboxSchema.decodeRow({ id: "r1", partition_key: "p", created_at: "yesterday" })
+      const decoded = SqliteOutboxRows.decodeRow({ id: "r1", partition_key: "p", created_at: "yesterday" })
       expect(Either.isLeft(decoded)).toBe(true)
       if (Either.isLeft(decoded)) expect(decoded.left.recordId).toBe("r1")
     })

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import { NewOutboxRecord, OutboxRecord, Headers, RecordStatus } from "../src/domain/OutboxRecord.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
+import * as SqliteOutboxRows from "../src/layers/sqlite/SqliteOutboxRows.js"
 import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
@@ -42,7 +43,7 @@ const good = {
 
 /** What the schemas alone say about a row (the reference the structural path must agree with). */
 const schemaAccepts = (row: unknown): boolean => {
-  const decoded = Schema.decodeUnknownEither(SqliteOutboxSchema.Row)(row)
+  const decoded = Schema.decodeUnknownEither(SqliteOutboxRows.Row)(row)
   if (Either.isLeft(decoded)) return false
   if (Either.isLeft(Schema.decodeUnknownEither(RecordStatus)(decoded.right.status))) return false
   return Either.isRight(Schema.decodeUnknownEither(Schema.parseJson(Headers))(decoded.right.headers))
@@ -77,14 +78,14 @@ describe("SQLite row decoding", () => {
   it("the structural path accepts exactly the rows the schemas accept, and names the record otherwise", () => {
     for (const [name, change] of variants) {
       const row = { ...good, ...change }
-      const decoded = SqliteOutboxSchema.decodeRowFields(row)
+      const decoded = SqliteOutboxRows.decodeRowFields(row)
       expect({ name, accepted: Either.isRight(decoded) }).toEqual({ name, accepted: schemaAccepts(row) })
       if (Either.isLeft(decoded) && typeof row.id === "string") expect(decoded.left.recordId).toBe(row.id)
     }
   })
 
   it("decoded headers are the parsed string map", () => {
-    const decoded = SqliteOutboxSchema.decodeRowFields({ ...good, headers: '{"a":"1","b":"2"}' })
+    const decoded = SqliteOutboxRows.decodeRowFields({ ...good, headers: '{"a":"1","b":"2"}' })
     expect(Either.isRight(decoded) ? decoded.right.headers : undefined).toEqual({ a: "1", b: "2" })
   })
 

@@ -1,7 +1,8 @@
 /**
- * The claim rules of the contract in one place: age order, claimability (version rule and optional
- * wall-clock stale rule) and head-of-line selection of the oldest N. Every backend's final selection
- * and the property-test model go through {@link select}, so they cannot drift apart.
+ * The claim rules of the contract in one place: age order (R-CLAIM-4), claimability (the version rule
+ * and the optional wall-clock stale rule, R-CLAIM-4/6/7) and head-of-line selection of the oldest N
+ * (R-CLAIM-5). Every backend's final selection and the property-test model go through {@link select} /
+ * {@link selectFrom}, so they cannot drift apart.
  *
  * @since 0.1.0
  */

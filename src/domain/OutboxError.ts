@@ -5,6 +5,7 @@
  *
  * @since 0.1.0
  */
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 
 /**
@@ -109,6 +110,22 @@ export class InvalidRecord extends Schema.TaggedError<InvalidRecord>()("InvalidR
 }
 
 /**
+ * An argument of a port operation is invalid (empty or non-string key, non-finite or non-positive
+ * duration, bad filter, …). Nothing was read or written. The message names the argument, never its value.
+ *
+ * @since 0.1.0
+ */
+export class InvalidArgument extends Schema.TaggedError<InvalidArgument>()("InvalidArgument", {
+  operation: Schema.String,
+  argument: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    return `${this.operation}: invalid ${this.argument}: ${this.reason}`
+  }
+}
+
+/**
  * A stored record could not be read back: its stored form is corrupt (unknown status, malformed
  * headers, …). Nothing is skipped silently: the operation fails naming the record.
  *
@@ -138,7 +155,42 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("St
     const where = this.partitionKey !== undefined ? ` on partition ${this.partitionKey}` : ""
     return `store unavailable during ${this.operation}${where}`
   }
+
+  /**
+   * Fails with `StoreUnavailable` (the original failure as its `cause`) in place of every failure of
+   * the effect.
+   */
+  static refail(
+    operation: string,
+    partitionKey?: string | undefined
+  ): <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, StoreUnavailable, R> {
+    return (effect) => Effect.mapError(effect, (cause) => new StoreUnavailable({ operation, partitionKey, cause }))
+  }
+
+  /**
+   * Like {@link StoreUnavailable.refail}, for the failures tagged `tag` only (e.g. a driver's
+   * `SqlError`); every other failure passes through unchanged.
+   */
+  static refailTag<T extends string>(
+    tag: T,
+    operation: string,
+    partitionKey?: string | undefined
+  ): <A, E extends { readonly _tag: string }, R>(
+    effect: Effect.Effect<A, E, R>
+  ) => Effect.Effect<A, Exclude<E, { readonly _tag: T }> | StoreUnavailable, R> {
+    return <A, E extends { readonly _tag: string }, R>(effect: Effect.Effect<A, E, R>) =>
+      Effect.catchAll(effect, (error): Effect.Effect<never, Exclude<E, { readonly _tag: T }> | StoreUnavailable> =>
+        isNotTagged(error, tag)
+          ? Effect.fail(error)
+          : Effect.fail(new StoreUnavailable({ operation, partitionKey, cause: error }))
+      )
+  }
 }
+
+const isNotTagged = <E extends { readonly _tag: string }, T extends string>(
+  error: E,
+  tag: T
+): error is Exclude<E, { readonly _tag: T }> => error._tag !== tag
 
 /**
  * The backend cannot answer a depth question (R-READ-2).

@@ -118,6 +118,8 @@ export const make = (options: EnqueueOptions = {}): Effect.Effect<EnqueueService
         return Effect.succeed(cached.depth)
       }
       return store.countPending(partitionKey).pipe(
+        // an invalid partition key holds nothing; persist then rejects its record with InvalidRecord
+        Effect.catchTag("InvalidArgument", () => Effect.succeed(0)),
         Effect.tap((depth) =>
           Effect.sync(() => {
             remember(partitionKey, { depth, atMillis: nowMillis })

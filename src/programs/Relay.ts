@@ -1,21 +1,12 @@
 /**
- * The relay (SPEC §6): runs one drainer per partition it can lease.
- *
- * - **Discovery.** Every `discoveryInterval` it lists the partitions holding non-terminal records
- *   (`OutboxStore.listPartitions`) and tries to acquire the lease of each one it does not hold, up to
- *   `maxPartitions`. A partition leased by another owner (`LeaseHeld`) is skipped until its lease
- *   expires or is released. Several relays (distinct `owner`s) over one store share its partitions.
- * - **Renewal.** Each held lease is renewed every third of `leaseTtl`. The moment a renew fails, that
- *   partition's drainer is interrupted (it finishes or releases what it holds within its final-drain
- *   budget) and the partition is dropped; another relay takes it once the lease is free or expired.
- * - **Supervision.** A drainer that fails (watchdog stall, lost lease, defect) ends its worker: the
- *   lease is released and the partition is left to the next discovery round, which re-acquires it
- *   under a new lease epoch. The new version makes records the failed drainer left claimed claimable
- *   again (R-CLAIM-4), which a restart under the same version could not do.
- * - **Shutdown.** Closing the relay's scope stops discovery, interrupts every drainer (each runs its
- *   bounded final drain) and releases every lease.
- *
- * Partitions stay leased while idle (their drainers back off up to `idleBackoffMax`).
+ * The relay (SPEC §6): runs one drainer per partition it can lease. Discovery lists the partitions with
+ * non-terminal records every `discoveryInterval` (sooner when a `WakeSignal` in the context fires) and
+ * leases each it does not hold, up to `maxPartitions` (§4: a partition another owner holds is skipped).
+ * Each held lease is renewed every third of `leaseTtl`; a failed renew interrupts that partition's
+ * drainer. A drainer that fails ends its worker and hands the partition back, to be leased again under
+ * a new epoch (R-CLAIM-4). Closing the relay's scope stops discovery, interrupts every drainer (each runs
+ * its bounded final drain) and releases every lease. Dead-letter policies in the drainer options put
+ * `DeadLetterStore` in the requirements. Design notes: docs/design/drainer.md.
  *
  * @since 0.1.0
  */
@@ -26,14 +17,19 @@ import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import * as Schedule from "effect/Schedule"
+import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import type { InvalidConfiguration } from "../domain/OutboxError.js"
 import { LeaseStore, type Lease } from "../services/LeaseStore.js"
+import * as OutboxMetrics from "../services/OutboxMetrics.js"
 import { OutboxStore } from "../services/OutboxStore.js"
 import type { Sink } from "../services/Sink.js"
-import * as Drainer from "./Drainer.js"
+import { WakeSignal, type WakeSignalService } from "../services/WakeSignal.js"
+import * as Build from "./drainer/Build.js"
+import type * as Drainer from "./Drainer.js"
 
 /**
  * Options of a relay.
@@ -68,22 +64,59 @@ export interface RelayHandle {
 }
 
 /**
- * What the relay needs: the stores and the sink (and, optionally, a `DeadLetterStore`).
+ * The drainer options of relay options (`undefined` when they have none).
  *
  * @since 0.1.0
  */
-export type RelayRequirements = OutboxStore | LeaseStore | Sink
+export type DrainerOptionsOf<Options> = Options extends { readonly drainer: infer D } ? D : undefined
+
+/**
+ * What a relay with these options needs: the stores and the sink, and a `DeadLetterStore` unless every
+ * disposal policy of its drainer options is `"drop"` (see `Drainer.DeadLetterRequirement`).
+ *
+ * @since 0.1.0
+ */
+export type RelayRequirements<Options = RelayOptions> =
+  OutboxStore | LeaseStore | Sink | Drainer.DeadLetterRequirement<DrainerOptionsOf<Options>>
 
 /**
  * Starts a relay in the current scope; closing the scope shuts it down (drainers finish or release
  * what they hold, leases are released). Fails with `InvalidConfiguration` when the drainer options
- * are unusable (e.g. a dead-letter policy without a `DeadLetterStore`).
+ * are unusable (e.g. an empty owner).
  *
  * @since 0.1.0
  */
-export const start = (
+export const start = <const Options extends RelayOptions>(
+  options: Options
+): Effect.Effect<RelayHandle, InvalidConfiguration, RelayRequirements<Options> | Scope.Scope> => startWith(options)
+
+/** Shortest time between two discovery rounds that a `WakeSignal` brings forward. */
+const wakeFloor = Duration.millis(250)
+
+/** Discovery every `interval`, or sooner (not before `wakeFloor`) when new work is signalled. */
+const discoveryLoop = (
+  discover: Effect.Effect<void>,
+  interval: Duration.Duration,
+  wake: WakeSignalService | undefined
+): Effect.Effect<void> => {
+  if (wake === undefined) return discover.pipe(Effect.repeat(Schedule.spaced(interval)), Effect.asVoid)
+  const floor = Duration.min(interval, wakeFloor)
+  const rest = Duration.subtract(interval, floor)
+  return Effect.gen(function* () {
+    for (;;) {
+      // armed before the round, so that work persisted during the round is not missed
+      const signal = yield* Effect.fork(wake.awaitAnyWork)
+      yield* discover
+      yield* Effect.sleep(floor)
+      yield* Effect.raceFirst(Effect.sleep(rest), Fiber.await(signal))
+      yield* Fiber.interruptFork(signal)
+    }
+  })
+}
+
+const startWith = (
   options: RelayOptions
-): Effect.Effect<RelayHandle, InvalidConfiguration, RelayRequirements | Scope.Scope> =>
+): Effect.Effect<RelayHandle, InvalidConfiguration, OutboxStore | LeaseStore | Sink | Scope.Scope> =>
   Effect.gen(function* () {
     const owner = options.owner
     const leaseTtl = Duration.decode(options.leaseTtl ?? "30 seconds")
@@ -92,11 +125,12 @@ export const start = (
     const discoveryInterval = Duration.decode(options.discoveryInterval ?? "5 seconds")
     const drainerOptions = options.drainer ?? {}
     // validates the drainer options once, before anything is leased
-    yield* Drainer.make({ ...drainerOptions, partitionKey: "relay-configuration-check", owner })
+    yield* Build.build({ ...drainerOptions, partitionKey: "relay-configuration-check", owner })
 
     const store = yield* OutboxStore
     const leases = yield* LeaseStore
-    const context = yield* Effect.context<RelayRequirements>()
+    const wake = Option.getOrUndefined(yield* Effect.serviceOption(WakeSignal))
+    const context = yield* Effect.context<OutboxStore | LeaseStore | Sink>()
     const scope = yield* Effect.scope
     const workers = new Map<string, Fiber.RuntimeFiber<void>>()
     let stopping = false
@@ -114,7 +148,7 @@ export const start = (
     const worker = (lease: Lease): Effect.Effect<void> =>
       Effect.gen(function* () {
         const partitionKey = lease.partitionKey
-        const drainer = yield* Drainer.make({ ...drainerOptions, partitionKey, owner })
+        const drainer = yield* Build.build({ ...drainerOptions, partitionKey, owner })
         // not `raceFirst`: interrupting a race does not wait for the loser's finalizers, so the lease
         // would be released while the drainer's final drain still has sends in flight. Here a failed
         // renew, or the worker's own interruption, interrupts the drainer and waits for it to stop.
@@ -123,7 +157,12 @@ export const start = (
           renewLoop(lease).pipe(
             Effect.catchAll((reason) =>
               Effect.zipRight(
-                Effect.logWarning("lease renew failed; stopping the drainer").pipe(Effect.annotateLogs({ reason })),
+                Effect.logWarning("lease renew failed; stopping the drainer").pipe(
+                  Effect.annotateLogs({ reason }),
+                  Effect.zipRight(
+                    Metric.increment(OutboxMetrics.tagged(OutboxMetrics.OutboxLeaseLost, lease.partitionKey))
+                  )
+                ),
                 Fiber.interrupt(drain)
               )
             )
@@ -173,6 +212,7 @@ export const start = (
           yield* Effect.ignore(leases.release(partitionKey, acquired.right.token))
           return
         }
+        yield* Metric.increment(OutboxMetrics.tagged(OutboxMetrics.OutboxLeaseAcquired, partitionKey))
         yield* Effect.logDebug("partition leased").pipe(
           Effect.annotateLogs({ partition: partitionKey, version: acquired.right.token.version })
         )
@@ -181,8 +221,7 @@ export const start = (
       }
     }).pipe(Effect.annotateLogs({ owner }), Effect.withTracerEnabled(false))
 
-    const discoveryLoop = discover.pipe(Effect.repeat(Schedule.spaced(discoveryInterval)), Effect.asVoid)
-    const discovery = yield* Effect.forkDaemon(discoveryLoop)
+    const discovery = yield* Effect.forkDaemon(discoveryLoop(discover, discoveryInterval, wake))
 
     yield* Scope.addFinalizer(
       scope,
@@ -206,8 +245,10 @@ export const start = (
  *
  * @since 0.1.0
  */
-export const run = (options: RelayOptions): Effect.Effect<never, InvalidConfiguration, RelayRequirements> =>
-  Effect.scoped(Effect.zipRight(start(options), Effect.never))
+export const run = <const Options extends RelayOptions>(
+  options: Options
+): Effect.Effect<never, InvalidConfiguration, RelayRequirements<Options>> =>
+  Effect.scoped(Effect.zipRight(startWith(options), Effect.never))
 
 /**
  * A relay as a layer: starts with the layer, stops (releasing every lease) when the layer's scope
@@ -215,5 +256,6 @@ export const run = (options: RelayOptions): Effect.Effect<never, InvalidConfigur
  *
  * @since 0.1.0
  */
-export const layer = (options: RelayOptions): Layer.Layer<never, InvalidConfiguration, RelayRequirements> =>
-  Layer.scopedDiscard(start(options))
+export const layer = <const Options extends RelayOptions>(
+  options: Options
+): Layer.Layer<never, InvalidConfiguration, RelayRequirements<Options>> => Layer.scopedDiscard(startWith(options))

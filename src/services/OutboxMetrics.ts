@@ -76,6 +76,18 @@ export const DrainSkippedNoLease = Metric.counter("DrainSkippedNoLease", {
   incremental: true
 })
 
+/** Partition leases a relay acquired (a new epoch each); with `OutboxLeaseLost`, lease churn. @since 0.1.0 */
+export const OutboxLeaseAcquired = Metric.counter("OutboxLeaseAcquired", {
+  description: "partition leases acquired by a relay",
+  incremental: true
+})
+
+/** Partition leases a relay lost because a renew failed (taken over, expired, store failure). @since 0.1.0 */
+export const OutboxLeaseLost = Metric.counter("OutboxLeaseLost", {
+  description: "partition leases lost on a failed renew",
+  incremental: true
+})
+
 /** Dead-letter entries written; tag with `category`. @since 0.1.0 */
 export const DLQEntries = Metric.counter("DLQEntries", {
   description: "dead-letter entries written",

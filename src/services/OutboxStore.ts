@@ -2,16 +2,16 @@
  * The `OutboxStore` port (SPEC §2) and the shared core every backend goes through.
  *
  * Backends implement {@link Backend} (storage only). {@link make} wraps a backend with what must not
- * drift between backends: token validity (R-CLAIM-1, R-DONE-1), input validation and defaults
- * (R-PERSIST-2/4/5), id generation, limit normalisation and one span per public operation (without a
- * captured call site: it would always point into this module, and capturing one costs a stack trace on
- * the hot path).
+ * drift between backends: argument validation (`InvalidArgument`), token validity (R-CLAIM-1, R-DONE-1),
+ * record validation and defaults (R-PERSIST-2/4/5), id generation, limit normalisation (R-CLAIM-3) and
+ * one span per public operation. {@link validateStoreOptions} checks the options every backend accepts.
+ * Design notes: docs/design.md.
  *
  * @since 0.1.0
  */
 import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
-import type * as Duration from "effect/Duration"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
@@ -25,6 +25,8 @@ import {
   type DepthUnsupported,
   DuplicateRecord,
   type ExpireIncomplete,
+  InvalidArgument,
+  InvalidConfiguration,
   InvalidRecord,
   StaleFencingToken,
   type StoreUnavailable,
@@ -85,11 +87,12 @@ export interface PersistOptions {
 }
 
 /**
- * Errors a claim may fail with (R-CLAIM-10), plus `CorruptRecord` when a stored row cannot be read.
+ * Errors a claim may fail with (R-CLAIM-10), plus `CorruptRecord` when a stored row cannot be read and
+ * `InvalidArgument` for an empty partition key or a limit that is not a safe integer.
  *
  * @since 0.1.0
  */
-export type ClaimError = StaleFencingToken | TransactionConflict | StoreUnavailable | CorruptRecord
+export type ClaimError = StaleFencingToken | TransactionConflict | StoreUnavailable | CorruptRecord | InvalidArgument
 
 /**
  * The outbox store port. Every operation is scoped to one partition except `complete` and `release`,
@@ -128,7 +131,7 @@ export interface OutboxStoreService {
   readonly complete: (
     ids: ReadonlyArray<string>,
     token: LeaseToken.LeaseTokenLike
-  ) => Effect.Effect<void, StaleFencingToken | StoreUnavailable>
+  ) => Effect.Effect<void, StaleFencingToken | InvalidArgument | StoreUnavailable>
   /**
    * Returns claimed records to `pending` (keeping `claimVersion`, `replayCount`, `firstAttemptedAt`).
    * Same matching rules and multi-id caveat as `complete`.
@@ -136,7 +139,7 @@ export interface OutboxStoreService {
   readonly release: (
     ids: ReadonlyArray<string>,
     token: LeaseToken.LeaseTokenLike
-  ) => Effect.Effect<void, StaleFencingToken | StoreUnavailable>
+  ) => Effect.Effect<void, StaleFencingToken | InvalidArgument | StoreUnavailable>
   /**
    * Moves `pending` records of the partition whose `expiresAt` is strictly before `before` to `expired`,
    * fenced like a claim (and raising the high-water mark). Returns the count.
@@ -145,7 +148,7 @@ export interface OutboxStoreService {
     before: DateTime.Utc,
     partitionKey: string,
     token: LeaseToken.LeaseTokenLike
-  ) => Effect.Effect<number, StaleFencingToken | ExpireIncomplete | StoreUnavailable>
+  ) => Effect.Effect<number, StaleFencingToken | ExpireIncomplete | InvalidArgument | StoreUnavailable>
   /**
    * A preview of at most `limit` pending records, sorted by age within the result. Which records are
    * chosen when more exist is backend-defined: never use it to choose work.
@@ -153,11 +156,15 @@ export interface OutboxStoreService {
   readonly queryPending: (
     partitionKey: string,
     limit: number
-  ) => Effect.Effect<ReadonlyArray<OutboxRecord.OutboxRecord>, StoreUnavailable | CorruptRecord>
+  ) => Effect.Effect<ReadonlyArray<OutboxRecord.OutboxRecord>, InvalidArgument | StoreUnavailable | CorruptRecord>
   /** Exact count of pending records of the partition. */
-  readonly countPending: (partitionKey: string) => Effect.Effect<number, DepthUnsupported | StoreUnavailable>
+  readonly countPending: (
+    partitionKey: string
+  ) => Effect.Effect<number, DepthUnsupported | InvalidArgument | StoreUnavailable>
   /** Exact count of claimed records of the partition. */
-  readonly countClaimed: (partitionKey: string) => Effect.Effect<number, DepthUnsupported | StoreUnavailable>
+  readonly countClaimed: (
+    partitionKey: string
+  ) => Effect.Effect<number, DepthUnsupported | InvalidArgument | StoreUnavailable>
   /**
    * The partition keys holding non-terminal records (may include partitions that just emptied; never
    * omits one with pending work; never reads every record).
@@ -208,6 +215,58 @@ export interface StoreOptions {
   readonly staleClaimAfter?: Duration.DurationInput | undefined
   /** How long terminal records are kept before removal (default 1 hour). */
   readonly retention?: Duration.DurationInput | undefined
+}
+
+/**
+ * {@link StoreOptions} after {@link validateStoreOptions}: plain milliseconds, defaults applied.
+ *
+ * @since 0.1.0
+ */
+export interface ValidStoreOptions {
+  /** Stale reclaim threshold (R-CLAIM-6); `undefined` when not configured (the backend's default applies). */
+  readonly staleClaimAfterMillis: number | undefined
+  /** How long terminal records are kept (default 1 hour). */
+  readonly retentionMillis: number
+}
+
+/**
+ * The retention every backend applies when none is configured (1 hour), in milliseconds.
+ *
+ * @since 0.1.0
+ */
+export const defaultRetentionMillis: number = 60 * 60 * 1000
+
+/** Milliseconds of a duration input, or `undefined` when it does not decode to a finite positive duration. */
+const positiveMillis = (input: Duration.DurationInput): number | undefined => {
+  const decoded = Duration.decodeUnknown(input)
+  if (Option.isNone(decoded)) return undefined
+  const millis = Duration.toMillis(decoded.value)
+  return Number.isFinite(millis) && millis > 0 ? millis : undefined
+}
+
+/**
+ * Checks the options every backend accepts, the same way for each: `staleClaimAfter` and `retention`,
+ * when given, must be finite positive durations. Fails with `InvalidConfiguration` naming every problem;
+ * `backend` is its component (the layer's module name, e.g. `SqliteOutboxStore`).
+ *
+ * @since 0.1.0
+ */
+export const validateStoreOptions = (
+  backend: string,
+  options: StoreOptions
+): Effect.Effect<ValidStoreOptions, InvalidConfiguration> => {
+  const problems: Array<string> = []
+  const staleClaimAfterMillis =
+    options.staleClaimAfter === undefined ? undefined : positiveMillis(options.staleClaimAfter)
+  if (options.staleClaimAfter !== undefined && staleClaimAfterMillis === undefined) {
+    problems.push("staleClaimAfter must be a finite positive duration")
+  }
+  const retentionMillis = options.retention === undefined ? defaultRetentionMillis : positiveMillis(options.retention)
+  if (retentionMillis === undefined) problems.push("retention must be a finite positive duration")
+  if (problems.length > 0 || retentionMillis === undefined) {
+    return Effect.fail(new InvalidConfiguration({ component: backend, problems }))
+  }
+  return Effect.succeed({ staleClaimAfterMillis, retentionMillis })
 }
 
 const decodeNew = Schema.decodeUnknownEither(Schema.Struct(OutboxRecord.NewOutboxRecordFields))
@@ -399,11 +458,53 @@ const stringOrUndefined = (u: unknown): string | undefined => (typeof u === "str
 const numberOrUndefined = (u: unknown): number | undefined => (typeof u === "number" ? u : undefined)
 
 /**
- * Normalises a claim/query limit: non-finite or non-positive → 0, else its integer part.
+ * The largest limit a backend is handed (DynamoDB's `Limit` is a 32-bit integer); a larger valid limit
+ * means "everything" and is lowered to it.
  *
  * @since 0.1.0
  */
-export const normaliseLimit = (limit: number): number => (Number.isFinite(limit) && limit > 0 ? Math.floor(limit) : 0)
+export const maxLimit = 2_147_483_647
+
+/**
+ * Normalises a claim/query limit: non-finite or non-positive → 0, else its integer part, at most
+ * {@link maxLimit}. The core accepts only safe integers (see {@link make}), so a backend sees
+ * `min(max(0, limit), maxLimit)`.
+ *
+ * @since 0.1.0
+ */
+export const normaliseLimit = (limit: number): number =>
+  Number.isFinite(limit) && limit > 0 ? Math.min(Math.floor(limit), maxLimit) : 0
+
+const invalidArgument = (operation: string, argument: string, reason: string): Effect.Effect<never, InvalidArgument> =>
+  Effect.fail(new InvalidArgument({ operation, argument, reason }))
+
+const isPartitionKey = (u: unknown): u is string => typeof u === "string" && u.length > 0
+
+/** A limit is a safe integer; `<= 0` selects nothing (R-CLAIM-3). */
+const isLimit = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
+
+const isIdList = (u: unknown): u is ReadonlyArray<string> => {
+  if (!Array.isArray(u)) return false
+  for (const id of u) if (typeof id !== "string" || id.length === 0) return false
+  return true
+}
+
+/** Checks a partition key, then (when given) a limit; `undefined` when both are valid. */
+const checkPartition = (
+  operation: string,
+  partitionKey: unknown,
+  limit?: unknown
+): Effect.Effect<never, InvalidArgument> | undefined => {
+  if (!isPartitionKey(partitionKey)) return invalidArgument(operation, "partitionKey", "must be a non-empty string")
+  if (limit !== undefined && !isLimit(limit)) return invalidArgument(operation, "limit", "must be a safe integer")
+  return undefined
+}
+
+/** The length of an array argument, 0 for anything else (for span attributes). */
+const sizeOf = (u: unknown): number => (Array.isArray(u) ? u.length : 0)
+
+const checkIds = (operation: string, ids: unknown): Effect.Effect<never, InvalidArgument> | undefined =>
+  isIdList(ids) ? undefined : invalidArgument(operation, "ids", "must be an array of non-empty strings")
 
 /** The span of one public operation, without a captured call site (it would point into this module). */
 const span = (name: string, attributes: Record<string, unknown>) =>
@@ -418,6 +519,9 @@ export const make = (backend: Backend): OutboxStoreService =>
   OutboxStore.of({
     persist: (records, options) =>
       Effect.gen(function* () {
+        if (!Array.isArray(records)) {
+          return yield* new InvalidRecord({ index: 0, reason: "the batch must be an array of records" })
+        }
         if (records.length === 0) return { persisted: [], skipped: [], existingIds: [] }
         const prepared = yield* prepare(records, backend.validate)
         const report = yield* backend.persist(prepared, { replaceTerminal: options?.replaceTerminal === true })
@@ -429,37 +533,47 @@ export const make = (backend: Backend): OutboxStoreService =>
           })
         }
         return report
-      }).pipe(span("OutboxStore.persist", { "outbox.records": records.length })),
+      }).pipe(span("OutboxStore.persist", { "outbox.records": sizeOf(records) })),
     claim: (partitionKey, token, limit) =>
-      checkToken("claim", token, partitionKey).pipe(
-        Effect.zipRight(backend.claim(partitionKey, token, normaliseLimit(limit))),
-        span("OutboxStore.claim", { "outbox.partition": partitionKey, "outbox.limit": limit })
-      ),
+      (
+        checkPartition("claim", partitionKey, limit) ??
+        checkToken("claim", token, partitionKey).pipe(
+          Effect.zipRight(backend.claim(partitionKey, token, normaliseLimit(limit)))
+        )
+      ).pipe(span("OutboxStore.claim", { "outbox.partition": partitionKey, "outbox.limit": limit })),
     complete: (ids, token) =>
-      checkToken("complete", token, undefined, ids).pipe(
-        Effect.zipRight(ids.length === 0 ? Effect.void : backend.complete(ids, token)),
-        span("OutboxStore.complete", { "outbox.records": ids.length })
-      ),
+      (
+        checkIds("complete", ids) ??
+        checkToken("complete", token, undefined, ids).pipe(
+          Effect.zipRight(ids.length === 0 ? Effect.void : backend.complete(ids, token))
+        )
+      ).pipe(span("OutboxStore.complete", { "outbox.records": sizeOf(ids) })),
     release: (ids, token) =>
-      checkToken("release", token, undefined, ids).pipe(
-        Effect.zipRight(ids.length === 0 ? Effect.void : backend.release(ids, token)),
-        span("OutboxStore.release", { "outbox.records": ids.length })
-      ),
+      (
+        checkIds("release", ids) ??
+        checkToken("release", token, undefined, ids).pipe(
+          Effect.zipRight(ids.length === 0 ? Effect.void : backend.release(ids, token))
+        )
+      ).pipe(span("OutboxStore.release", { "outbox.records": sizeOf(ids) })),
     expire: (before, partitionKey, token) =>
-      checkToken("expire", token, partitionKey).pipe(
-        Effect.zipRight(backend.expire(before, partitionKey, token)),
-        span("OutboxStore.expire", { "outbox.partition": partitionKey })
-      ),
-    queryPending: (partitionKey, limit) => {
-      const n = normaliseLimit(limit)
-      return (n === 0 ? Effect.succeed([]) : backend.queryPending(partitionKey, n)).pipe(
-        span("OutboxStore.queryPending", { "outbox.partition": partitionKey })
-      )
-    },
+      (
+        checkPartition("expire", partitionKey) ??
+        (DateTime.isDateTime(before) ? undefined : invalidArgument("expire", "before", "must be a DateTime")) ??
+        checkToken("expire", token, partitionKey).pipe(Effect.zipRight(backend.expire(before, partitionKey, token)))
+      ).pipe(span("OutboxStore.expire", { "outbox.partition": partitionKey })),
+    queryPending: (partitionKey, limit) =>
+      (
+        checkPartition("queryPending", partitionKey, limit) ??
+        (limit <= 0 ? Effect.succeed([]) : backend.queryPending(partitionKey, normaliseLimit(limit)))
+      ).pipe(span("OutboxStore.queryPending", { "outbox.partition": partitionKey })),
     countPending: (partitionKey) =>
-      backend.countPending(partitionKey).pipe(span("OutboxStore.countPending", { "outbox.partition": partitionKey })),
+      (checkPartition("countPending", partitionKey) ?? backend.countPending(partitionKey)).pipe(
+        span("OutboxStore.countPending", { "outbox.partition": partitionKey })
+      ),
     countClaimed: (partitionKey) =>
-      backend.countClaimed(partitionKey).pipe(span("OutboxStore.countClaimed", { "outbox.partition": partitionKey })),
+      (checkPartition("countClaimed", partitionKey) ?? backend.countClaimed(partitionKey)).pipe(
+        span("OutboxStore.countClaimed", { "outbox.partition": partitionKey })
+      ),
     listPartitions: backend.listPartitions
   })
 

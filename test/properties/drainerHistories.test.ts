@@ -133,7 +133,7 @@ const runHistory = (actions: ReadonlyArray<Action>, stats: Stats): Effect.Effect
   /** Records every complete (and fails the next scripted ones); every other call passes through. */
   const recordingStore = Layer.effect(
     OutboxStore,
-    Effect.map(MemoryOutboxStore.make(), (inner) =>
+    Effect.map(Effect.orDie(MemoryOutboxStore.make()), (inner) =>
       OutboxStore.of({
         ...inner,
         complete: (ids, token) =>

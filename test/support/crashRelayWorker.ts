@@ -53,7 +53,7 @@ const sink = Sink.of({
     })
 })
 
-const relayOptions: Relay.RelayOptions = {
+const relayOptions = {
   owner,
   leaseTtl: "1 second",
   discoveryInterval: "100 millis",
@@ -68,7 +68,7 @@ const relayOptions: Relay.RelayOptions = {
     onPermanentFailure: "drop",
     onPoison: "drop"
   }
-}
+} satisfies Relay.RelayOptions
 
 const idle = Effect.gen(function* () {
   const store = yield* OutboxStore

@@ -29,12 +29,14 @@ import * as path from "node:path"
 import { NewOutboxRecord } from "../../domain/OutboxRecord.js"
 import * as WebhookSink from "../../layers/sinks/WebhookSink.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
+import { OutboxInspection } from "../../services/OutboxInspection.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
 import { Sink } from "../../services/Sink.js"
 import * as Enqueue from "../Enqueue.js"
 import * as Relay from "../Relay.js"
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as Backends from "./Backends.js"
+import * as HttpOptions from "./HttpOptions.js"
 import { age, count, table } from "./Format.js"
 import { stderrLogger } from "./Logging.js"
 import * as Receiver from "./Receiver.js"
@@ -58,6 +60,10 @@ export interface DemoOptions {
   readonly tty: boolean
   /** Record spans (worth it only when they are exported). */
   readonly tracing: boolean
+  /** Port of the read-only dashboard on 127.0.0.1 (0 picks a free one; default 0). */
+  readonly httpPort?: number | undefined
+  /** How long the dashboard keeps serving after the verification (default 0). */
+  readonly lingerMillis?: number | undefined
 }
 
 /**
@@ -145,15 +151,23 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
       dynamodbTable: "effect-outbox",
       dynamodbDeadLetterTable: "effect-outbox-dead-letter",
       dynamodbEnsureTables: false,
-      dynamodbLocalClaimIndex: false
+      dynamodbLocalClaimIndex: false,
+      sqliteTablePrefix: ""
     }
     const perRelay = Math.ceil(partitions / 2)
 
     const program = Effect.gen(function* () {
       const store = yield* OutboxStore
       const dlq = yield* DeadLetterStore
-      const probe = yield* Backends.Probe
+      const inspection = yield* OutboxInspection
       const receiver = yield* Receiver.start(plan)
+      const httpSettings = {
+        port: Option.some(options.httpPort ?? 0),
+        host: "127.0.0.1",
+        allowMutations: false,
+        showPayloads: false
+      }
+      const dashboard = yield* HttpOptions.serveScoped(httpSettings, HttpOptions.opsApp(httpSettings, {}))
       out(
         [
           "",
@@ -164,6 +178,7 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
           `  producer  ${count(total)} records over ${partitions} partitions through Enqueue, half with ordering keys`,
           `  relays    relay-a and relay-b, up to ${perRelay} partitions each, webhook sink, dead-letter on 4xx`,
           `  logs      ${path.relative(process.cwd(), logFile) || logFile}`,
+          `  dashboard ${Option.getOrElse(dashboard, () => "off")}  (read-only; metrics at /metrics)`,
           ""
         ].join("\n") + "\n"
       )
@@ -228,7 +243,7 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
           pending += yield* store.countPending(partitionName(p)).pipe(Effect.orElseSucceed(() => 0))
           claimed += yield* store.countClaimed(partitionName(p)).pipe(Effect.orElseSucceed(() => 0))
         }
-        const dead = yield* probe.deadLetterCounts.pipe(
+        const dead = yield* inspection.deadLetters.pipe(
           Effect.orElseSucceed(() => ({ poison: 0, permanent: 0, expired: 0 }))
         )
         return {
@@ -370,6 +385,11 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
         `Look inside: npx effect-outbox inspect --sqlite-file ${shown}\n` +
           `             npx effect-outbox dlq list --sqlite-file ${shown}\n`
       )
+      const linger = Math.max(0, Math.floor(options.lingerMillis ?? 0))
+      if (linger > 0 && Option.isSome(dashboard)) {
+        out(`Dashboard: ${dashboard.value} (serving for ${Math.round(linger / 1000)} s more; Ctrl-C to stop)\n`)
+        yield* Effect.sleep(linger)
+      }
       return {
         ok,
         enqueued: total,

@@ -33,10 +33,21 @@ export const command = Command.make(
     timeout: Options.integer("timeout").pipe(
       Options.withDescription("Seconds before the demo gives up (default 120)"),
       Options.withDefault(120)
+    ),
+    httpPort: Options.integer("http-port").pipe(
+      Options.withDescription("Port of the read-only dashboard on 127.0.0.1 (default 0: a free port)"),
+      Options.withDefault(0)
+    ),
+    linger: Options.integer("linger").pipe(
+      Options.withDescription("Seconds the dashboard keeps serving after the verification (default 0)"),
+      Options.withDefault(0)
     )
   },
   (flags) =>
     Effect.gen(function* () {
+      if (flags.linger < 0 || flags.httpPort < 0 || flags.httpPort > 65535) {
+        return yield* new CliFailure({ message: "--linger must be at least 0 and --http-port 0 to 65535", exitCode: 2 })
+      }
       if (flags.records < 1 || flags.partitions < 1 || flags.timeout < 1) {
         return yield* new CliFailure({
           message: "--records, --partitions and --timeout must be at least 1",
@@ -55,7 +66,9 @@ export const command = Command.make(
           process.stdout.write(text)
         },
         tty: process.stdout.isTTY === true,
-        tracing: optionsFromEnv().endpoint !== undefined
+        tracing: optionsFromEnv().endpoint !== undefined,
+        httpPort: flags.httpPort,
+        lingerMillis: flags.linger * 1000
       })
       if (!result.ok) return yield* new CliFailure({ message: "demo verification failed", exitCode: 1 })
     })

@@ -4,7 +4,8 @@
  * instants or a duration meaning "that long ago" (`"2 hours"`).
  *
  * - `list` prints the matching entries, oldest first (a table, or JSON lines with `--json`).
- * - `redrive [ids…]` re-enqueues the given entries, or every entry matching the filters.
+ * - `redrive [ids…]` re-enqueues the given entries, or every entry matching the filters; without ids or
+ *   any filter it refuses unless `--all` is given.
  * - `purge` deletes the matching entries; without any filter it refuses unless `--all` is given.
  *
  * @since 0.1.0
@@ -131,7 +132,8 @@ const list = Command.make(
       const filter = yield* toFilter(flags)
       const entries = yield* withStores(
         store,
-        Effect.flatMap(DeadLetterStore, (dlq) => dlq.list(filter))
+        Effect.flatMap(DeadLetterStore, (dlq) => dlq.list(filter)),
+        { readOnly: true }
       )
       if (flags.json) {
         for (const entry of entries) yield* Console.log(JSON.stringify(entryJson(entry)))
@@ -163,6 +165,7 @@ const redrive = Command.make(
   {
     ...storeOptions,
     ...filterOptions,
+    all: Options.boolean("all").pipe(Options.withDescription("Allow redriving every entry (no ids, no filter)")),
     ids: Args.text({ name: "id" }).pipe(
       Args.withDescription("Entry ids (default: every entry matching the filters)"),
       Args.repeated
@@ -172,6 +175,13 @@ const redrive = Command.make(
     Effect.gen(function* () {
       const { store } = yield* resolve(flags)
       const filter = yield* toFilter(flags)
+      if (flags.ids.length === 0 && isEmptyFilter(filter) && !flags.all) {
+        return yield* new CliFailure({
+          message:
+            "refusing to redrive every dead-letter entry: give entry ids, a filter (--route, --since, …) or --all",
+          exitCode: 2
+        })
+      }
       const redriven = yield* withStores(
         store,
         Effect.gen(function* () {

@@ -1,6 +1,7 @@
 /**
  * `effect-outbox inspect`: per partition the pending and claimed depth, the age of the oldest pending
- * record, the fence version and the lease owner; dead-letter counts by category. A table by default,
+ * record and of the longest-held claim, the fence version, the lease owner and whether the head looks
+ * stranded (`OutboxInspection`); dead-letter counts by category. A table by default,
  * one JSON document with `--json`. Facts a backend cannot answer are shown as `n/a` (null in JSON) and
  * named in `notes`.
  *
@@ -8,16 +9,19 @@
  */
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
-import * as Clock from "effect/Clock"
 import * as Console from "effect/Console"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type { StoreUnavailable } from "../../domain/OutboxError.js"
-import { LeaseStore } from "../../services/LeaseStore.js"
-import { OutboxStore } from "../../services/OutboxStore.js"
-import { type DeadLetterCounts, Probe } from "./Backends.js"
+import {
+  type DeadLetterCounts,
+  type Fact,
+  OutboxInspection,
+  type PartitionInspection,
+  type Stranded
+} from "../../services/OutboxInspection.js"
 import { age, count, table } from "./Format.js"
 import { resolve, storeOptions, withStores } from "./StoreOptions.js"
 
@@ -31,10 +35,12 @@ export interface PartitionReport {
   readonly pending: number | null
   readonly claimed: number | null
   readonly oldestPendingAgeMillis: number | null
+  readonly oldestClaimAgeMillis: number | null
   readonly fenceVersion: number | null
   readonly leaseOwner: string | null
   readonly leaseVersion: number | null
   readonly leaseExpired: boolean | null
+  readonly stranded: Stranded | null
 }
 
 /**
@@ -50,62 +56,65 @@ export interface InspectReport {
   readonly notes: ReadonlyArray<string>
 }
 
-const orNull = <A>(either: Either.Either<A, unknown>): A | null => (Either.isRight(either) ? either.right : null)
+const orNull = <A>(fact: Fact<A>): A | null => (Either.isRight(fact) ? fact.right : null)
+
+const ageOf = (fact: Fact<Option.Option<DateTime.Utc>>, now: DateTime.Utc): number | null =>
+  Either.isRight(fact) && Option.isSome(fact.right) ? Math.max(0, DateTime.distance(fact.right.value, now)) : null
+
+const row = (p: PartitionInspection, now: DateTime.Utc): PartitionReport => {
+  const lease = Either.isRight(p.lease) ? Option.getOrNull(p.lease.right) : null
+  return {
+    partition: p.partitionKey,
+    pending: orNull(p.pending),
+    claimed: orNull(p.claimed),
+    oldestPendingAgeMillis: ageOf(p.oldestPendingAt, now),
+    oldestClaimAgeMillis: ageOf(p.oldestClaimedAt, now),
+    fenceVersion: orNull(p.fence),
+    leaseOwner: lease?.owner ?? null,
+    leaseVersion: lease?.version ?? null,
+    leaseExpired: lease === null ? null : !DateTime.greaterThan(lease.expiresAt, now),
+    stranded: Option.getOrNull(p.stranded)
+  }
+}
+
+const factNames: ReadonlyArray<readonly [string, (p: PartitionInspection) => boolean]> = [
+  ["pending depth", (p) => Either.isLeft(p.pending)],
+  ["claimed depth", (p) => Either.isLeft(p.claimed)],
+  ["oldest pending age", (p) => Either.isLeft(p.oldestPendingAt)],
+  ["oldest claim age", (p) => Either.isLeft(p.oldestClaimedAt)],
+  ["fence version", (p) => Either.isLeft(p.fence)],
+  ["lease", (p) => Either.isLeft(p.lease)]
+]
 
 /**
- * Gathers the report from the stores in context.
+ * Gathers the report through the `OutboxInspection` port.
  *
  * @since 0.1.0
  */
-export const report: Effect.Effect<InspectReport, StoreUnavailable, OutboxStore | LeaseStore | Probe> = Effect.gen(
-  function* () {
-    const store = yield* OutboxStore
-    const leases = yield* LeaseStore
-    const probe = yield* Probe
-    const now = yield* Clock.currentTimeMillis
-    const listed = new Set(yield* probe.knownPartitions)
-    const notes = [...probe.notes]
-    const partitions = yield* Effect.forEach(
-      Array.from(listed).sort(),
-      (partition) =>
-        Effect.gen(function* () {
-          const pending = yield* Effect.either(store.countPending(partition))
-          const claimed = yield* Effect.either(store.countClaimed(partition))
-          const oldest =
-            probe.oldestPendingAt === undefined ? undefined : yield* Effect.either(probe.oldestPendingAt(partition))
-          const fence =
-            probe.fenceVersion === undefined ? undefined : yield* Effect.either(probe.fenceVersion(partition))
-          const lease = yield* Effect.either(leases.current(partition))
-          const oldestAt = oldest === undefined ? null : orNull(oldest)
-          return {
-            partition,
-            pending: orNull(pending),
-            claimed: orNull(claimed),
-            oldestPendingAgeMillis:
-              oldestAt === null ? null : Option.match(oldestAt, { onNone: () => null, onSome: (at) => now - at }),
-            fenceVersion: fence === undefined ? null : orNull(fence),
-            leaseOwner: Either.isRight(lease) ? lease.right.token.owner : null,
-            leaseVersion: Either.isRight(lease) ? lease.right.token.version : null,
-            leaseExpired: Either.isRight(lease) ? DateTime.toEpochMillis(lease.right.expiresAt) <= now : null
-          } satisfies PartitionReport
-        }),
-      { concurrency: 4 }
-    )
-    if (probe.oldestPendingAt === undefined) notes.push(`oldest pending age is not supported on ${probe.backend}`)
-    if (probe.fenceVersion === undefined) notes.push(`fence version is not supported on ${probe.backend}`)
-    const deadLetters = yield* probe.deadLetterCounts
-    return {
-      backend: probe.backend,
-      partitions,
-      totals: {
-        pending: partitions.reduce((sum, p) => sum + (p.pending ?? 0), 0),
-        claimed: partitions.reduce((sum, p) => sum + (p.claimed ?? 0), 0)
-      },
-      deadLetters: { ...deadLetters, total: deadLetters.poison + deadLetters.permanent + deadLetters.expired },
-      notes
-    }
+export const report: Effect.Effect<InspectReport, StoreUnavailable, OutboxInspection> = Effect.gen(function* () {
+  const inspection = yield* OutboxInspection
+  const snapshot = yield* inspection.snapshot()
+  const partitions = snapshot.partitions.map((p) => row(p, snapshot.at))
+  const notes = [...snapshot.notes]
+  for (const [label, unsupported] of factNames) {
+    if (snapshot.partitions.some(unsupported)) notes.push(`${label} is not supported on ${snapshot.backend}`)
   }
-)
+  const stranded = partitions.filter((p) => p.stranded !== null)
+  if (stranded.length > 0) {
+    notes.push(`stranded heads (claimed records nobody is draining): ${stranded.map((p) => p.partition).join(", ")}`)
+  }
+  const deadLetters = snapshot.deadLetters
+  return {
+    backend: snapshot.backend,
+    partitions,
+    totals: {
+      pending: partitions.reduce((sum, p) => sum + (p.pending ?? 0), 0),
+      claimed: partitions.reduce((sum, p) => sum + (p.claimed ?? 0), 0)
+    },
+    deadLetters: { ...deadLetters, total: deadLetters.poison + deadLetters.permanent + deadLetters.expired },
+    notes
+  }
+})
 
 const cell = (value: number | null, format: (n: number) => string = count): string =>
   value === null ? "n/a" : format(value)
@@ -122,6 +131,7 @@ export const render = (r: InspectReport): string => {
     cell(p.claimed),
     p.pending === 0 ? "-" : cell(p.oldestPendingAgeMillis, age),
     cell(p.fenceVersion),
+    p.stranded === null ? "" : "stranded",
     p.leaseOwner === null
       ? "-"
       : `${p.leaseOwner} v${p.leaseVersion ?? "?"}${p.leaseExpired === true ? " (expired)" : ""}`
@@ -132,8 +142,8 @@ export const render = (r: InspectReport): string => {
     r.partitions.length === 0
       ? "no partitions with records"
       : table(
-          ["partition", "pending", "claimed", "oldest pending", "fence", "lease"],
-          [...rows, ["total", count(r.totals.pending), count(r.totals.claimed), "", "", ""]]
+          ["partition", "pending", "claimed", "oldest pending", "fence", "head", "lease"],
+          [...rows, ["total", count(r.totals.pending), count(r.totals.claimed), "", "", "", ""]]
         ),
     "",
     table(
@@ -164,7 +174,7 @@ export const command = Command.make(
   (flags) =>
     Effect.gen(function* () {
       const { store } = yield* resolve(flags)
-      const result = yield* withStores(store, report)
+      const result = yield* withStores(store, report, { readOnly: true })
       yield* Console.log(flags.json ? JSON.stringify(result, null, 2) : render(result))
     })
 ).pipe(Command.withDescription("Show per-partition depths, fences and leases, and dead-letter counts"))

@@ -14,10 +14,12 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Ref from "effect/Ref"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
-import { load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
+import { httpFlagEntries, httpOptions, opsApp, serve } from "./HttpOptions.js"
+import { httpConfig, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
 
 /**
@@ -96,27 +98,39 @@ export const command = Command.make(
     concurrency: Options.integer("concurrency").pipe(
       Options.withDescription("Ordering-key groups in flight per partition (default 10)"),
       Options.optional
-    )
+    ),
+    ...httpOptions
   },
   (flags) =>
     Effect.gen(function* () {
       const url = Option.orElse(flags.webhookUrl, () => flags.urlArg)
       const { provider, store } = yield* resolve(
         flags,
-        flagEntries([
-          ["sink.type", Option.orElse(flags.sinkArg, () => Option.as(url, "webhook"))],
-          ["sink.url", url],
-          ["relay.owner", flags.owner],
-          ["relay.maxPartitions", flags.maxPartitions],
-          ["relay.leaseTtl", flags.leaseTtl],
-          ["relay.discoveryInterval", flags.discoveryInterval],
-          ["relay.batchSize", flags.batchSize],
-          ["relay.concurrency", flags.concurrency]
+        new Map([
+          ...httpFlagEntries(flags),
+          ...flagEntries([
+            ["sink.type", Option.orElse(flags.sinkArg, () => Option.as(url, "webhook"))],
+            ["sink.url", url],
+            ["relay.owner", flags.owner],
+            ["relay.maxPartitions", flags.maxPartitions],
+            ["relay.leaseTtl", flags.leaseTtl],
+            ["relay.discoveryInterval", flags.discoveryInterval],
+            ["relay.batchSize", flags.batchSize],
+            ["relay.concurrency", flags.concurrency]
+          ])
         ])
       )
       const settings = yield* load(relayConfig, provider)
+      const http = yield* load(httpConfig, provider)
+      const running = yield* Ref.make(false)
       const run = Effect.gen(function* () {
         yield* Relay.start(relayOptions(settings))
+        yield* Ref.set(running, true)
+        yield* Effect.addFinalizer(() => Ref.set(running, false))
+        yield* Layer.buildWithScope(
+          serve(http, opsApp(http, { readiness: { relayRunning: Ref.get(running) } })),
+          yield* Effect.scope
+        )
         yield* Effect.logInfo("relay started").pipe(
           Effect.annotateLogs({
             owner: settings.owner,

@@ -12,9 +12,11 @@
 import * as Config from "effect/Config"
 import * as ConfigError from "effect/ConfigError"
 import * as ConfigProvider from "effect/ConfigProvider"
+import * as PathPatch from "effect/ConfigProviderPathPatch"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as HashSet from "effect/HashSet"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
@@ -53,6 +55,8 @@ export interface StoreSettings {
    * an fsync is slow).
    */
   readonly sqliteSynchronous: "FULL" | "NORMAL"
+  /** Prefix of the SQLite table names (the stores' `tablePrefix`; default none). */
+  readonly sqliteTablePrefix: string
   /** DynamoDB endpoint (DynamoDB Local, a VPC endpoint); absent → the SDK default for the region. */
   readonly dynamodbEndpoint: Option.Option<string>
   readonly dynamodbRegion: string
@@ -97,7 +101,8 @@ const trimmed: Config.Config<string> = Config.nonEmptyString().pipe(Config.mapAt
 const nonEmpty = (name: string): Config.Config<string> => Config.nested(trimmed, name)
 
 /**
- * The store settings as a `Config` (paths `backend`, `sqlite.file`, `sqlite.synchronous`, `dynamodb.endpoint`,
+ * The store settings as a `Config` (paths `backend`, `sqlite.file`, `sqlite.synchronous`, `sqlite.tablePrefix`,
+ * `dynamodb.endpoint`,
  * `dynamodb.region`, `dynamodb.table`, `dynamodb.deadLetterTable`, `dynamodb.ensureTables`,
  * `dynamodb.localClaimIndex`).
  *
@@ -110,6 +115,14 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
     "FULL",
     "NORMAL"
   )("synchronous").pipe(Config.nested("sqlite"), Config.withDefault("FULL" as const)),
+  sqliteTablePrefix: Config.string("tablePrefix").pipe(
+    Config.validate({
+      message: "Expected letters, digits and _, not starting with a digit",
+      validation: (prefix) => prefix.length === 0 || /^[A-Za-z_][A-Za-z0-9_]*$/.test(prefix)
+    }),
+    Config.nested("sqlite"),
+    Config.withDefault("")
+  ),
   dynamodbEndpoint: Config.option(nonEmpty("endpoint").pipe(Config.nested("dynamodb"))),
   dynamodbRegion: nonEmpty("region").pipe(Config.nested("dynamodb"), Config.withDefault("us-east-1")),
   dynamodbTable: nonEmpty("table").pipe(Config.nested("dynamodb"), Config.withDefault("effect-outbox")),
@@ -191,7 +204,107 @@ export const relayConfig: Config.Config<RelaySettings> = Config.all({
 })
 
 /**
- * Reads a JSON config file into a provider; a missing or malformed file is a {@link CliFailure}.
+ * The config paths a `Config` reads (`relay.batchSize`), and the paths under which it reads any key (maps).
+ * Found by running the config against a provider that records every path and answers none.
+ *
+ * @since 0.1.0
+ */
+export const pathsOf = (
+  config: Config.Config<unknown>
+): { readonly leaves: ReadonlySet<string>; readonly maps: ReadonlySet<string> } => {
+  const leaves = new Set<string>()
+  const maps = new Set<string>()
+  const recording = ConfigProvider.fromFlat(
+    ConfigProvider.makeFlat({
+      load: (path) => {
+        leaves.add(path.join("."))
+        return Effect.fail(ConfigError.MissingData([...path], "recording"))
+      },
+      enumerateChildren: (path) => {
+        maps.add(path.join("."))
+        return Effect.succeed(HashSet.empty())
+      },
+      patch: PathPatch.empty
+    })
+  )
+  Effect.runSync(Effect.either(Effect.withConfigProvider(config, recording)))
+  return { leaves, maps }
+}
+
+/**
+ * The operations endpoint settings.
+ *
+ * @since 0.1.0
+ */
+export interface HttpSettings {
+  /** The port; none = no endpoint. 0 picks a free port. */
+  readonly port: Option.Option<number>
+  readonly host: string
+  readonly allowMutations: boolean
+  readonly showPayloads: boolean
+}
+
+/**
+ * The settings as a `Config` (paths `http.port`, `http.host`, `http.allowMutations`, `http.showPayloads`).
+ *
+ * @since 0.1.0
+ */
+export const httpConfig: Config.Config<HttpSettings> = Config.all({
+  port: Config.option(
+    Config.integer("port").pipe(
+      Config.validate({ message: "Expected a port from 0 to 65535", validation: (n) => n >= 0 && n <= 65535 }),
+      Config.nested("http")
+    )
+  ),
+  host: Config.nonEmptyString("host").pipe(Config.nested("http"), Config.withDefault("127.0.0.1")),
+  allowMutations: Config.boolean("allowMutations").pipe(Config.nested("http"), Config.withDefault(false)),
+  showPayloads: Config.boolean("showPayloads").pipe(Config.nested("http"), Config.withDefault(false))
+})
+
+/**
+ * Every config the CLI reads from a config file; a key of the file that none of them reads is refused.
+ *
+ * @since 0.1.0
+ */
+export const fileConfigs: ReadonlyArray<Config.Config<unknown>> = [storeConfig, relayConfig, httpConfig]
+
+/**
+ * The keys of a config file's JSON that no config of {@link fileConfigs} reads (as dotted paths).
+ *
+ * @since 0.1.0
+ */
+export const unknownKeys = (json: unknown): ReadonlyArray<string> => {
+  const leaves = new Set<string>()
+  const maps = new Set<string>()
+  for (const config of fileConfigs) {
+    const paths = pathsOf(config)
+    for (const leaf of paths.leaves) leaves.add(leaf)
+    for (const map of paths.maps) maps.add(map)
+  }
+  const prefixes = new Set<string>()
+  for (const leaf of leaves) {
+    const parts = leaf.split(".")
+    for (let n = 1; n < parts.length; n++) prefixes.add(parts.slice(0, n).join("."))
+  }
+  const unknown: Array<string> = []
+  const walk = (value: unknown, path: ReadonlyArray<string>): void => {
+    const key = path.join(".")
+    if (path.length > 0 && (leaves.has(key) || maps.has(key))) return
+    if (path.length > 0 && !prefixes.has(key)) {
+      unknown.push(key)
+      return
+    }
+    if (typeof value === "object" && value !== null && !Array.isArray(value)) {
+      for (const [child, inner] of Object.entries(value)) walk(inner, [...path, child])
+    }
+  }
+  walk(json, [])
+  return unknown
+}
+
+/**
+ * Reads a JSON config file into a provider; a missing or malformed file, or one with a key the CLI does
+ * not read (a typo would otherwise be ignored silently), is a {@link CliFailure} (exit code 2).
  *
  * @since 0.1.0
  */
@@ -211,6 +324,15 @@ export const fileProvider = (file: string): Effect.Effect<ConfigProvider.ConfigP
       (json) => typeof json === "object" && json !== null && !Array.isArray(json),
       () => new CliFailure({ message: `config file ${file} must hold a JSON object`, exitCode: 2 })
     ),
+    Effect.tap((json) => {
+      const unknown = unknownKeys(json)
+      return unknown.length === 0
+        ? Effect.void
+        : new CliFailure({
+            message: `config file ${file}: unknown ${unknown.length === 1 ? "key" : "keys"} ${unknown.join(", ")}`,
+            exitCode: 2
+          })
+    }),
     Effect.map((json) => ConfigProvider.fromJson(json))
   )
 

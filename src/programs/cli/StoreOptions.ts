@@ -33,6 +33,10 @@ export const storeOptions = {
     Options.withDescription("SQLite PRAGMA synchronous (default FULL; env OUTBOX_SQLITE_SYNCHRONOUS)"),
     Options.optional
   ),
+  sqliteTablePrefix: Options.text("sqlite-table-prefix").pipe(
+    Options.withDescription("Prefix of the SQLite table names (default none; env OUTBOX_SQLITE_TABLE_PREFIX)"),
+    Options.optional
+  ),
   dynamodbEndpoint: Options.text("dynamodb-endpoint").pipe(
     Options.withDescription("DynamoDB endpoint, e.g. http://127.0.0.1:8000 (env OUTBOX_DYNAMODB_ENDPOINT)"),
     Options.optional
@@ -68,6 +72,7 @@ export interface StoreFlags {
   readonly backend: Option.Option<string>
   readonly sqliteFile: Option.Option<string>
   readonly sqliteSynchronous: Option.Option<string>
+  readonly sqliteTablePrefix: Option.Option<string>
   readonly dynamodbEndpoint: Option.Option<string>
   readonly dynamodbRegion: Option.Option<string>
   readonly dynamodbTable: Option.Option<string>
@@ -99,6 +104,7 @@ export const storeFlagEntries = (flags: StoreFlags): Map<string, string> =>
     ["backend", flags.backend],
     ["sqlite.file", flags.sqliteFile],
     ["sqlite.synchronous", flags.sqliteSynchronous],
+    ["sqlite.tablePrefix", flags.sqliteTablePrefix],
     ["dynamodb.endpoint", flags.dynamodbEndpoint],
     ["dynamodb.region", flags.dynamodbRegion],
     ["dynamodb.table", flags.dynamodbTable],
@@ -123,11 +129,13 @@ export const resolve = (
   })
 
 /**
- * Runs `program` with the stores of the settings.
+ * Runs `program` with the stores of the settings; `readOnly` commands never create a database.
  *
  * @since 0.1.0
  */
 export const withStores = <A, E, R>(
   settings: StoreSettings,
-  program: Effect.Effect<A, E, R>
-): Effect.Effect<A, E | CliFailure, Exclude<R, Backends.Stores>> => Effect.provide(program, Backends.layer(settings))
+  program: Effect.Effect<A, E, R>,
+  options: Backends.OpenOptions = { readOnly: false }
+): Effect.Effect<A, E | CliFailure, Exclude<R, Backends.Stores>> =>
+  Effect.provide(program, Backends.layer(settings, options))

@@ -20,6 +20,7 @@ import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
 import type * as Observability from "../Observability.js"
+import * as DashboardCommand from "./DashboardCommand.js"
 import * as DemoCommand from "./DemoCommand.js"
 import * as DlqCommand from "./DlqCommand.js"
 import * as EnqueueCommand from "./EnqueueCommand.js"
@@ -27,6 +28,7 @@ import * as InspectCommand from "./InspectCommand.js"
 import * as RelayCommand from "./RelayCommand.js"
 import { stderrLogger } from "./Logging.js"
 import { CliFailure } from "./Settings.js"
+import * as UnknownFlags from "./UnknownFlags.js"
 
 /**
  * The root command.
@@ -40,7 +42,8 @@ export const root = Command.make("effect-outbox").pipe(
     RelayCommand.command,
     EnqueueCommand.command,
     InspectCommand.command,
-    DlqCommand.command
+    DlqCommand.command,
+    DashboardCommand.command
   ])
 )
 
@@ -106,7 +109,23 @@ const observabilityLayer: Layer.Layer<never> = Layer.unwrapEffect(
   })
 )
 
-const program = Effect.suspend(() => cli(process.argv)).pipe(
+const commandTree: UnknownFlags.CommandTree = {
+  root: root.descriptor,
+  groups: new Map([["dlq", DlqCommand.command.descriptor]])
+}
+
+/**
+ * Runs the CLI on `argv` after refusing an unknown flag by name (exit code 2).
+ *
+ * @since 0.1.0
+ */
+export const checkedCli = (argv: ReadonlyArray<string>) =>
+  Option.match(UnknownFlags.check(commandTree, argv.slice(2)), {
+    onNone: () => cli(argv),
+    onSome: (message) => Effect.fail(new CliFailure({ message: `${message} (see --help)`, exitCode: 2 }))
+  })
+
+const program = Effect.suspend(() => checkedCli(process.argv)).pipe(
   Effect.tapErrorCause((cause) => {
     const failure = Cause.failureOption(cause)
     if (Option.isSome(failure)) {

@@ -1,0 +1,271 @@
+/**
+ * Decoding stored SQLite outbox rows (SPEC §3.2): the `Row` schema, a structural fast path whose
+ * acceptance is exactly the schema's, and building `OutboxRecord`s from decoded rows, optionally with a
+ * claim applied (`Fence.stampClaim`). Anything undecodable is a `CorruptRecord` naming the record.
+ *
+ * @since 0.1.0
+ */
+import * as DateTime from "effect/DateTime"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import * as Fence from "../../domain/Fence.js"
+import { CorruptRecord } from "../../domain/OutboxError.js"
+import * as OutboxRecord from "../../domain/OutboxRecord.js"
+
+/**
+ * The stored form of one row, as SQLite returns it (integers come back as numbers). Besides the column
+ * types it checks what the stored record requires (non-empty ids, non-negative integer counters), so a
+ * decoded row needs no second validation pass. `status` and `headers` are decoded separately to name
+ * the problem precisely.
+ *
+ * @since 0.1.0
+ */
+export const Row = Schema.Struct({
+  id: Schema.NonEmptyString,
+  partition_key: Schema.NonEmptyString,
+  envelope_id: Schema.NonEmptyString,
+  binding_id: Schema.NonEmptyString,
+  route_id: Schema.String,
+  address: Schema.String,
+  payload: Schema.Uint8ArrayFromSelf,
+  headers: Schema.String,
+  ordering_key: Schema.NullOr(Schema.NonEmptyString),
+  created_at: Schema.Int,
+  expires_at: Schema.NullOr(Schema.Int),
+  seq: Schema.NonNegativeInt,
+  status: Schema.String,
+  claimed_by: Schema.NullOr(Schema.NonEmptyString),
+  claim_version: Schema.NonNegativeInt,
+  claimed_at: Schema.NullOr(Schema.Int),
+  first_attempted_at: Schema.NullOr(Schema.Int),
+  replay_count: Schema.NonNegativeInt,
+  completed_at: Schema.NullOr(Schema.Int)
+})
+
+/**
+ * @since 0.1.0
+ */
+export type Row = typeof Row.Type
+
+/**
+ * A `{ n }` count row.
+ *
+ * @since 0.1.0
+ */
+export const CountRow = Schema.Struct({ n: Schema.Number })
+
+/**
+ * The identity columns of a row.
+ *
+ * @since 0.1.0
+ */
+export const IdentityRow = Schema.Struct({
+  partition_key: Schema.String,
+  envelope_id: Schema.String,
+  binding_id: Schema.String
+})
+
+/**
+ * A row holding only an `id`.
+ *
+ * @since 0.1.0
+ */
+export const IdRow = Schema.Struct({ id: Schema.String })
+
+const decodeRowEither = Schema.decodeUnknownEither(Row)
+const decodeStatus = Schema.decodeUnknownEither(OutboxRecord.RecordStatus)
+const decodeHeaders = Schema.decodeUnknownEither(Schema.parseJson(OutboxRecord.Headers))
+const emptyHeaders: OutboxRecord.Headers = {}
+
+const instant = (millis: number | null): Option.Option<DateTime.Utc> =>
+  millis === null ? Option.none() : Option.some(DateTime.unsafeMake(millis))
+
+const rowId = (row: unknown): string => {
+  if (typeof row !== "object" || row === null) return "<unknown>"
+  const id: unknown = Reflect.get(row, "id")
+  return typeof id === "string" ? id : String(id)
+}
+
+const rowPartition = (row: unknown): string | undefined => {
+  if (typeof row !== "object" || row === null) return undefined
+  const pk: unknown = Reflect.get(row, "partition_key")
+  return typeof pk === "string" ? pk : undefined
+}
+
+const corrupt = (row: unknown, reason: string): CorruptRecord =>
+  new CorruptRecord({ recordId: rowId(row), partitionKey: rowPartition(row), reason })
+
+/**
+ * A row that passed decoding: the validated columns with the status and headers decoded.
+ *
+ * @since 0.1.0
+ */
+export interface DecodedRow {
+  readonly row: Row
+  readonly status: OutboxRecord.RecordStatus
+  readonly headers: OutboxRecord.Headers
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The structural fast path. Each check accepts a subset of what the corresponding schema accepts
+// (and the schema would return the value unchanged for it), so a row is accepted by the fast path
+// only when the schema would accept it too; anything else goes through the schema, which then
+// accepts it or names the problem. Acceptance is therefore exactly the schema's.
+// ---------------------------------------------------------------------------------------------------
+
+const isText = (u: unknown): u is string => typeof u === "string"
+const isNonEmpty = (u: unknown): u is string => typeof u === "string" && u.length > 0
+const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSafeInteger(u)
+const isNonNegativeInt = (u: unknown): u is number => isInt(u) && u >= 0
+const isIntOrNull = (u: unknown): u is number | null => u === null || isInt(u)
+
+/** True when `input` has exactly what {@link Row} requires of every column. */
+const isRow = (input: unknown): input is Row => {
+  if (typeof input !== "object" || input === null) return false
+  const orderingKey: unknown = Reflect.get(input, "ordering_key")
+  const claimedBy: unknown = Reflect.get(input, "claimed_by")
+  return (
+    isNonEmpty(Reflect.get(input, "id")) &&
+    isNonEmpty(Reflect.get(input, "partition_key")) &&
+    isNonEmpty(Reflect.get(input, "envelope_id")) &&
+    isNonEmpty(Reflect.get(input, "binding_id")) &&
+    isText(Reflect.get(input, "route_id")) &&
+    isText(Reflect.get(input, "address")) &&
+    Reflect.get(input, "payload") instanceof Uint8Array &&
+    isText(Reflect.get(input, "headers")) &&
+    (orderingKey === null || isNonEmpty(orderingKey)) &&
+    isInt(Reflect.get(input, "created_at")) &&
+    isIntOrNull(Reflect.get(input, "expires_at")) &&
+    isNonNegativeInt(Reflect.get(input, "seq")) &&
+    isText(Reflect.get(input, "status")) &&
+    (claimedBy === null || isNonEmpty(claimedBy)) &&
+    isNonNegativeInt(Reflect.get(input, "claim_version")) &&
+    isIntOrNull(Reflect.get(input, "claimed_at")) &&
+    isIntOrNull(Reflect.get(input, "first_attempted_at")) &&
+    isNonNegativeInt(Reflect.get(input, "replay_count")) &&
+    isIntOrNull(Reflect.get(input, "completed_at"))
+  )
+}
+
+const isStatus = (u: string): u is OutboxRecord.RecordStatus =>
+  u === "pending" || u === "claimed" || u === "completed" || u === "expired"
+
+/** A JSON object whose own values are all strings (a key the schema would treat specially is left to it). */
+const isHeaders = (u: unknown): u is OutboxRecord.Headers => {
+  if (typeof u !== "object" || u === null || Array.isArray(u)) return false
+  for (const key in u) {
+    if (key === "__proto__" || !Object.hasOwn(u, key) || typeof Reflect.get(u, key) !== "string") return false
+  }
+  return true
+}
+
+/** The headers of a well-formed column, or `undefined` for anything the schema must look at. */
+const quickHeaders = (text: string): OutboxRecord.Headers | undefined => {
+  if (text === "{}") return emptyHeaders
+  let parsed: unknown
+  try {
+    parsed = JSON.parse(text)
+  } catch {
+    return undefined
+  }
+  return isHeaders(parsed) ? parsed : undefined
+}
+
+/** The schema path: decodes with {@link Row} and the status and headers schemas, naming any problem. */
+const decodeRowSlow = (input: unknown): Either.Either<DecodedRow, CorruptRecord> => {
+  const row = decodeRowEither(input)
+  if (Either.isLeft(row)) return Either.left(corrupt(input, ParseResult.TreeFormatter.formatErrorSync(row.left)))
+  const r = row.right
+  const status = decodeStatus(r.status)
+  if (Either.isLeft(status)) return Either.left(corrupt(input, `unknown status ${JSON.stringify(r.status)}`))
+  const headers = r.headers === "{}" ? Either.right(emptyHeaders) : decodeHeaders(r.headers)
+  if (Either.isLeft(headers)) {
+    return Either.left(corrupt(input, `malformed headers: ${ParseResult.TreeFormatter.formatErrorSync(headers.left)}`))
+  }
+  return Either.right({ row: r, status: status.right, headers: headers.right })
+}
+
+/**
+ * Decodes and validates one stored row. Anything that does not decode (unknown status, malformed
+ * headers JSON, wrong column types, invalid field values) is a `CorruptRecord` naming the record id.
+ *
+ * Well-formed rows are checked structurally (no decoder runs, the row object is kept as it is); only
+ * a row the structural check does not accept goes through the `Row` schema, which then accepts it or
+ * produces the error. The accepted rows are exactly those the schema accepts.
+ *
+ * @since 0.1.0
+ */
+export const decodeRowFields = (input: unknown): Either.Either<DecodedRow, CorruptRecord> => {
+  if (isRow(input) && isStatus(input.status)) {
+    const headers = quickHeaders(input.headers)
+    if (headers !== undefined) return Either.right({ row: input, status: input.status, headers })
+  }
+  return decodeRowSlow(input)
+}
+
+/**
+ * A claim to apply while building a record (the row was just claimed by `owner` at `version`).
+ *
+ * @since 0.1.0
+ */
+export interface AppliedClaim {
+  readonly owner: string
+  readonly version: number
+  readonly at: DateTime.Utc
+}
+
+/**
+ * Builds the `OutboxRecord` of a decoded row, optionally with a claim applied (status `claimed` and the
+ * fields `Fence.stampClaim` stamps). `createdAt` may be passed when the caller already built it. Every
+ * field was validated by {@link decodeRowFields}, so the record is built without a second validation pass.
+ *
+ * @since 0.1.0
+ */
+export const toRecord = (
+  decoded: DecodedRow,
+  claim?: AppliedClaim,
+  createdAt: DateTime.Utc = DateTime.unsafeMake(decoded.row.created_at)
+): OutboxRecord.OutboxRecord => {
+  const r = decoded.row
+  const fields =
+    claim === undefined
+      ? {
+          claimedBy: Option.fromNullable(r.claimed_by),
+          claimVersion: r.claim_version,
+          claimedAt: instant(r.claimed_at),
+          firstAttemptedAt: instant(r.first_attempted_at),
+          replayCount: r.replay_count
+        }
+      : Fence.stampClaim(
+          { firstAttemptedAt: instant(r.first_attempted_at), replayCount: r.replay_count },
+          claim,
+          claim.at
+        )
+  return OutboxRecord.makeUnvalidated({
+    id: r.id,
+    partitionKey: r.partition_key,
+    envelopeId: r.envelope_id,
+    bindingId: r.binding_id,
+    routeId: r.route_id,
+    address: r.address,
+    payload: r.payload,
+    headers: decoded.headers,
+    orderingKey: Option.fromNullable(r.ordering_key),
+    createdAt,
+    expiresAt: instant(r.expires_at),
+    seq: r.seq,
+    status: claim === undefined ? decoded.status : "claimed",
+    ...fields,
+    completedAt: instant(r.completed_at)
+  })
+}
+
+/**
+ * Decodes one stored row into an `OutboxRecord` ({@link decodeRowFields} then {@link toRecord}).
+ *
+ * @since 0.1.0
+ */
+export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxRecord, CorruptRecord> =>
+  Either.map(decodeRowFields(input), (decoded) => toRecord(decoded))

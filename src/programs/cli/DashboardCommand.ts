@@ -1,0 +1,52 @@
+/**
+ * `effect-outbox dashboard`: serves the operations dashboard (and `/metrics`, `/healthz`, `/readyz`) over
+ * a store without running a relay, read-only: redrive and purge are refused whatever the flags say.
+ * Until SIGINT/SIGTERM.
+ *
+ * @since 0.1.0
+ */
+import * as Command from "@effect/cli/Command"
+import * as Options from "@effect/cli/Options"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import { opsApp, serve } from "./HttpOptions.js"
+import { httpConfig, load } from "./Settings.js"
+import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
+
+/**
+ * The `dashboard` command.
+ *
+ * @since 0.1.0
+ */
+export const command = Command.make(
+  "dashboard",
+  {
+    ...storeOptions,
+    httpPort: Options.integer("http-port").pipe(
+      Options.withDescription("Port of the dashboard (default 8080; 0 picks a free one; env OUTBOX_HTTP_PORT)"),
+      Options.optional
+    ),
+    httpHost: Options.text("http-host").pipe(
+      Options.withDescription("Address it binds (default 127.0.0.1; env OUTBOX_HTTP_HOST)"),
+      Options.optional
+    ),
+    httpShowPayloads: Options.boolean("http-show-payloads").pipe(
+      Options.withDescription("Show dead-letter payloads (env OUTBOX_HTTP_SHOW_PAYLOADS)")
+    )
+  },
+  (flags) =>
+    Effect.gen(function* () {
+      const { provider, store } = yield* resolve(
+        flags,
+        flagEntries([
+          ["http.port", flags.httpPort],
+          ["http.host", flags.httpHost],
+          ["http.showPayloads", flags.httpShowPayloads ? Option.some("true") : Option.none()]
+        ])
+      )
+      const loaded = yield* load(httpConfig, provider)
+      const settings = { ...loaded, port: Option.orElseSome(loaded.port, () => 8080), allowMutations: false }
+      return yield* withStores(store, Layer.launch(serve(settings, opsApp(settings, {}))), { readOnly: true })
+    })
+).pipe(Command.withDescription("Serve the read-only operations dashboard for a store (no relay), until SIGINT/SIGTERM"))

@@ -1,0 +1,157 @@
+/**
+ * One drain cycle (SPEC §6 steps 1-3): without a live lease of the owner it is skipped
+ * (`DrainSkippedNoLease`); otherwise it retries what earlier cycles left claimed, sweeps expired records
+ * when they are dropped (at most once per `expireInterval`), claims up to the limit, refreshes the depth
+ * gauges (at most once per `gaugeInterval`; a failing count is counted, never fatal) and runs the batch.
+ * Idle cycles open no span; a cycle that claimed records runs in a `Drainer.batch` span.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Metric from "effect/Metric"
+import * as Option from "effect/Option"
+import type * as LeaseToken from "../../domain/LeaseToken.js"
+import type {
+  CorruptRecord,
+  DrainStalled,
+  InvalidArgument,
+  StaleFencingToken,
+  StoreUnavailable,
+  TransactionConflict
+} from "../../domain/OutboxError.js"
+import * as Batch from "./Batch.js"
+import { type Instance, updateAll } from "./Instance.js"
+import * as Lease from "./Lease.js"
+import * as Settle from "./Settle.js"
+
+/**
+ * What one cycle did.
+ *
+ * @since 0.1.0
+ */
+export interface CycleResult {
+  /** False when the cycle was skipped for want of a valid lease. */
+  readonly leased: boolean
+  /** The claim limit used. */
+  readonly limit: number
+  /** Records claimed. */
+  readonly claimed: number
+  /** Records sent and completed. */
+  readonly delivered: number
+  /** Records written to the dead-letter queue and completed. */
+  readonly deadLettered: number
+  /** Records dropped by policy and completed. */
+  readonly dropped: number
+  /** Records released back to pending (transient failure, untried tail, interruption). */
+  readonly deferred: number
+  /** Records left claimed (failed complete or dead-letter write, lost lease after send). */
+  readonly leftClaimed: number
+  /** Records expired by the sweep. */
+  readonly swept: number
+  /** The largest `Retry-After` a sink asked for, in milliseconds. */
+  readonly retryAfterMillis: number | undefined
+}
+
+/**
+ * Errors that end a cycle.
+ *
+ * @since 0.1.0
+ */
+export type CycleError =
+  StaleFencingToken | TransactionConflict | StoreUnavailable | CorruptRecord | InvalidArgument | DrainStalled
+
+const refreshGauges = (instance: Instance, claimed: number): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    const { metrics, store } = instance
+    const partitionKey = instance.config.partitionKey
+    yield* Metric.set(metrics.batchSize, claimed)
+    const now = yield* Clock.currentTimeMillis
+    if (now - instance.lastGaugeAt < instance.gaugeIntervalMillis) return
+    instance.lastGaugeAt = now
+    const pending = yield* Effect.either(store.countPending(partitionKey))
+    if (Either.isRight(pending)) yield* Metric.set(metrics.depth, pending.right)
+    else yield* Metric.increment(metrics.depthFailures)
+    const claimedDepth = yield* Effect.either(store.countClaimed(partitionKey))
+    if (Either.isRight(claimedDepth)) yield* Metric.set(metrics.claimedDepth, claimedDepth.right)
+    else yield* Metric.increment(metrics.depthFailures)
+  })
+
+const sweep = (instance: Instance, token: LeaseToken.LeaseToken): Effect.Effect<number, StaleFencingToken> =>
+  Effect.gen(function* () {
+    if (instance.config.onExpired !== "drop") return 0
+    const now = yield* Clock.currentTimeMillis
+    if (now - instance.lastSweepAt < instance.expireIntervalMillis) return 0
+    instance.lastSweepAt = now
+    const result = yield* Effect.either(
+      instance.store.expire(DateTime.unsafeMake(now), instance.config.partitionKey, token)
+    )
+    let count = 0
+    if (Either.isRight(result)) count = result.right
+    else {
+      const error = result.left
+      if (error._tag === "StaleFencingToken") return yield* error
+      if (error._tag === "ExpireIncomplete") count = error.expired
+      yield* Effect.logWarning("expiry sweep failed; will retry next interval").pipe(
+        Effect.annotateLogs({ error: error.message })
+      )
+    }
+    if (count > 0) {
+      yield* Metric.incrementBy(instance.metrics.expired, count)
+      yield* Metric.incrementBy(instance.metrics.dropped.expired, count)
+      yield* Effect.logWarning(`expired records dropped by policy (${count})`).pipe(
+        Effect.annotateLogs({ category: "expired", records: count })
+      )
+    }
+    return count
+  })
+
+/**
+ * One cycle with the given claim limit (default: the current adaptive batch size).
+ *
+ * @since 0.1.0
+ */
+export const drainOnce = (instance: Instance, limit?: number): Effect.Effect<CycleResult, CycleError> =>
+  Effect.gen(function* () {
+    const claimLimit = limit ?? instance.currentBatchSize
+    const live = yield* Lease.live(instance)
+    const empty: CycleResult = {
+      leased: false,
+      limit: claimLimit,
+      claimed: 0,
+      delivered: 0,
+      deadLettered: 0,
+      dropped: 0,
+      deferred: 0,
+      leftClaimed: 0,
+      swept: 0,
+      retryAfterMillis: undefined
+    }
+    if (Option.isNone(live)) {
+      yield* Metric.increment(instance.metrics.noLease)
+      return empty
+    }
+    const token = live.value
+    yield* Settle.retryStranded(instance, token)
+    const swept = yield* sweep(instance, token)
+    const batch = yield* instance.store.claim(instance.config.partitionKey, token, claimLimit)
+    if (Option.isSome(batch.truncated)) {
+      yield* Effect.logWarning("short claim batch").pipe(Effect.annotateLogs({ error: batch.truncated.value.message }))
+    }
+    const records = batch.records
+    yield* refreshGauges(instance, records.length)
+    if (records.length === 0) return { ...empty, leased: true, swept }
+    yield* updateAll(
+      instance.metrics.replayCount,
+      records.map((r) => r.replayCount)
+    )
+    const counters = yield* Batch.run(instance, records, token).pipe(
+      Effect.withSpan("Drainer.batch", {
+        captureStackTrace: false,
+        attributes: { "outbox.partition": instance.config.partitionKey, "outbox.records": records.length }
+      })
+    )
+    return { leased: true, limit: claimLimit, claimed: records.length, swept, ...counters }
+  }).pipe(Effect.annotateLogs({ partition: instance.config.partitionKey, owner: instance.config.owner }))

@@ -1,0 +1,144 @@
+/**
+ * The state one drainer keeps between its cycles (one drainer runs one cycle at a time): its services,
+ * its tagged metrics (SPEC §8), the adaptive batch size, and the records an earlier cycle left claimed,
+ * which later cycles complete or release while the lease version is unchanged (SPEC §6 step 6).
+ *
+ * @since 0.1.0
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import * as Metric from "effect/Metric"
+import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import type { DeadLetterStoreService } from "../../services/DeadLetterStore.js"
+import type { LeaseStore } from "../../services/LeaseStore.js"
+import * as OutboxMetrics from "../../services/OutboxMetrics.js"
+import type { OutboxStore } from "../../services/OutboxStore.js"
+import { SendError, type Sink } from "../../services/Sink.js"
+import type { WakeSignalService } from "../../services/WakeSignal.js"
+import type { DrainerSettings } from "./Settings.js"
+import * as SinkHealth from "./SinkHealth.js"
+
+/**
+ * The metrics of one partition (and route), tagged once.
+ *
+ * @since 0.1.0
+ */
+export const metricsFor = (partitionKey: string, routeId: string | undefined) => {
+  const tag = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>) =>
+    OutboxMetrics.tagged(metric, partitionKey, routeId)
+  return {
+    depth: tag(OutboxMetrics.OutboxDepth),
+    claimedDepth: tag(OutboxMetrics.OutboxClaimedDepth),
+    batchSize: tag(OutboxMetrics.OutboxClaimBatchSize),
+    depthFailures: tag(OutboxMetrics.OutboxDepthFailures),
+    completions: tag(OutboxMetrics.OutboxCompletions),
+    replayCount: tag(OutboxMetrics.OutboxReplayCount),
+    failures: tag(OutboxMetrics.OutboxRecordFailures),
+    duplicateRisk: tag(OutboxMetrics.OutboxDuplicateRisk),
+    deferred: tag(OutboxMetrics.OutboxDeferred),
+    stalled: tag(OutboxMetrics.OutboxDrainStalled),
+    noLease: tag(OutboxMetrics.DrainSkippedNoLease),
+    expired: tag(OutboxMetrics.MessagesExpired),
+    latency: tag(OutboxMetrics.OutboxDrainLatency),
+    dlq: {
+      poison: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "poison"),
+      permanent: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "permanent"),
+      expired: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "expired")
+    },
+    dropped: {
+      poison: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "poison"),
+      permanent: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "permanent"),
+      expired: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "expired")
+    }
+  }
+}
+
+/**
+ * The tagged metrics of a drainer.
+ *
+ * @since 0.1.0
+ */
+export type DrainerMetrics = ReturnType<typeof metricsFor>
+
+/**
+ * Updates a metric with many values in one step (one read of the fiber's metric labels).
+ *
+ * @since 0.1.0
+ */
+export const updateAll = <Type, Out>(metric: Metric.Metric<Type, number, Out>, values: ReadonlyArray<number>) =>
+  FiberRef.getWith(FiberRef.currentMetricLabels, (labels) =>
+    Effect.sync(() => {
+      for (const value of values) metric.unsafeUpdate(value, labels)
+    })
+  )
+
+/**
+ * The services a drainer works with. `dlq` is absent when every policy drops; `wake` when no backend
+ * signals new work.
+ *
+ * @since 0.1.0
+ */
+export interface Services {
+  readonly store: OutboxStore["Type"]
+  readonly leases: LeaseStore["Type"]
+  readonly sink: Sink["Type"]
+  readonly dlq: DeadLetterStoreService | undefined
+  readonly wake: WakeSignalService | undefined
+}
+
+/**
+ * One drainer's settings, services and state.
+ *
+ * @since 0.1.0
+ */
+export interface Instance extends Services {
+  readonly config: DrainerSettings
+  readonly metrics: DrainerMetrics
+  /** The error of a send that outlived `sendTimeout` (a transient failure). */
+  readonly timeoutError: SendError
+  readonly gaugeIntervalMillis: number
+  readonly expireIntervalMillis: number
+  readonly watchdog: Duration.Duration
+  /** Transient send failures in a row, and when they were last logged. */
+  readonly sinkHealth: SinkHealth.SinkHealth
+  /** The claim size of the next cycle. */
+  currentBatchSize: number
+  /** Complete, release and dead-letter write calls so far (see `BatchState.leaseHeldAt`). */
+  storeCalls: number
+  lastGaugeAt: number
+  lastSweepAt: number
+  /** The lease version `toComplete` and `toRelease` belong to. */
+  strandedVersion: number
+  /** Records left claimed after they were delivered or disposed: to complete in a later cycle. */
+  readonly toComplete: Map<string, OutboxRecord>
+  /** Records left claimed without a send: to release in a later cycle. */
+  readonly toRelease: Map<string, OutboxRecord>
+}
+
+/**
+ * A fresh drainer instance.
+ *
+ * @since 0.1.0
+ */
+export const make = (config: DrainerSettings, services: Services): Instance => ({
+  ...services,
+  config,
+  metrics: metricsFor(config.partitionKey, config.routeId),
+  timeoutError: new SendError({
+    retryable: true,
+    code: "timeout",
+    message: `send did not finish within ${Duration.toMillis(config.sendTimeout)} ms`
+  }),
+  gaugeIntervalMillis: Duration.toMillis(config.gaugeInterval),
+  expireIntervalMillis: Duration.toMillis(config.expireInterval),
+  watchdog: Duration.sum(config.batchTimeout, config.watchdogGrace),
+  sinkHealth: SinkHealth.make(config.partitionKey),
+  currentBatchSize: config.batchSize,
+  storeCalls: 0,
+  lastGaugeAt: Number.NEGATIVE_INFINITY,
+  lastSweepAt: Number.NEGATIVE_INFINITY,
+  strandedVersion: 0,
+  toComplete: new Map(),
+  toRelease: new Map()
+})

@@ -1,0 +1,124 @@
+/**
+ * The drain loop (SPEC §6 step 7): cycles forever, adapting the claim size (a full batch doubles it up
+ * to `maxBatchSize`, an empty one halves it down to `minBatchSize`) and backing off while idle on an
+ * exponential schedule with jitter (`idleBackoffMin` → `idleBackoffMax`), reset after work. With a
+ * `WakeSignal` in the context, an idle pause ends as soon as the signal fires for the partition; a lost
+ * signal only delays work until the pause ends. A sink's `Retry-After` is a minimum pause, logged at WARN
+ * (at most once per minute and partition). Store errors of a cycle are logged and backed off; a lost
+ * lease (`StaleFencingToken`) or a stall ends the loop with that error.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Schedule from "effect/Schedule"
+import type { DrainStalled, StaleFencingToken } from "../../domain/OutboxError.js"
+import { yieldToEventLoop } from "../../services/EventLoop.js"
+import * as Cycle from "./Cycle.js"
+import type { Instance } from "./Instance.js"
+import { type DrainerSettings, nextBatchSize } from "./Settings.js"
+import * as SinkHealth from "./SinkHealth.js"
+
+/**
+ * Errors that end the loop: the lease was lost, or the watchdog fired.
+ *
+ * @since 0.1.0
+ */
+export type DrainError = StaleFencingToken | DrainStalled
+
+/**
+ * The idle back-off: exponential from `idleBackoffMin`, capped at `idleBackoffMax`, jittered to 80-100 %.
+ *
+ * @since 0.1.0
+ */
+export const idleSchedule = (config: Pick<DrainerSettings, "idleBackoffMin" | "idleBackoffMax">) =>
+  Schedule.exponential(config.idleBackoffMin, 2).pipe(
+    Schedule.modifyDelay((delay) => Duration.min(delay, config.idleBackoffMax)),
+    Schedule.jitteredWith({ min: 0.8, max: 1 })
+  )
+
+/** Logs a sink-requested pause: WARN at most once per interval, DEBUG otherwise. */
+const logPause = (instance: Instance, last: { at: number }, millis: number): Effect.Effect<void> =>
+  Effect.flatMap(Clock.currentTimeMillis, (now) => {
+    const partition = instance.config.partitionKey
+    const message = `partition ${partition} paused for ${Duration.format(Duration.millis(millis))} at the sink's request`
+    const annotations = { partition, pauseMillis: millis }
+    if (now - last.at < Duration.toMillis(SinkHealth.interval)) {
+      return Effect.logDebug(message).pipe(Effect.annotateLogs(annotations))
+    }
+    last.at = now
+    return Effect.logWarning(message).pipe(Effect.annotateLogs(annotations))
+  })
+
+const tolerated = (instance: Instance, cycle: Effect.Effect<Cycle.CycleResult, Cycle.CycleError>) =>
+  cycle.pipe(
+    Effect.catchTags({
+      TransactionConflict: () => Effect.succeed(undefined),
+      // the loop claims with its own partition key and batch size, both checked when it was built
+      InvalidArgument: (error) => Effect.die(error),
+      StoreUnavailable: (error) =>
+        Effect.logWarning("drain cycle failed; backing off").pipe(
+          Effect.annotateLogs({ partition: instance.config.partitionKey, error: error.message }),
+          Effect.as(undefined)
+        ),
+      CorruptRecord: (error) =>
+        Effect.logError("corrupt record; backing off").pipe(
+          Effect.annotateLogs({ partition: instance.config.partitionKey, error: error.message }),
+          Effect.as(undefined)
+        )
+    })
+  )
+
+/**
+ * The loop of a drainer.
+ *
+ * @since 0.1.0
+ */
+export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
+  Effect.gen(function* () {
+    const config = instance.config
+    const idle = yield* Schedule.driver(idleSchedule(config))
+    const pause = idle.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(config.idleBackoffMax)))
+    const wake = instance.wake
+    // while idle, the wait for a signal starts before the claim, so a persist between an empty claim and
+    // the pause is not missed
+    let armed: Fiber.RuntimeFiber<void> | undefined
+    const lastPauseLog = { at: Number.NEGATIVE_INFINITY }
+    const idlePause: Effect.Effect<void> =
+      wake === undefined
+        ? pause
+        : Effect.gen(function* () {
+            const signal = armed ?? (yield* Effect.fork(wake.awaitWork(config.partitionKey)))
+            armed = signal
+            const woken = yield* Effect.raceFirst(Effect.as(pause, false), Effect.as(Fiber.await(signal), true))
+            if (woken) armed = undefined
+          })
+    const disarm = Effect.suspend(() => {
+      const signal = armed
+      armed = undefined
+      return signal === undefined ? Effect.void : Fiber.interruptFork(signal)
+    })
+    for (;;) {
+      // a cycle against an in-memory store and sink never leaves the microtask queue; give the event
+      // loop a turn so that timers (lease renewals, sleeps of other fibers) are not starved
+      yield* yieldToEventLoop
+      const result = yield* tolerated(instance, Cycle.drainOnce(instance))
+      if (result === undefined || !result.leased) {
+        yield* pause
+        continue
+      }
+      instance.currentBatchSize = nextBatchSize(result.limit, result.claimed, config)
+      const progressed = result.delivered + result.deadLettered + result.dropped > 0
+      if (result.retryAfterMillis !== undefined && result.retryAfterMillis > 0) {
+        yield* logPause(instance, lastPauseLog, result.retryAfterMillis)
+        yield* Effect.sleep(Duration.millis(result.retryAfterMillis))
+      }
+      if (progressed) {
+        yield* idle.reset
+        yield* disarm
+      } else if (result.claimed === 0) yield* idlePause
+      else if (result.deferred + result.leftClaimed > 0) yield* pause
+    }
+  })

@@ -1,0 +1,86 @@
+/**
+ * The order in which a batch's groups are sent (SPEC §6 step 4): at most `maxConcurrency` groups per
+ * wave, each group strictly one record after another. Groups of several records all start at once and
+ * take turns (round robin, in age order of their heads); groups of one only fill the waves.
+ *
+ * @since 0.1.0
+ */
+import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+
+/**
+ * A started group: its records (one ordering key, age order) and the index of its next record.
+ *
+ * @since 0.1.0
+ */
+export interface Lane {
+  readonly group: ReadonlyArray<OutboxRecord>
+  next: number
+}
+
+/**
+ * Puts the groups of several records first; each part keeps the age order of its heads.
+ *
+ * @since 0.1.0
+ */
+export const orderGroups = (
+  grouped: ReadonlyArray<ReadonlyArray<OutboxRecord>>
+): ReadonlyArray<ReadonlyArray<OutboxRecord>> =>
+  grouped.filter((g) => g.length > 1).concat(grouped.filter((g) => g.length <= 1))
+
+/**
+ * The turn queue of one batch over groups ordered by {@link orderGroups}. `take` returns the lanes of
+ * the next wave; the lanes that go on after the wave come back through `requeue` and wait behind the
+ * lanes that did not have a turn yet.
+ *
+ * @since 0.1.0
+ */
+export interface Turns {
+  /** The lanes of the next wave (empty when every group is done). */
+  readonly take: () => ReadonlyArray<Lane>
+  /** Puts the lanes that go on after a wave at the end of the queue. */
+  readonly requeue: (lanes: ReadonlyArray<Lane>) => void
+  /** The untried records: the rest of every started lane still queued, then every group not started. */
+  readonly untried: () => Array<OutboxRecord>
+  /** True when no lane is queued and no group is left to start. */
+  readonly done: () => boolean
+}
+
+/**
+ * Builds the turn queue of a batch.
+ *
+ * @since 0.1.0
+ */
+export const make = (groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>, maxConcurrency: number): Turns => {
+  let nextGroup = 0
+  let queue: Array<Lane> = []
+  // every group of several records starts at once; groups of one start only to fill a wave
+  const fill = () => {
+    for (;;) {
+      const group = groups[nextGroup]
+      if (group === undefined || (group.length <= 1 && queue.length >= maxConcurrency)) return
+      nextGroup += 1
+      if (group.length > 0) queue.push({ group, next: 0 })
+    }
+  }
+  return {
+    take: () => {
+      fill()
+      const turn = queue.slice(0, maxConcurrency)
+      queue = queue.slice(maxConcurrency)
+      return turn
+    },
+    requeue: (lanes) => {
+      for (const lane of lanes) queue.push(lane)
+    },
+    untried: () => {
+      const rest: Array<OutboxRecord> = []
+      for (const lane of queue) rest.push(...lane.group.slice(lane.next))
+      for (let g = nextGroup; g < groups.length; g++) rest.push(...(groups[g] ?? []))
+      return rest
+    },
+    done: () => {
+      fill()
+      return queue.length === 0
+    }
+  }
+}

@@ -1,0 +1,347 @@
+/**
+ * The waves of a batch (SPEC §6 steps 4-6). A wave is the next record of up to `maxConcurrency` groups
+ * (see `Turns`). Expired and poison records are disposed of without a send; the rest are sent after one
+ * lease check (none when the lease moved: the batch stops `StaleFencingToken`) and checked again after
+ * their sends (lost: not completed, `OutboxDuplicateRisk`). A record with a younger sibling is completed
+ * inside its wave, before that sibling is sent; the others' completes wait for one call at the end of the
+ * batch. A transient failure releases the record and the untried rest of its group; a record left claimed
+ * releases the rest of its group. Nothing ever overtakes a head of its key.
+ *
+ * @since 0.1.0
+ */
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Metric from "effect/Metric"
+import * as Runtime from "effect/Runtime"
+import type * as LeaseToken from "../../domain/LeaseToken.js"
+import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import type { SendError } from "../../services/Sink.js"
+import { type BatchRuntime, type BatchState, delivered, type Outcome, type Slot } from "./BatchState.js"
+import * as Disposal from "./Disposal.js"
+import { type Instance, updateAll } from "./Instance.js"
+import * as Lease from "./Lease.js"
+import * as Sender from "./Sender.js"
+import { isExpired, isPoison } from "./Settings.js"
+import * as Settle from "./Settle.js"
+import * as SinkHealth from "./SinkHealth.js"
+import * as Turns from "./Turns.js"
+
+/** The wave's slots, and which of them go out (the others are expired or poison). */
+const prepare = (
+  instance: Instance,
+  lanes: ReadonlyArray<Turns.Lane>,
+  nowMillis: number
+): { readonly slots: Array<Slot>; readonly toSend: Array<Slot>; readonly unsendable: Array<Unsendable> } => {
+  const slots: Array<Slot> = []
+  const toSend: Array<Slot> = []
+  const unsendable: Array<Unsendable> = []
+  for (const lane of lanes) {
+    const record = lane.group[lane.next]
+    if (record === undefined) continue
+    const slot: Slot = {
+      lane,
+      record,
+      hasNext: lane.next + 1 < lane.group.length,
+      result: undefined,
+      how: undefined,
+      outcome: undefined
+    }
+    slots.push(slot)
+    if (isExpired(record, nowMillis)) unsendable.push([slot, "expired"])
+    else if (isPoison(record, nowMillis, instance.config)) unsendable.push([slot, "poison"])
+    else toSend.push(slot)
+  }
+  return { slots, toSend, unsendable }
+}
+
+type Unsendable = readonly [Slot, "expired" | "poison"]
+
+/** The pre-send lease check; without the lease held, no record of the wave is sent. Returns whether to send. */
+const maySend = (
+  instance: Instance,
+  toSend: ReadonlyArray<Slot>,
+  token: LeaseToken.LeaseToken,
+  state: BatchState
+): Effect.Effect<boolean> =>
+  Effect.map(Lease.checkAgain(instance, token, state), (before) => {
+    state.leaseHeldAt = undefined
+    if (before === "held") return true
+    for (const slot of toSend) {
+      slot.outcome =
+        before === "lost"
+          ? { _tag: "Fenced", error: Lease.moved(instance, "send", token, slot.record.id) }
+          : // the lease cannot be verified right now: do not send; try again in a later cycle
+            { _tag: "Deferred", retryAfterMillis: undefined }
+    }
+    return false
+  })
+
+/** Sorts the send results into the sent slots and the failed ones (a send cut off at the deadline failed). */
+const sortResults = (
+  instance: Instance,
+  toSend: ReadonlyArray<Slot>,
+  state: BatchState
+): { readonly sent: Array<Slot>; readonly failed: Array<readonly [Slot, SendError]> } => {
+  const sent: Array<Slot> = []
+  const failed: Array<readonly [Slot, SendError]> = []
+  for (const slot of toSend) {
+    if (slot.outcome !== undefined) continue
+    // a send still running at the deadline was interrupted: a transient failure
+    const result = slot.result ?? Either.left(instance.timeoutError)
+    state.inFlight.delete(slot.record.id)
+    if (Either.isRight(result)) sent.push(slot)
+    else failed.push([slot, result.left])
+  }
+  return { sent, failed }
+}
+
+/** Defers the transient failures, disposes of the permanent ones, and keeps the sink's failure streak. */
+const handleFailures = (
+  instance: Instance,
+  failed: ReadonlyArray<readonly [Slot, SendError]>,
+  nowMillis: number
+): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    let transient: SendError | undefined
+    let transients = 0
+    for (const [slot, error] of failed) {
+      if (error.retryable) {
+        yield* Effect.logDebug("transient send failure; deferring the rest of the group").pipe(
+          Effect.annotateLogs({ recordId: slot.record.id, code: error.code })
+        )
+        slot.outcome = { _tag: "Deferred", retryAfterMillis: error.retryAfterMillis }
+        transient = error
+        transients += 1
+        continue
+      }
+      yield* Disposal.disposeSlot(instance, slot, instance.config.onPermanentFailure, {
+        category: "permanent",
+        reason: "the sink rejected the record permanently",
+        errorCode: error.code,
+        lastError: error.message,
+        details: { error: error.message }
+      })
+    }
+    yield* Metric.incrementBy(instance.metrics.failures, failed.length)
+    if (transient !== undefined) {
+      yield* SinkHealth.failed(instance.sinkHealth, nowMillis, transients, `${transient.code}: ${transient.message}`)
+    }
+  })
+
+/** The lease check after the sends: held → the sent records are to be completed; else they stay claimed. */
+const afterSends = (
+  instance: Instance,
+  sent: ReadonlyArray<Slot>,
+  token: LeaseToken.LeaseToken,
+  state: BatchState
+): Effect.Effect<void> =>
+  Effect.flatMap(Lease.check(instance, token), (after) => {
+    if (after !== "held") return keepSent(instance, sent, token, after)
+    state.leaseHeldAt = instance.storeCalls
+    for (const slot of sent) slot.how = "delivered"
+    return Effect.void
+  })
+
+/** Sent records whose lease is not known to be held: they stay claimed, and are not completed now. */
+const keepSent = (
+  instance: Instance,
+  sent: ReadonlyArray<Slot>,
+  token: LeaseToken.LeaseToken,
+  after: "lost" | "unknown"
+): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    const recordIds = sent.map((s) => s.record.id).join(",")
+    if (after === "unknown") {
+      // sent, but the lease cannot be verified: leave them claimed and complete them in a later cycle
+      yield* Effect.logWarning("lease unreadable after send; completing in a later cycle").pipe(
+        Effect.annotateLogs({ recordIds })
+      )
+      for (const slot of sent) {
+        instance.toComplete.set(slot.record.id, slot.record)
+        slot.outcome = { _tag: "LeftClaimed", delivered: true }
+      }
+      return
+    }
+    yield* Metric.incrementBy(instance.metrics.duplicateRisk, sent.length)
+    yield* Effect.logWarning("lease lost during send; not completing (may be delivered again)").pipe(
+      Effect.annotateLogs({ recordIds, version: token.version })
+    )
+    for (const slot of sent) {
+      slot.outcome = { _tag: "Lost", error: Lease.moved(instance, "complete", token, slot.record.id) }
+    }
+  })
+
+/**
+ * Completes the wave's records that have a younger sibling (one call, before that sibling is sent); the
+ * others' completes are deferred to the end of the batch.
+ */
+const completeWave = (
+  instance: Instance,
+  slots: ReadonlyArray<Slot>,
+  token: LeaseToken.LeaseToken,
+  state: BatchState,
+  batch: BatchRuntime
+): Effect.Effect<void> => {
+  const completeNow: Array<Slot> = []
+  for (const slot of slots) {
+    const how = slot.how
+    if (how === undefined || slot.outcome !== undefined) continue
+    if (slot.hasNext) {
+      completeNow.push(slot)
+      continue
+    }
+    state.toFlush.push({ record: slot.record, how })
+    // until the deferred complete succeeds, a later cycle of this epoch completes it
+    instance.toComplete.set(slot.record.id, slot.record)
+    slot.outcome = how === "delivered" ? delivered : { _tag: "Disposed", how }
+  }
+  if (completeNow.length === 0) return Effect.void
+  return Effect.gen(function* () {
+    const failed = yield* Settle.completeMany(
+      instance,
+      completeNow.map((s) => s.record.id),
+      token
+    )
+    const doneAt = batch.clock.unsafeCurrentTimeMillis()
+    const latencies: Array<number> = []
+    let duplicateRisk = 0
+    for (const slot of completeNow) {
+      const { how, record } = slot
+      const error = failed.get(record.id)
+      if (error !== undefined) {
+        if (how === "delivered") duplicateRisk += 1
+        yield* Effect.logError(
+          how === "delivered"
+            ? "complete after send failed; record stays claimed"
+            : "complete after disposal failed; record stays claimed"
+        ).pipe(Effect.annotateLogs({ recordId: record.id, error: error.message }))
+        instance.toComplete.set(record.id, record)
+        slot.outcome = { _tag: "LeftClaimed", delivered: true }
+        continue
+      }
+      if (how === "delivered") {
+        latencies.push(Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)))
+        slot.outcome = delivered
+      } else if (how !== undefined) slot.outcome = { _tag: "Disposed", how }
+    }
+    if (duplicateRisk > 0) yield* Metric.incrementBy(instance.metrics.duplicateRisk, duplicateRisk)
+    if (latencies.length > 0) yield* updateAll(instance.metrics.latency, latencies)
+  })
+}
+
+/**
+ * Settles every record of the wave: its lane goes on, or its group stops here. Returns the lanes that go
+ * on, and the untried records to release.
+ */
+const settle = (
+  instance: Instance,
+  slots: ReadonlyArray<Slot>,
+  state: BatchState
+): { readonly stillRunning: Array<Turns.Lane>; readonly toRelease: Array<ReadonlyArray<OutboxRecord>> } => {
+  const counters = state.counters
+  const stillRunning: Array<Turns.Lane> = []
+  const toRelease: Array<ReadonlyArray<OutboxRecord>> = []
+  for (const slot of slots) {
+    const { lane, record } = slot
+    const outcome: Outcome = slot.outcome ?? { _tag: "Deferred", retryAfterMillis: undefined }
+    switch (outcome._tag) {
+      case "Delivered":
+      case "Disposed":
+        state.held.delete(record.id)
+        if (outcome._tag === "Delivered") counters.delivered += 1
+        else if (outcome.how === "dlq") counters.deadLettered += 1
+        else counters.dropped += 1
+        lane.next += 1
+        if (lane.next < lane.group.length) stillRunning.push(lane)
+        continue
+      case "Deferred":
+        if (outcome.retryAfterMillis !== undefined) {
+          counters.retryAfterMillis = Math.max(counters.retryAfterMillis ?? 0, outcome.retryAfterMillis)
+        }
+        toRelease.push(lane.group.slice(lane.next))
+        continue
+      case "LeftClaimed":
+        state.held.delete(record.id)
+        counters.leftClaimed += 1
+        if (!outcome.delivered) instance.toRelease.set(record.id, record)
+        toRelease.push(lane.group.slice(lane.next + 1))
+        continue
+      case "Fenced":
+        state.fenced = outcome.error
+        toRelease.push(lane.group.slice(lane.next))
+        continue
+      case "Lost":
+        state.held.delete(record.id)
+        counters.leftClaimed += 1
+        state.fenced = outcome.error
+        toRelease.push(lane.group.slice(lane.next + 1))
+        continue
+    }
+  }
+  return { stillRunning, toRelease }
+}
+
+/**
+ * One wave over the lanes of a turn (at most `maxConcurrency`): the next record of each. Returns the
+ * lanes that go on to the next wave.
+ *
+ * @since 0.1.0
+ */
+export const runWave = (
+  instance: Instance,
+  lanes: ReadonlyArray<Turns.Lane>,
+  token: LeaseToken.LeaseToken,
+  state: BatchState,
+  batch: BatchRuntime
+): Effect.Effect<Array<Turns.Lane>> =>
+  Effect.gen(function* () {
+    const { slots, toSend, unsendable } = prepare(instance, lanes, batch.clock.unsafeCurrentTimeMillis())
+    for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
+    if (toSend.length > 0) {
+      if (yield* maySend(instance, toSend, token, state)) {
+        yield* Sender.sendAll(instance.sink, toSend, state, batch, instance.config.sendTimeout)
+      }
+      const { failed, sent } = sortResults(instance, toSend, state)
+      if (failed.length > 0) {
+        yield* handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis())
+      } else if (sent.length > 0 && instance.sinkHealth.failures > 0) {
+        yield* SinkHealth.succeeded(instance.sinkHealth, batch.clock.unsafeCurrentTimeMillis())
+      }
+      if (sent.length > 0) yield* afterSends(instance, sent, token, state)
+    }
+    yield* completeWave(instance, slots, token, state, batch)
+    const { stillRunning, toRelease } = settle(instance, slots, state)
+    for (const records of toRelease) yield* Settle.release(instance, records, token, state)
+    return stillRunning
+  })
+
+/**
+ * Runs the batch in waves, then the end-of-batch completes. An interrupted batch stops taking records
+ * (the final drain releases what it holds); a batch that found its lease moved releases the untried rest.
+ *
+ * @since 0.1.0
+ */
+export const runWaves = (
+  instance: Instance,
+  groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>,
+  token: LeaseToken.LeaseToken,
+  state: BatchState
+): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    // the batch fiber's runtime (log annotations, span) runs the sends; its clock stamps the waves
+    const batch: BatchRuntime = {
+      run: Runtime.runSyncExit(yield* Effect.runtime<never>()),
+      clock: yield* Effect.clock
+    }
+    const turns = Turns.make(groups, instance.config.maxConcurrency)
+    for (;;) {
+      if (turns.done() || state.stopRequested) break
+      if (state.fenced !== undefined) {
+        yield* Settle.release(instance, turns.untried(), token, state)
+        break
+      }
+      turns.requeue(yield* runWave(instance, turns.take(), token, state, batch))
+    }
+    yield* Settle.flushDeferred(instance, token, state)
+  })

@@ -1,0 +1,265 @@
+/**
+ * The dashboard routes of the operations endpoint (SPEC §10): `GET /` (the page), `GET /api/partitions`
+ * (an `OutboxInspection` snapshot), `GET /api/dead-letters` (filters of `dlq list`, keyset paging on
+ * `(failedAt, id)`), and the mutations `POST /api/dead-letters/redrive` and `POST /api/dead-letters/purge`.
+ *
+ * Mutations are refused with 403 unless `allowMutations` is set, and every POST must carry the page's
+ * per-process CSRF token in `x-csrf-token`, a JSON body and, when the browser sends one, an `Origin` whose
+ * host is the request's `Host`. Payloads are shown only with `showPayloads`; header values never.
+ *
+ * @since 0.1.0
+ */
+import * as HttpRouter from "@effect/platform/HttpRouter"
+import * as HttpServerRequest from "@effect/platform/HttpServerRequest"
+import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import { DeadLetterCategory, type DeadLetterEntry, type DeadLetterFilter } from "../../domain/DeadLetterEntry.js"
+import { DeadLetterStore } from "../../services/DeadLetterStore.js"
+import { OutboxInspection, type PartitionInspection } from "../../services/OutboxInspection.js"
+import * as DashboardPage from "./DashboardPage.js"
+
+/**
+ * Options of the dashboard.
+ *
+ * @since 0.1.0
+ */
+export interface DashboardOptions {
+  /** The per-process CSRF token (random, at least 16 characters). */
+  readonly csrfToken: string
+  /** Allow redrive and purge (default false: the page is read-only and POSTs get 403). */
+  readonly allowMutations?: boolean | undefined
+  /** Show payloads of dead-letter entries (default false). */
+  readonly showPayloads?: boolean | undefined
+  /** How often the page polls (default 1 s). */
+  readonly refreshMillis?: number | undefined
+}
+
+const noStore = { "cache-control": "no-store" }
+
+const json = (body: unknown, status = 200) => HttpServerResponse.unsafeJson(body, { status, headers: noStore })
+
+const failure = (status: number, error: string) => json({ error }, status)
+
+const millisOrNull = <A>(fact: Either.Either<Option.Option<A>, unknown>, toMillis: (a: A) => number) =>
+  Either.isRight(fact) && Option.isSome(fact.right) ? toMillis(fact.right.value) : null
+
+const numberOrNull = (fact: Either.Either<number, unknown>): number | null => (Either.isRight(fact) ? fact.right : null)
+
+const partitionJson = (p: PartitionInspection, nowMillis: number) => {
+  const lease = Either.isRight(p.lease) && Option.isSome(p.lease.right) ? p.lease.right.value : undefined
+  const oldestPendingAt = millisOrNull(p.oldestPendingAt, DateTime.toEpochMillis)
+  return {
+    partitionKey: p.partitionKey,
+    pending: numberOrNull(p.pending),
+    claimed: numberOrNull(p.claimed),
+    oldestPendingAgeMs: oldestPendingAt === null ? null : Math.max(0, nowMillis - oldestPendingAt),
+    fence: numberOrNull(p.fence),
+    lease:
+      lease === undefined
+        ? null
+        : {
+            owner: lease.owner,
+            version: lease.version,
+            expiresAt: DateTime.formatIso(lease.expiresAt),
+            live: DateTime.toEpochMillis(lease.expiresAt) > nowMillis
+          },
+    stranded: Option.getOrNull(p.stranded)
+  }
+}
+
+const utf8 = new TextDecoder("utf-8", { fatal: false })
+
+const entryJson = (entry: DeadLetterEntry, showPayloads: boolean) => ({
+  id: entry.id,
+  recordId: entry.recordId,
+  partitionKey: entry.partitionKey,
+  envelopeId: entry.envelopeId,
+  bindingId: entry.bindingId,
+  orderingKey: entry.orderingKey ?? null,
+  routeId: entry.routeId ?? null,
+  category: entry.category,
+  reason: entry.reason,
+  errorCode: entry.errorCode,
+  attempts: entry.attempts,
+  failedAt: DateTime.formatIso(entry.failedAt),
+  headerNames: Object.keys(entry.headers).sort(),
+  ...(showPayloads ? { payload: utf8.decode(entry.payload.subarray(0, 4096)) } : {})
+})
+
+/** The query of `GET /api/dead-letters` and the body of a purge (all optional). */
+const FilterFields = Schema.Struct({
+  route: Schema.optional(Schema.NonEmptyString),
+  category: Schema.optional(DeadLetterCategory),
+  since: Schema.optional(Schema.DateTimeUtc),
+  before: Schema.optional(Schema.DateTimeUtc)
+})
+
+const ListQuery = Schema.Struct({
+  ...FilterFields.fields,
+  cursor: Schema.optional(Schema.NonEmptyString),
+  limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500)))
+})
+
+const RedriveBody = Schema.Struct({
+  ids: Schema.Array(Schema.NonEmptyString).pipe(Schema.minItems(1), Schema.maxItems(500))
+})
+
+/** A keyset cursor: the `(failedAt, id)` of the last entry of the previous page. */
+const Cursor = Schema.parseJson(Schema.Tuple(Schema.Number, Schema.String))
+const encodeCursor = (entry: DeadLetterEntry): string =>
+  Buffer.from(JSON.stringify([DateTime.toEpochMillis(entry.failedAt), entry.id])).toString("base64url")
+const decodeCursor = (cursor: string) =>
+  Schema.decodeUnknownEither(Cursor)(Buffer.from(cursor, "base64url").toString("utf8"))
+
+const toFilter = (fields: typeof FilterFields.Type): DeadLetterFilter => ({
+  ...(fields.route !== undefined ? { routeId: fields.route } : {}),
+  ...(fields.category !== undefined ? { category: fields.category } : {}),
+  ...(fields.since !== undefined ? { since: fields.since } : {}),
+  ...(fields.before !== undefined ? { before: fields.before } : {})
+})
+
+/** Checks a POST: mutations allowed, CSRF token, same origin, JSON body. */
+const guard = (options: DashboardOptions) =>
+  Effect.gen(function* () {
+    const request = yield* HttpServerRequest.HttpServerRequest
+    if (options.allowMutations !== true) {
+      return Option.some(failure(403, "mutations are disabled (start with --http-allow-mutations)"))
+    }
+    if (request.headers["x-csrf-token"] !== options.csrfToken) {
+      return Option.some(failure(403, "missing or wrong CSRF token"))
+    }
+    const origin = request.headers["origin"]
+    const host = request.headers["host"]
+    if (origin !== undefined && (host === undefined || hostOf(origin) !== host)) {
+      return Option.some(failure(403, "cross-origin request refused"))
+    }
+    if (!(request.headers["content-type"] ?? "").startsWith("application/json")) {
+      return Option.some(failure(415, "expected an application/json body"))
+    }
+    return Option.none()
+  })
+
+const hostOf = (origin: string): string | undefined => {
+  try {
+    return new URL(origin).host
+  } catch {
+    return undefined
+  }
+}
+
+const unavailable = (error: { readonly message: string }) => Effect.succeed(failure(503, error.message))
+
+/**
+ * The dashboard routes.
+ *
+ * @since 0.1.0
+ */
+export const router = (
+  options: DashboardOptions
+): Effect.Effect<HttpRouter.HttpRouter, never, OutboxInspection | DeadLetterStore> =>
+  Effect.gen(function* () {
+    const inspection = yield* OutboxInspection
+    const deadLetters = yield* DeadLetterStore
+    const showPayloads = options.showPayloads === true
+    const page = DashboardPage.render({
+      csrfToken: options.csrfToken,
+      allowMutations: options.allowMutations === true,
+      refreshMillis: options.refreshMillis ?? 1000
+    })
+
+    const partitions = Effect.gen(function* () {
+      const snapshot = yield* inspection.snapshot()
+      const now = DateTime.toEpochMillis(snapshot.at)
+      return json({
+        backend: snapshot.backend,
+        at: DateTime.formatIso(snapshot.at),
+        notes: snapshot.notes,
+        partitions: snapshot.partitions.map((p) => partitionJson(p, now)),
+        deadLetters: snapshot.deadLetters
+      })
+    }).pipe(Effect.catchTag("StoreUnavailable", unavailable))
+
+    const list = Effect.gen(function* () {
+      const query = yield* Effect.either(HttpServerRequest.schemaSearchParams(ListQuery))
+      if (Either.isLeft(query)) return failure(400, "invalid filter: route, category, since, before, cursor, limit")
+      const limit = query.right.limit ?? 20
+      const filter = toFilter(query.right)
+      let after: readonly [number, string] | undefined
+      if (query.right.cursor !== undefined) {
+        const decoded = decodeCursor(query.right.cursor)
+        if (Either.isLeft(decoded)) return failure(400, "invalid cursor")
+        after = decoded.right
+      }
+      const since = after === undefined ? filter.since : DateTime.unsafeMake(after[0])
+      // entries sharing the cursor's failedAt are read again and skipped up to the cursor's id
+      const fetched = yield* deadLetters.list({ ...filter, since, limit: limit + 1 + 100 })
+      const cursor = after
+      const rest =
+        cursor === undefined
+          ? fetched
+          : fetched.filter((e) => {
+              const at = DateTime.toEpochMillis(e.failedAt)
+              return at > cursor[0] || (at === cursor[0] && e.id > cursor[1])
+            })
+      const pageEntries = rest.slice(0, limit)
+      const last = pageEntries[pageEntries.length - 1]
+      return json({
+        entries: pageEntries.map((e) => entryJson(e, showPayloads)),
+        nextCursor: rest.length > limit && last !== undefined ? encodeCursor(last) : null
+      })
+    }).pipe(Effect.catchTag("StoreUnavailable", unavailable))
+
+    const redrive = Effect.gen(function* () {
+      const refused = yield* guard(options)
+      if (Option.isSome(refused)) return refused.value
+      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(RedriveBody))
+      if (Either.isLeft(body)) return failure(400, 'expected {"ids": [entry ids]}')
+      const recordIds = yield* deadLetters.redrive(body.right.ids)
+      yield* Effect.logWarning("dead-letter entries redriven from the dashboard").pipe(
+        Effect.annotateLogs({ entries: body.right.ids.length })
+      )
+      return json({ recordIds })
+    }).pipe(
+      Effect.catchTags({
+        NotFound: (error) => Effect.succeed(failure(404, error.message)),
+        InvalidRecord: (error) => Effect.succeed(failure(400, error.message)),
+        StoreUnavailable: unavailable
+      })
+    )
+
+    const purge = Effect.gen(function* () {
+      const refused = yield* guard(options)
+      if (Option.isSome(refused)) return refused.value
+      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(FilterFields))
+      if (Either.isLeft(body)) return failure(400, "invalid filter: route, category, since, before")
+      const deleted = yield* deadLetters.deleteWhere(toFilter(body.right))
+      yield* Effect.logWarning("dead-letter entries purged from the dashboard").pipe(Effect.annotateLogs({ deleted }))
+      return json({ deleted })
+    }).pipe(Effect.catchTag("StoreUnavailable", unavailable))
+
+    return HttpRouter.empty.pipe(
+      HttpRouter.get(
+        "/",
+        Effect.succeed(
+          HttpServerResponse.text(page, {
+            contentType: "text/html; charset=utf-8",
+            headers: {
+              ...noStore,
+              "content-security-policy":
+                "default-src 'none'; script-src 'unsafe-inline'; style-src 'unsafe-inline'; connect-src 'self'; img-src 'self'",
+              "x-frame-options": "DENY",
+              "referrer-policy": "no-referrer"
+            }
+          })
+        )
+      ),
+      HttpRouter.get("/api/partitions", partitions),
+      HttpRouter.get("/api/dead-letters", list),
+      HttpRouter.post("/api/dead-letters/redrive", redrive),
+      HttpRouter.post("/api/dead-letters/purge", purge)
+    )
+  })

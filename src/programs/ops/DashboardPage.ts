@@ -1,0 +1,270 @@
+/**
+ * The dashboard page (SPEC §10): one self-contained HTML document (inline CSS and script, no CDN) that
+ * polls the operations endpoint's JSON API — partitions with depths, oldest pending age, fence, lease and
+ * stranded heads; dead-letter entries with filters, paging, and redrive / purge behind a confirmation when
+ * mutations are allowed.
+ *
+ * @since 0.1.0
+ */
+
+/**
+ * What the page is rendered with.
+ *
+ * @since 0.1.0
+ */
+export interface PageOptions {
+  /** The per-process token every POST must echo in `x-csrf-token`. */
+  readonly csrfToken: string
+  /** Whether redrive and purge are offered (the server refuses them otherwise). */
+  readonly allowMutations: boolean
+  /** Poll interval of the page in milliseconds. */
+  readonly refreshMillis: number
+}
+
+const escapeHtml = (text: string): string =>
+  text.replace(/&/g, "&amp;").replace(/</g, "&lt;").replace(/>/g, "&gt;").replace(/"/g, "&quot;")
+
+const style = `
+:root { color-scheme: light dark; --fg: #1d2430; --muted: #667085; --bg: #f7f8fa; --card: #fff; --line: #e4e7ec;
+  --accent: #2f6fdf; --warn: #b54708; --bad: #b42318; --good: #067647; }
+@media (prefers-color-scheme: dark) { :root { --fg: #e6e8eb; --muted: #98a2b3; --bg: #12151a; --card: #1b1f26;
+  --line: #2c323c; --accent: #6c9cf0; } }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, -apple-system, "Segoe UI", sans-serif; color: var(--fg); background: var(--bg); }
+header { display: flex; align-items: baseline; gap: 16px; padding: 14px 24px; border-bottom: 1px solid var(--line); background: var(--card); }
+header h1 { font-size: 18px; margin: 0; }
+header .meta { color: var(--muted); }
+main { padding: 16px 24px; display: grid; gap: 16px; }
+section { background: var(--card); border: 1px solid var(--line); border-radius: 8px; padding: 12px 16px; }
+section h2 { font-size: 15px; margin: 0 0 8px; }
+.summary { display: flex; gap: 24px; flex-wrap: wrap; }
+.stat { min-width: 120px; }
+.stat b { display: block; font-size: 22px; font-variant-numeric: tabular-nums; }
+.stat span { color: var(--muted); }
+table { width: 100%; border-collapse: collapse; font-variant-numeric: tabular-nums; }
+th, td { text-align: left; padding: 6px 8px; border-bottom: 1px solid var(--line); white-space: nowrap; }
+th { color: var(--muted); font-weight: 600; }
+td.num, th.num { text-align: right; }
+.tag { display: inline-block; padding: 0 6px; border-radius: 4px; font-size: 12px; }
+.tag.bad { background: color-mix(in srgb, var(--bad) 15%, transparent); color: var(--bad); }
+.tag.warn { background: color-mix(in srgb, var(--warn) 15%, transparent); color: var(--warn); }
+.tag.good { background: color-mix(in srgb, var(--good) 15%, transparent); color: var(--good); }
+form.filters { display: flex; gap: 8px; flex-wrap: wrap; align-items: end; margin-bottom: 8px; }
+form.filters label { display: grid; gap: 2px; color: var(--muted); font-size: 12px; }
+input, select, button { font: inherit; padding: 4px 8px; border: 1px solid var(--line); border-radius: 6px; background: var(--card); color: var(--fg); }
+button { cursor: pointer; }
+button.primary { background: var(--accent); color: #fff; border-color: var(--accent); }
+button.danger { color: var(--bad); border-color: var(--bad); }
+.muted { color: var(--muted); }
+.error { color: var(--bad); }
+.pager { display: flex; gap: 8px; align-items: center; margin-top: 8px; }
+`
+
+const script = `
+const token = document.querySelector('meta[name="csrf-token"]').content;
+const allowMutations = document.body.dataset.mutations === "true";
+const refreshMillis = Number(document.body.dataset.refresh);
+const $ = (id) => document.getElementById(id);
+const text = (value) => value === null || value === undefined ? "—" : String(value);
+const el = (tag, attrs, ...children) => {
+  const node = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs || {})) {
+    if (k === "class") node.className = v; else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
+    else node.setAttribute(k, v);
+  }
+  for (const child of children) node.append(child instanceof Node ? child : document.createTextNode(text(child)));
+  return node;
+};
+const age = (ms) => {
+  if (ms === null || ms === undefined) return "—";
+  const s = Math.floor(ms / 1000);
+  return s < 60 ? s + " s" : s < 3600 ? Math.floor(s / 60) + " min" : Math.floor(s / 3600) + " h";
+};
+
+async function refreshPartitions() {
+  try {
+    const response = await fetch("api/partitions", { cache: "no-store" });
+    if (!response.ok) throw new Error("HTTP " + response.status);
+    const data = await response.json();
+    $("backend").textContent = data.backend;
+    $("updated").textContent = new Date(data.at).toLocaleTimeString();
+    let pending = 0, claimed = 0, stranded = 0;
+    const rows = data.partitions.map((p) => {
+      pending += p.pending || 0; claimed += p.claimed || 0; if (p.stranded) stranded++;
+      const lease = p.lease === null ? "—" : p.lease.owner + " v" + p.lease.version + (p.lease.live ? "" : " (expired)");
+      return el("tr", { "data-partition": p.partitionKey },
+        el("td", {}, p.partitionKey),
+        el("td", { class: "num", "data-field": "pending" }, text(p.pending)),
+        el("td", { class: "num", "data-field": "claimed" }, text(p.claimed)),
+        el("td", { class: "num" }, age(p.oldestPendingAgeMs)),
+        el("td", { class: "num" }, text(p.fence)),
+        el("td", {}, lease),
+        el("td", {}, p.stranded ? el("span", { class: "tag bad" }, p.stranded) : el("span", { class: "tag good" }, "ok")));
+    });
+    $("partitions").replaceChildren(...rows);
+    $("total-pending").textContent = pending;
+    $("total-claimed").textContent = claimed;
+    $("total-stranded").textContent = stranded;
+    $("total-dlq").textContent = data.deadLetters.poison + data.deadLetters.permanent + data.deadLetters.expired;
+    $("notes").textContent = data.notes.join(" ");
+    $("partitions-error").textContent = "";
+  } catch (error) {
+    $("partitions-error").textContent = "cannot load partitions: " + error.message;
+  }
+}
+
+let cursors = [null];
+const selected = new Set();
+const pick = (id) => {
+  const box = el("input", { type: "checkbox", class: "pick", value: id, onchange: (event) => {
+    if (event.target.checked) selected.add(id); else selected.delete(id);
+  } });
+  box.checked = selected.has(id);
+  return box;
+};
+function filterParams() {
+  const form = $("dlq-filters");
+  const params = new URLSearchParams();
+  for (const name of ["route", "category", "since", "before"]) {
+    const value = form.elements[name].value.trim();
+    if (value !== "") params.set(name, name === "since" || name === "before" ? new Date(value).toISOString() : value);
+  }
+  return params;
+}
+async function refreshDeadLetters() {
+  try {
+    const params = filterParams();
+    params.set("limit", "20");
+    const cursor = cursors[cursors.length - 1];
+    if (cursor !== null) params.set("cursor", cursor);
+    const response = await fetch("api/dead-letters?" + params, { cache: "no-store" });
+    const data = await response.json();
+    if (!response.ok) throw new Error(data.error || "HTTP " + response.status);
+    const shown = new Set(data.entries.map((e) => e.id));
+    for (const id of Array.from(selected)) if (!shown.has(id)) selected.delete(id);
+    const rows = data.entries.map((e) => el("tr", { "data-entry": e.id },
+      allowMutations ? el("td", {}, pick(e.id)) : el("td", {}, ""),
+      el("td", {}, new Date(e.failedAt).toLocaleString()),
+      el("td", {}, e.partitionKey),
+      el("td", {}, e.recordId),
+      el("td", {}, el("span", { class: "tag warn" }, e.category)),
+      el("td", {}, e.routeId || "—"),
+      el("td", { class: "num" }, e.attempts),
+      el("td", {}, e.reason),
+      el("td", {}, e.headerNames.join(", ")),
+      e.payload === undefined ? el("td", { class: "muted" }, "hidden") : el("td", {}, e.payload)));
+    $("dead-letters").replaceChildren(...rows);
+    $("dlq-empty").hidden = rows.length > 0;
+    $("dlq-next").disabled = data.nextCursor === null;
+    $("dlq-prev").disabled = cursors.length === 1;
+    $("dlq-next").dataset.cursor = data.nextCursor || "";
+    $("dlq-page").textContent = "page " + cursors.length;
+    $("dlq-error").textContent = "";
+  } catch (error) {
+    $("dlq-error").textContent = "cannot load dead letters: " + error.message;
+  }
+}
+async function post(path, body) {
+  const response = await fetch(path, { method: "POST", headers: { "content-type": "application/json", "x-csrf-token": token }, body: JSON.stringify(body) });
+  const data = await response.json();
+  if (!response.ok) throw new Error(data.error || "HTTP " + response.status);
+  return data;
+}
+async function redrive() {
+  const ids = Array.from(selected);
+  if (ids.length === 0) { $("dlq-status").textContent = "select entries to redrive"; return; }
+  if (!window.confirm("Redrive " + ids.length + " dead-letter entr" + (ids.length === 1 ? "y" : "ies") + "? They are enqueued again as new records.")) return;
+  try {
+    const data = await post("api/dead-letters/redrive", { ids });
+    $("dlq-status").textContent = "redriven: " + data.recordIds.length;
+    selected.clear();
+  } catch (error) { $("dlq-status").textContent = "redrive failed: " + error.message; }
+  await refreshDeadLetters();
+}
+async function purge() {
+  const params = Object.fromEntries(filterParams());
+  const scope = Object.keys(params).length === 0 ? "EVERY dead-letter entry" : "every entry matching the filters";
+  if (!window.confirm("Delete " + scope + "? This cannot be undone.")) return;
+  try {
+    const data = await post("api/dead-letters/purge", params);
+    $("dlq-status").textContent = "purged: " + data.deleted;
+  } catch (error) { $("dlq-status").textContent = "purge failed: " + error.message; }
+  cursors = [null];
+  await refreshDeadLetters();
+}
+
+$("dlq-filters").addEventListener("submit", (event) => { event.preventDefault(); cursors = [null]; refreshDeadLetters(); });
+$("dlq-next").addEventListener("click", () => { cursors.push($("dlq-next").dataset.cursor); refreshDeadLetters(); });
+$("dlq-prev").addEventListener("click", () => { if (cursors.length > 1) cursors.pop(); refreshDeadLetters(); });
+if (allowMutations) {
+  $("dlq-redrive").addEventListener("click", redrive);
+  $("dlq-purge").addEventListener("click", purge);
+}
+refreshPartitions(); refreshDeadLetters();
+setInterval(refreshPartitions, refreshMillis);
+setInterval(refreshDeadLetters, refreshMillis * 2);
+`
+
+/**
+ * Renders the page.
+ *
+ * @since 0.1.0
+ */
+export const render = (options: PageOptions): string => `<!doctype html>
+<html lang="en">
+<head>
+<meta charset="utf-8">
+<meta name="viewport" content="width=device-width, initial-scale=1">
+<meta name="csrf-token" content="${escapeHtml(options.csrfToken)}">
+<title>effect-outbox</title>
+<style>${style}</style>
+</head>
+<body data-mutations="${options.allowMutations ? "true" : "false"}" data-refresh="${Math.max(200, Math.floor(options.refreshMillis))}">
+<header><h1>effect-outbox</h1><span class="meta">backend <b id="backend">…</b> · updated <span id="updated">…</span></span></header>
+<main>
+<section>
+  <div class="summary">
+    <div class="stat"><b id="total-pending">…</b><span>pending</span></div>
+    <div class="stat"><b id="total-claimed">…</b><span>claimed</span></div>
+    <div class="stat"><b id="total-stranded">…</b><span>stranded heads</span></div>
+    <div class="stat"><b id="total-dlq">…</b><span>dead letters</span></div>
+  </div>
+</section>
+<section>
+  <h2>Partitions</h2>
+  <p class="error" id="partitions-error"></p>
+  <table>
+    <thead><tr><th>partition</th><th class="num">pending</th><th class="num">claimed</th><th class="num">oldest pending</th><th class="num">fence</th><th>lease</th><th>head</th></tr></thead>
+    <tbody id="partitions"></tbody>
+  </table>
+  <p class="muted" id="notes"></p>
+</section>
+<section>
+  <h2>Dead letters</h2>
+  <form class="filters" id="dlq-filters">
+    <label>route<input name="route" placeholder="any"></label>
+    <label>category<select name="category"><option value="">any</option><option>poison</option><option>permanent</option><option>expired</option></select></label>
+    <label>since<input name="since" type="datetime-local" step="1"></label>
+    <label>before<input name="before" type="datetime-local" step="1"></label>
+    <button type="submit">Filter</button>
+    ${
+      options.allowMutations
+        ? `<button type="button" class="primary" id="dlq-redrive">Redrive selected</button>
+    <button type="button" class="danger" id="dlq-purge">Purge matching</button>`
+        : `<span class="muted">read-only (start the relay with --http-allow-mutations to redrive or purge)</span>`
+    }
+  </form>
+  <p class="error" id="dlq-error"></p>
+  <p class="muted" id="dlq-status"></p>
+  <table>
+    <thead><tr><th></th><th>failed at</th><th>partition</th><th>record</th><th>category</th><th>route</th><th class="num">attempts</th><th>reason</th><th>headers</th><th>payload</th></tr></thead>
+    <tbody id="dead-letters"></tbody>
+  </table>
+  <p class="muted" id="dlq-empty" hidden>no dead-letter entries match</p>
+  <div class="pager"><button type="button" id="dlq-prev" disabled>Previous</button><span id="dlq-page">page 1</span><button type="button" id="dlq-next" disabled>Next</button></div>
+</section>
+</main>
+<script>${script}</script>
+</body>
+</html>
+`

@@ -1,0 +1,216 @@
+/**
+ * Unit tests of the drainer's modules on their own: the turn order of a batch, the sink-failure streak,
+ * the wave sender, the dead-letter entry of a record and the run-time configuration check.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as DateTime from "effect/DateTime"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
+import * as TestClock from "effect/TestClock"
+import { OutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as BatchState from "../src/programs/drainer/BatchState.js"
+import * as Build from "../src/programs/drainer/Build.js"
+import * as Disposal from "../src/programs/drainer/Disposal.js"
+import * as Sender from "../src/programs/drainer/Sender.js"
+import { settings } from "../src/programs/drainer/Settings.js"
+import * as SinkHealth from "../src/programs/drainer/SinkHealth.js"
+import * as Turns from "../src/programs/drainer/Turns.js"
+import { SendError, type SinkService } from "../src/services/Sink.js"
+
+const record = (id: string, orderingKey?: string) =>
+  new OutboxRecord({
+    id,
+    partitionKey: "p",
+    envelopeId: `env-${id}`,
+    bindingId: "b",
+    payload: new Uint8Array([1, 2, 3]),
+    headers: { trace: "t-1" },
+    orderingKey: Option.fromNullable(orderingKey),
+    address: "",
+    routeId: "",
+    seq: 1,
+    status: "claimed",
+    createdAt: DateTime.unsafeMake(0),
+    expiresAt: Option.none(),
+    claimedBy: Option.none(),
+    claimedAt: Option.none(),
+    claimVersion: 1,
+    replayCount: 3,
+    firstAttemptedAt: Option.none(),
+    completedAt: Option.none()
+  })
+
+const ids = (lanes: ReadonlyArray<Turns.Lane>) => lanes.map((lane) => lane.group[lane.next]?.id)
+
+/** Plays a batch: every lane goes on after its turn. Returns the ids of each wave. */
+const play = (turns: Turns.Turns): Array<Array<string | undefined>> => {
+  const waves: Array<Array<string | undefined>> = []
+  while (!turns.done()) {
+    const lanes = turns.take()
+    waves.push(ids(lanes))
+    const goOn: Array<Turns.Lane> = []
+    for (const lane of lanes) {
+      lane.next += 1
+      if (lane.next < lane.group.length) goOn.push(lane)
+    }
+    turns.requeue(goOn)
+  }
+  return waves
+}
+
+describe("Turns", () => {
+  it("groups of several records take turns round robin; groups of one only fill the waves", () => {
+    const groups = Turns.orderGroups([
+      [record("s1")],
+      [record("a1", "a"), record("a2", "a")],
+      [record("s2")],
+      [record("b1", "b"), record("b2", "b")],
+      [record("c1", "c"), record("c2", "c")]
+    ])
+    expect(groups.map((g) => g[0]?.id)).toEqual(["a1", "b1", "c1", "s1", "s2"])
+    expect(play(Turns.make(groups, 2))).toEqual([
+      ["a1", "b1"],
+      ["c1", "a2"],
+      ["b2", "c2"],
+      ["s1", "s2"]
+    ])
+  })
+
+  it("untried lists the rest of the queued lanes, then every group not started", () => {
+    const turns = Turns.make(
+      Turns.orderGroups([[record("a1", "a"), record("a2", "a")], [record("s1")], [record("s2")]]),
+      1
+    )
+    const first = turns.take()
+    expect(ids(first)).toEqual(["a1"])
+    first.forEach((lane) => (lane.next += 1))
+    turns.requeue(first)
+    expect(turns.untried().map((r) => r.id)).toEqual(["a2", "s1", "s2"])
+  })
+})
+
+describe("SinkHealth", () => {
+  it("warns at the first failure of a streak and then at most once per interval; recovery only after a warning", () => {
+    const health = SinkHealth.make("p")
+    const minute = Duration.toMillis(SinkHealth.interval)
+    expect(SinkHealth.recordFailures(health, 1_000, 1, "503: busy")).toBe(
+      "sink failing for partition p: 1 failures since 1970-01-01T00:00:01.000Z, last error 503: busy"
+    )
+    expect(SinkHealth.recordFailures(health, 2_000, 2, "503: busy")).toBeUndefined()
+    expect(SinkHealth.recordFailures(health, 1_000 + minute, 1, "timeout: slow")).toBe(
+      "sink failing for partition p: 4 failures since 1970-01-01T00:00:01.000Z, last error timeout: slow"
+    )
+    expect(SinkHealth.recordSuccess(health, 2_000 + minute)).toBe(
+      "sink recovered for partition p after 4 failures over 1m 1s"
+    )
+    expect(SinkHealth.recordSuccess(health, 3_000 + minute)).toBeUndefined()
+    // a new streak within the interval of the last warning is counted but not logged, nor is its end
+    expect(SinkHealth.recordFailures(health, 4_000 + minute, 1, "503: busy")).toBeUndefined()
+    expect(health.failures).toBe(1)
+    expect(SinkHealth.recordSuccess(health, 5_000 + minute)).toBeUndefined()
+    expect(health.failures).toBe(0)
+  })
+})
+
+const batchRuntime = Effect.gen(function* () {
+  const batch: BatchState.BatchRuntime = {
+    run: Runtime.runSyncExit(yield* Effect.runtime<never>()),
+    clock: yield* Effect.clock
+  }
+  return batch
+})
+
+const slotsOf = (records: ReadonlyArray<OutboxRecord>): Array<BatchState.Slot> =>
+  records.map((r) => ({
+    lane: { group: [r], next: 0 },
+    record: r,
+    hasNext: false,
+    result: undefined,
+    how: undefined,
+    outcome: undefined
+  }))
+
+describe("Sender", () => {
+  it.effect("sends that finish at once run on the spot; waiting sends are in flight together under one deadline", () =>
+    Effect.gen(function* () {
+      const started: Array<string> = []
+      const sink: SinkService = {
+        send: (r) =>
+          Effect.suspend(() => {
+            started.push(r.id)
+            if (r.id === "quick") return Effect.void
+            if (r.id === "refused") return Effect.fail(new SendError({ retryable: false, code: "400", message: "no" }))
+            return Effect.sleep(r.id === "slow" ? "2 seconds" : "1 minute")
+          })
+      }
+      const records = ["slow", "quick", "stuck", "refused"].map((id) => record(id))
+      const slots = slotsOf(records)
+      const state = BatchState.make(records)
+      const fiber = yield* Effect.fork(Sender.sendAll(sink, slots, state, yield* batchRuntime, Duration.seconds(5)))
+      yield* TestClock.adjust("1 second")
+      // every send started before any waiting one finished
+      expect(started).toEqual(["slow", "quick", "stuck", "refused"])
+      expect([...state.inFlight].sort()).toEqual(["slow", "stuck"])
+      yield* TestClock.adjust("4 seconds")
+      yield* Fiber.join(fiber)
+      const results = slots.map((s) => (s.result === undefined ? "none" : Either.isRight(s.result) ? "ok" : "failed"))
+      // the stuck send outlived the deadline: interrupted, no result (the wave counts it as a timeout)
+      expect(results).toEqual(["ok", "ok", "none", "failed"])
+    })
+  )
+
+  it.effect("a sink defect stops the wave with that defect", () =>
+    Effect.gen(function* () {
+      const sink: SinkService = { send: () => Effect.dieMessage("sink bug") }
+      const records = [record("r1"), record("r2")]
+      const slots = slotsOf(records)
+      const exit = yield* Effect.exit(
+        Sender.sendAll(sink, slots, BatchState.make(records), yield* batchRuntime, Duration.seconds(5))
+      )
+      expect(exit._tag).toBe("Failure")
+      expect(slots[1]?.result).toBeUndefined()
+    })
+  )
+})
+
+describe("Disposal", () => {
+  it("the dead-letter entry carries the record, its failure and its attempts, keyed by the record id", () => {
+    const r = record("r1", "k")
+    const entry = Disposal.entryFor(
+      r,
+      { category: "permanent", reason: "rejected", errorCode: "400", lastError: "bad request" },
+      DateTime.unsafeMake(5_000)
+    )
+    expect(entry).toMatchObject({
+      id: "r1",
+      recordId: "r1",
+      partitionKey: "p",
+      envelopeId: "env-r1",
+      orderingKey: "k",
+      category: "permanent",
+      reason: "rejected",
+      errorCode: "400",
+      lastError: "bad request",
+      attempts: 3,
+      headers: { trace: "t-1" }
+    })
+    expect(entry.payload).toEqual(new Uint8Array([1, 2, 3]))
+  })
+})
+
+describe("Build", () => {
+  it("names every dead-letter policy left without a DeadLetterStore, and empty ids", () => {
+    const config = settings({ partitionKey: "", owner: "", onPoison: "drop" })
+    expect(Build.problems(config, false)).toEqual([
+      "partitionKey is empty",
+      "owner is empty",
+      'onExpired is "dlq" but no DeadLetterStore is provided',
+      'onPermanentFailure is "dlq" but no DeadLetterStore is provided'
+    ])
+    expect(Build.problems(settings({ partitionKey: "p", owner: "o" }), true)).toEqual([])
+  })
+})

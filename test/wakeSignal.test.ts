@@ -1,0 +1,171 @@
+/**
+ * The drainer and relay with a `WakeSignal` (issue 19 item 4, SPEC §3.4): a signal ends an idle pause or
+ * a discovery wait at once; without one they poll exactly as before. The signal here is driven by hand.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
+import * as Context from "effect/Context"
+import * as Deferred from "effect/Deferred"
+import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as TestClock from "effect/TestClock"
+import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
+import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
+import * as MemorySink from "../src/layers/sinks/MemorySink.js"
+import * as Drainer from "../src/programs/Drainer.js"
+import * as Relay from "../src/programs/Relay.js"
+import { yieldToEventLoop } from "../src/services/EventLoop.js"
+import { LeaseStore } from "../src/services/LeaseStore.js"
+import { OutboxStore } from "../src/services/OutboxStore.js"
+import { WakeSignal } from "../src/services/WakeSignal.js"
+
+const OWNER = "relay-wake"
+const dropAll = { onExpired: "drop", onPermanentFailure: "drop", onPoison: "drop" } as const
+
+/** Drives the hand-made `WakeSignal`. */
+class WakeControl extends Context.Tag("test/WakeControl")<
+  WakeControl,
+  {
+    /** Wakes every waiter of the partition and every `awaitAnyWork` waiter. */
+    readonly signal: (partitionKey: string) => Effect.Effect<void>
+    /** Waiters now registered. */
+    readonly waiting: Effect.Effect<number>
+  }
+>() {}
+
+/** A `WakeSignal` whose waits end only when the test calls `signal`. */
+const handDriven: Layer.Layer<WakeSignal | WakeControl> = Layer.effectContext(
+  Effect.sync(() => {
+    const waiters = new Set<{ readonly partitionKey: string | undefined; readonly done: Deferred.Deferred<void> }>()
+    const wait = (partitionKey: string | undefined) =>
+      Effect.flatMap(Deferred.make<void>(), (done) => {
+        const waiter = { partitionKey, done }
+        waiters.add(waiter)
+        return Deferred.await(done).pipe(Effect.ensuring(Effect.sync(() => waiters.delete(waiter))))
+      })
+    return Context.make(WakeSignal, { awaitWork: (p) => wait(p), awaitAnyWork: wait(undefined) }).pipe(
+      Context.add(WakeControl, {
+        signal: (partitionKey) =>
+          Effect.forEach(
+            Array.from(waiters).filter((w) => w.partitionKey === undefined || w.partitionKey === partitionKey),
+            (w) => Deferred.succeed(w.done, undefined),
+            { discard: true }
+          ),
+        waiting: Effect.sync(() => waiters.size)
+      })
+    )
+  })
+)
+
+const stores = Layer.mergeAll(MemoryOutboxStore.layer, MemoryLeaseStore.layer, MemorySink.layer)
+
+const rec = (partitionKey: string, id: string) =>
+  new NewOutboxRecord({ id, partitionKey, envelopeId: id, bindingId: "b", payload: new Uint8Array([1]) })
+
+/** Lets forked fibers run (the drain loop yields to the event loop between cycles). */
+const settle = Effect.repeatN(yieldToEventLoop, 10)
+
+const until = <E, R>(check: Effect.Effect<boolean, E, R>) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 1000; i++) {
+      if (yield* check) return
+      yield* yieldToEventLoop
+    }
+    return yield* Effect.dieMessage("condition never held")
+  })
+
+/** An idle drainer of `p` whose back-off is 10 minutes from the first pause. */
+const idleDrainer = (p: string) =>
+  Effect.gen(function* () {
+    const leases = yield* LeaseStore
+    yield* leases.acquire(p, OWNER, "1 hour")
+    const d = yield* Drainer.make({
+      partitionKey: p,
+      owner: OWNER,
+      idleBackoffMin: "10 minutes",
+      idleBackoffMax: "10 minutes",
+      ...dropAll
+    })
+    return yield* Effect.fork(d.run)
+  })
+
+describe("WakeSignal (memory, TestClock)", () => {
+  it.effect("an idle drainer delivers a new record as soon as the signal fires, long before its back-off ends", () =>
+    Effect.gen(function* () {
+      const p = "wake-drainer"
+      const control = yield* WakeControl
+      const sink = yield* MemorySink.MemorySink
+      const fiber = yield* idleDrainer(p)
+      yield* until(Effect.map(control.waiting, (n) => n === 1))
+      yield* (yield* OutboxStore).persist([rec(p, "r1")])
+      yield* settle
+      expect(yield* sink.deliveredIds).toEqual([])
+      yield* control.signal(p)
+      yield* until(Effect.map(sink.deliveredIds, (ids) => ids.length === 1))
+      expect(yield* sink.deliveredIds).toEqual(["r1"])
+      expect(yield* Clock.currentTimeMillis).toBe(0)
+      yield* Fiber.interrupt(fiber)
+    }).pipe(Effect.provide(Layer.merge(stores, handDriven)))
+  )
+
+  it.effect("a signal for another partition does not end the pause", () =>
+    Effect.gen(function* () {
+      const p = "wake-other"
+      const control = yield* WakeControl
+      const sink = yield* MemorySink.MemorySink
+      const fiber = yield* idleDrainer(p)
+      yield* until(Effect.map(control.waiting, (n) => n === 1))
+      yield* (yield* OutboxStore).persist([rec(p, "r1")])
+      yield* control.signal("somewhere-else")
+      yield* settle
+      expect(yield* sink.deliveredIds).toEqual([])
+      yield* TestClock.adjust("10 minutes")
+      yield* until(Effect.map(sink.deliveredIds, (ids) => ids.length === 1))
+      yield* Fiber.interrupt(fiber)
+    }).pipe(Effect.provide(Layer.merge(stores, handDriven)))
+  )
+
+  it.effect("without a WakeSignal the idle drainer waits for its back-off", () =>
+    Effect.gen(function* () {
+      const p = "wake-none"
+      const sink = yield* MemorySink.MemorySink
+      const fiber = yield* idleDrainer(p)
+      yield* settle
+      yield* (yield* OutboxStore).persist([rec(p, "r1")])
+      yield* settle
+      yield* TestClock.adjust("7 minutes")
+      yield* settle
+      expect(yield* sink.deliveredIds).toEqual([])
+      yield* TestClock.adjust("3 minutes")
+      yield* until(Effect.map(sink.deliveredIds, (ids) => ids.length === 1))
+      yield* Fiber.interrupt(fiber)
+    }).pipe(Effect.provide(stores))
+  )
+
+  it.effect("the relay discovers a new partition right after the signal, not at its discovery interval", () =>
+    Effect.gen(function* () {
+      const control = yield* WakeControl
+      const sink = yield* MemorySink.MemorySink
+      const fiber = yield* Effect.fork(
+        Effect.scoped(
+          Effect.zipRight(
+            Relay.start({ owner: OWNER, discoveryInterval: "10 minutes", drainer: dropAll }),
+            Effect.never
+          )
+        )
+      )
+      // the first round found nothing; the relay now waits for its interval or a signal
+      yield* until(Effect.map(control.waiting, (n) => n === 1))
+      yield* (yield* OutboxStore).persist([rec("wake-new", "n1")])
+      yield* control.signal("wake-new")
+      // discovery rounds brought forward by a signal are at least 250 ms apart
+      yield* TestClock.adjust("250 millis")
+      yield* until(Effect.map(sink.deliveredIds, (ids) => ids.length === 1))
+      expect(yield* sink.deliveredIds).toEqual(["n1"])
+      expect(yield* Clock.currentTimeMillis).toBe(250)
+      yield* Fiber.interrupt(fiber)
+    }).pipe(Effect.provide(Layer.merge(stores, handDriven)))
+  )
+})
