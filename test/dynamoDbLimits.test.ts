@@ -1,10 +1,12 @@
 /**
  * DynamoDB size limits (issue 18 item 1, R-PERSIST-5): every key limit is checked before anything is
  * written, so a batch with one record over a limit stores nothing, and a request DynamoDB rejects as
- * invalid is a typed non-retryable error, never `StoreUnavailable`.
+ * invalid is a typed non-retryable error (`InvalidRecord`, `InvalidArgument`), never `StoreUnavailable`.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Chunk from "effect/Chunk"
+import * as DateTime from "effect/DateTime"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
@@ -172,16 +174,46 @@ describe("DynamoDB size limits (issue 18 item 1, R-PERSIST-5)", () => {
       }).pipe(Effect.provide(storeLayer))
   )
 
-  it.effect("complete and release of an id no record can have are StaleFencingToken naming it (R-DONE-2)", () =>
+  it.effect("complete and release of an id over 2048 bytes are StaleFencingToken naming it (R-DONE-2)", () =>
     Effect.gen(function* () {
       const store = yield* OutboxStore
       const long = "i".repeat(RecordItem.MaxRecordIdBytes + 1)
-      const completed = yield* Effect.flip(store.complete(["", long], { owner: "o", version: 1 }))
-      expect(completed._tag).toBe("StaleFencingToken")
-      if (completed._tag === "StaleFencingToken") expect(completed.recordIds).toEqual(["", long])
-      const released = yield* Effect.flip(store.release([""], { owner: "o", version: 1 }))
+      const completed = yield* Effect.flip(store.complete([long], { owner: "o", version: 1 }))
+      expect(completed._tag === "StaleFencingToken" ? completed.recordIds : completed._tag).toEqual([long])
+      const released = yield* Effect.flip(store.release([long], { owner: "o", version: 1 }))
       expect(released._tag).toBe("StaleFencingToken")
+      const empty = yield* Effect.flip(store.complete([""], { owner: "o", version: 1 }))
+      expect(empty._tag === "InvalidArgument" ? empty.argument : empty._tag).toBe("ids")
     }).pipe(Effect.provide(storeLayer))
+  )
+
+  it.effect("claim, expire and reads of a partition key over 1024 bytes are InvalidArgument, nothing written", () =>
+    Effect.gen(function* () {
+      const store = yield* OutboxStore
+      const pk = `${partition("long")}-`.padEnd(2100, "p")
+      const now = DateTime.unsafeMake(1_000)
+      const failures = [
+        yield* Effect.flip(store.claim(pk, { owner: "o", version: 1 }, 5)),
+        yield* Effect.flip(store.expire(now, pk, { owner: "o", version: 1 })),
+        yield* Effect.flip(store.queryPending(pk, 5)),
+        yield* Effect.flip(store.countPending(pk)),
+        yield* Effect.flip(store.countClaimed(pk))
+      ]
+      expect(failures.map((e) => (e._tag === "InvalidArgument" ? e.argument : e._tag))).toEqual(
+        Array(5).fill("partitionKey")
+      )
+    }).pipe(Effect.provide(storeLayer))
+  )
+
+  it.effect("a negative staleClaimAfter or zero retention fails the layer with InvalidConfiguration", () =>
+    Effect.gen(function* () {
+      const negative = yield* Effect.flip(
+        DynamoDbOutboxStore.make({ tableName, ensureTable: false, staleClaimAfter: Duration.millis(-5) })
+      )
+      expect(negative._tag).toBe("InvalidConfiguration")
+      const zero = yield* Effect.flip(DynamoDbOutboxStore.make({ tableName, ensureTable: false, retention: 0 }))
+      expect(zero._tag).toBe("InvalidConfiguration")
+    }).pipe(Effect.provide(dynamoLayer))
   )
 
   it.effect("transactItems rejects an over-long key before allocating seqs", () =>

@@ -185,8 +185,7 @@ describe("FenceItem", () => {
         Item: { ...RecordItem.fenceKey(pk), max_claim_version: RecordItem.str("x") }
       })
       const error = yield* Effect.flip(FenceItem.readFence(ctx, pk, "claim"))
-      expect(error._tag).toBe("StoreUnavailable")
-      expect(error.partitionKey).toBe(pk)
+      expect(error._tag === "StoreUnavailable" ? error.partitionKey : error._tag).toBe(pk)
     }).pipe(Effect.provide(dynamoLayer))
   )
 })
@@ -401,6 +400,20 @@ describe("Settle", () => {
       yield* ClaimTransaction.claimOne(ctx, pending, token(1), rule(1))
       yield* Settle.settle(ctx, cache, "complete")([record.id, record.id], token(1))
       expect((yield* stored(ctx, record))?.["status"]?.S).toBe("completed")
+    }).pipe(Effect.provide(dynamoLayer))
+  )
+})
+
+describe("StoreContext.requestFailure", () => {
+  it.effect("a ValidationException of a settle request is InvalidArgument, not StoreUnavailable", () =>
+    Effect.gen(function* () {
+      const ctx = yield* context()
+      const cache = new Settle.KeyCache()
+      // a cached key DynamoDB rejects: a sort key over 1024 bytes
+      cache.set("id", partition("bad-key"), "S".repeat(2000))
+      const error = yield* Effect.flip(Settle.settle(ctx, cache, "release")(["id"], token(1)))
+      expect(error._tag).toBe("InvalidArgument")
+      if (error._tag === "InvalidArgument") expect(error.reason).toContain("DynamoDB rejected the request")
     }).pipe(Effect.provide(dynamoLayer))
   )
 })

@@ -21,7 +21,7 @@ import { claimFast, type ClaimHooks, claimLocal, claimScan } from "./ClaimPaths.
 import { type ClaimRun, emptyClaimState } from "./ClaimTransaction.js"
 import { raiseFence, staleToken } from "./FenceItem.js"
 import { delist, mayDelist } from "./PartitionListing.js"
-import type { StoreContext } from "./StoreContext.js"
+import { checkPartitionKey, type StoreContext } from "./StoreContext.js"
 
 /** How many partitions a {@link KeyedHint} remembers. */
 const HintCapacity = 100_000
@@ -113,6 +113,7 @@ export const claim =
   (ctx: StoreContext, memory: ClaimMemory): OutboxStore.Backend["claim"] =>
   (partitionKey: string, token: LeaseToken.LeaseTokenLike, limit: number) =>
     Effect.gen(function* () {
+      yield* checkPartitionKey("claim", partitionKey)
       const fence = yield* raiseFence(ctx, partitionKey, token, "claim")
       if (limit <= 0) return OutboxStore.ClaimBatch([])
       const rule: ClaimOrder.ClaimRule = {

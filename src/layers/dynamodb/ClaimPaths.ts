@@ -17,7 +17,7 @@ import * as Metric from "effect/Metric"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
 import { LocalWalk, ScanFold } from "../../domain/ClaimFold.js"
-import type { CorruptRecord, StoreUnavailable } from "../../domain/OutboxError.js"
+import type { CorruptRecord, InvalidArgument, StoreUnavailable } from "../../domain/OutboxError.js"
 import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import * as OutboxMetrics from "../../services/OutboxMetrics.js"
 import { ClaimableCondition, claimInOrder, type ClaimRun, claimValues } from "./ClaimTransaction.js"
@@ -58,7 +58,7 @@ const readPage = (
   partitionKey: string,
   input: QueryInput,
   cursor: RecordItem.Item | undefined
-): Effect.Effect<Page, StoreUnavailable | CorruptRecord> =>
+): Effect.Effect<Page, StoreUnavailable | CorruptRecord | InvalidArgument> =>
   queryPage(ctx, "claim", partitionKey, input, cursor).pipe(
     Effect.flatMap((output) =>
       Either.match(decodeItems(output.Items ?? []), {
@@ -79,7 +79,7 @@ export const claimFast = (
   ctx: StoreContext,
   hooks: ClaimHooks,
   run: ClaimRun
-): Effect.Effect<"done" | "scan", StoreUnavailable | CorruptRecord> =>
+): Effect.Effect<"done" | "scan", StoreUnavailable | CorruptRecord | InvalidArgument> =>
   Effect.gen(function* () {
     const { limit, partitionKey, rule, state, token } = run
     let cursor: RecordItem.Item | undefined = undefined
@@ -88,7 +88,7 @@ export const claimFast = (
       const remaining = limit - state.claimed.length
       const candidates: Array<OutboxRecord.OutboxRecord> = []
       while (candidates.length < remaining && !exhausted) {
-        const page: Either.Either<Page, StoreUnavailable | CorruptRecord> = yield* Effect.either(
+        const page: Either.Either<Page, StoreUnavailable | CorruptRecord | InvalidArgument> = yield* Effect.either(
           readPage(
             ctx,
             partitionKey,
@@ -135,7 +135,7 @@ export const claimScan = (
   ctx: StoreContext,
   hooks: ClaimHooks,
   run: ClaimRun
-): Effect.Effect<void, StoreUnavailable | CorruptRecord> =>
+): Effect.Effect<void, StoreUnavailable | CorruptRecord | InvalidArgument> =>
   Effect.gen(function* () {
     const { limit, partitionKey, rule, state } = run
     const pages = Stream.paginateChunkEffect(noCursor, ({ cursor }) =>
@@ -193,7 +193,7 @@ export const claimLocal = (
   ctx: StoreContext,
   hooks: ClaimHooks,
   run: ClaimRun
-): Effect.Effect<void, StoreUnavailable | CorruptRecord> =>
+): Effect.Effect<void, StoreUnavailable | CorruptRecord | InvalidArgument> =>
   Effect.gen(function* () {
     const { limit, partitionKey, rule, state } = run
     const walk = new LocalWalk<OutboxRecord.OutboxRecord>(limit, rule)

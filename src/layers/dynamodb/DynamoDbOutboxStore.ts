@@ -99,8 +99,9 @@ const makeBackend = (ctx: StoreContext, bypassLogged: Ref.Ref<boolean>): OutboxS
 }
 
 /**
- * Builds the store: ensures the table when asked (default), runs the schema preflight (fails with
- * `InvalidConfiguration` naming every mismatch), and returns the store service.
+ * Builds the store: checks the options (`InvalidConfiguration` for a non-positive or infinite
+ * `staleClaimAfter` or `retention`), ensures the table when asked (default), runs the schema preflight
+ * (fails with `InvalidConfiguration` naming every mismatch), and returns the store service.
  *
  * @since 0.1.0
  */
@@ -108,8 +109,9 @@ export const make = (
   options: DynamoDbOutboxStoreOptions = {}
 ): Effect.Effect<OutboxStore.OutboxStoreService, InvalidConfiguration | StoreUnavailable, DynamoDb> =>
   Effect.gen(function* () {
+    const valid = yield* OutboxStore.validateStoreOptions("DynamoDbOutboxStore", options)
     const dynamo = yield* DynamoDb
-    const resolved = resolve(options)
+    const resolved = resolve(options, valid)
     const tableOptions = { localClaimIndex: resolved.localClaimIndex }
     if (options.ensureTable ?? true) yield* OutboxTable.ensureTable(resolved.tableName, tableOptions)
     else yield* OutboxTable.preflight(resolved.tableName, tableOptions)

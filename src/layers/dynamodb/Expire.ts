@@ -12,13 +12,18 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
-import { ExpireIncomplete, type StaleFencingToken, type StoreUnavailable } from "../../domain/OutboxError.js"
+import {
+  ExpireIncomplete,
+  type InvalidArgument,
+  type StaleFencingToken,
+  type StoreUnavailable
+} from "../../domain/OutboxError.js"
 import type * as OutboxStore from "../../services/OutboxStore.js"
 import { claimOutcome } from "./ClaimTransaction.js"
 import { fenceCheck, raiseFence, staleToken } from "./FenceItem.js"
 import * as OutboxTable from "./OutboxTable.js"
 import * as RecordItem from "./RecordItem.js"
-import { queryPage, type StoreContext, unavailable } from "./StoreContext.js"
+import { checkPartitionKey, queryPage, type StoreContext, unavailable } from "./StoreContext.js"
 
 /**
  * The outcome of expiring one record: done, skipped (no longer pending or due), or the sweep stops.
@@ -88,6 +93,7 @@ export const expire =
   (ctx: StoreContext): OutboxStore.Backend["expire"] =>
   (before: DateTime.Utc, partitionKey: string, token: LeaseToken.LeaseTokenLike) =>
     Effect.gen(function* () {
+      yield* checkPartitionKey("expire", partitionKey)
       yield* raiseFence(ctx, partitionKey, token, "expire")
       const now = yield* Clock.currentTimeMillis
       const beforeMillis = DateTime.toEpochMillis(before)
@@ -98,7 +104,7 @@ export const expire =
           ? Effect.fail(new ExpireIncomplete({ partitionKey, expired, cause }))
           : Effect.fail(unavailable("expire", partitionKey)(cause))
       for (;;) {
-        const page: Either.Either<QueryCommandOutput, StoreUnavailable> = yield* Effect.either(
+        const page: Either.Either<QueryCommandOutput, InvalidArgument | StoreUnavailable> = yield* Effect.either(
           queryPage(
             ctx,
             "expire",
@@ -114,7 +120,13 @@ export const expire =
             cursor
           )
         )
-        if (Either.isLeft(page)) return yield* cut(page.left.cause)
+        if (Either.isLeft(page)) {
+          const failed = page.left
+          if (failed._tag === "StoreUnavailable") return yield* cut(failed.cause)
+          return yield* expired > 0
+            ? Effect.fail(new ExpireIncomplete({ partitionKey, expired, cause: failed }))
+            : failed
+        }
         for (const item of page.right.Items ?? []) {
           const pk = item["PK"]
           const sk = item["SK"]

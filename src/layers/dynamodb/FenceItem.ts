@@ -9,10 +9,10 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fence from "../../domain/Fence.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
-import { StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
+import { type InvalidArgument, StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
 import * as OutboxStore from "../../services/OutboxStore.js"
 import * as RecordItem from "./RecordItem.js"
-import { isConditionFailure, type StoreContext, unavailable } from "./StoreContext.js"
+import { isConditionFailure, requestFailure, type StoreContext } from "./StoreContext.js"
 
 /**
  * Reads a partition's fence item consistently (absent → zeros); a malformed item is `StoreUnavailable`.
@@ -23,11 +23,11 @@ export const readFence = (
   ctx: StoreContext,
   partitionKey: string,
   operation: string
-): Effect.Effect<RecordItem.Fence, StoreUnavailable> =>
+): Effect.Effect<RecordItem.Fence, InvalidArgument | StoreUnavailable> =>
   ctx.dynamo
     .getItem({ TableName: ctx.options.tableName, Key: RecordItem.fenceKey(partitionKey), ConsistentRead: true })
     .pipe(
-      Effect.mapError(unavailable(operation, partitionKey)),
+      Effect.mapError(requestFailure(operation, partitionKey)),
       Effect.flatMap((output) =>
         Either.match(RecordItem.decodeFence(output.Item), {
           onLeft: (reason) =>
@@ -81,7 +81,7 @@ export const raiseFence = (
   partitionKey: string,
   token: LeaseToken.LeaseTokenLike,
   operation: string
-): Effect.Effect<RecordItem.Fence, StaleFencingToken | StoreUnavailable> =>
+): Effect.Effect<RecordItem.Fence, StaleFencingToken | InvalidArgument | StoreUnavailable> =>
   Effect.gen(function* () {
     const fence = yield* readFence(ctx, partitionKey, operation)
     switch (Fence.admit(fence.highWaterMark, token.version)) {
@@ -101,7 +101,7 @@ export const raiseFence = (
           .pipe(
             Effect.catchIf(isConditionFailure, () => staleToken(ctx, partitionKey, token, operation)),
             Effect.mapError((error) =>
-              error._tag === "DynamoDbError" ? unavailable(operation, partitionKey)(error) : error
+              error._tag === "DynamoDbError" ? requestFailure(operation, partitionKey)(error) : error
             )
           )
         return fence

@@ -8,12 +8,12 @@
 import type { QueryCommandOutput } from "@aws-sdk/client-dynamodb"
 import * as Effect from "effect/Effect"
 import * as ClaimOrder from "../../domain/ClaimOrder.js"
-import type { StoreUnavailable } from "../../domain/OutboxError.js"
+import type { InvalidArgument, StoreUnavailable } from "../../domain/OutboxError.js"
 import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import type * as OutboxStore from "../../services/OutboxStore.js"
 import * as OutboxTable from "./OutboxTable.js"
 import * as RecordItem from "./RecordItem.js"
-import { decodeItems, queryPage, type StoreContext } from "./StoreContext.js"
+import { checkPartitionKey, decodeItems, queryPage, type StoreContext } from "./StoreContext.js"
 
 /**
  * The index the reads use: `ClaimLocalIndex` read consistently when the store has it, else `ClaimIndex`.
@@ -34,6 +34,7 @@ export const queryPending =
   (ctx: StoreContext): OutboxStore.Backend["queryPending"] =>
   (partitionKey: string, limit: number) =>
     Effect.gen(function* () {
+      yield* checkPartitionKey("queryPending", partitionKey)
       const found: Array<OutboxRecord.OutboxRecord> = []
       let cursor: RecordItem.Item | undefined = undefined
       for (;;) {
@@ -67,8 +68,9 @@ export const queryPending =
  */
 export const countStatus =
   (ctx: StoreContext, status: "pending" | "claimed", operation: string) =>
-  (partitionKey: string): Effect.Effect<number, StoreUnavailable> =>
+  (partitionKey: string): Effect.Effect<number, InvalidArgument | StoreUnavailable> =>
     Effect.gen(function* () {
+      yield* checkPartitionKey(operation, partitionKey)
       let total = 0
       let cursor: RecordItem.Item | undefined = undefined
       for (;;) {

@@ -118,7 +118,12 @@ export const encodeNew = (record: OutboxRecord.PreparedRecord, seq: number): Ite
 }
 
 const utf8 = new TextEncoder()
-const byteLength = (s: string): number => utf8.encode(s).length
+/**
+ * The UTF-8 length of a string in bytes.
+ *
+ * @since 0.1.0
+ */
+export const byteLength = (s: string): number => utf8.encode(s).length
 
 /**
  * Room kept free in every item for what a claim adds later (`claimed_by`, `claimed_at`,

@@ -11,11 +11,11 @@ import type { AttributeValue } from "@aws-sdk/client-dynamodb"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
-import type { StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
+import type { InvalidArgument, StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
 import * as OutboxStore from "../../services/OutboxStore.js"
 import * as OutboxTable from "./OutboxTable.js"
 import * as RecordItem from "./RecordItem.js"
-import { isConditionFailure, type StoreContext, unavailable } from "./StoreContext.js"
+import { isConditionFailure, requestFailure, type StoreContext, unavailable } from "./StoreContext.js"
 
 /** How many ids a {@link KeyCache} remembers. */
 const CacheCapacity = 100_000
@@ -149,7 +149,7 @@ export const settle =
   (
     ids: ReadonlyArray<string>,
     token: LeaseToken.LeaseTokenLike
-  ): Effect.Effect<void, StaleFencingToken | StoreUnavailable> =>
+  ): Effect.Effect<void, StaleFencingToken | InvalidArgument | StoreUnavailable> =>
     Effect.gen(function* () {
       const update = settleUpdate(operation, yield* Clock.currentTimeMillis, ctx.options.retentionSeconds)
       const mismatched: Array<string> = []
@@ -178,7 +178,7 @@ export const settle =
           .pipe(
             Effect.as(true),
             Effect.catchIf(isConditionFailure, () => Effect.succeed(false)),
-            Effect.mapError(unavailable(operation, key.partitionKey))
+            Effect.mapError(requestFailure(operation, key.partitionKey))
           )
         if (!matched) mismatched.push(id)
       }

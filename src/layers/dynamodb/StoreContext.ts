@@ -10,10 +10,10 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
-import { type CorruptRecord, StoreUnavailable } from "../../domain/OutboxError.js"
+import { type CorruptRecord, InvalidArgument, StoreUnavailable } from "../../domain/OutboxError.js"
 import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import type { DynamoDbError, DynamoDbService } from "../../services/DynamoDb.js"
-import type * as OutboxStore from "../../services/OutboxStore.js"
+import * as OutboxStore from "../../services/OutboxStore.js"
 import * as RecordItem from "./RecordItem.js"
 
 /**
@@ -111,14 +111,21 @@ export interface ResolvedOptions {
 
 /**
  * Applies the defaults: table `effect-outbox`, stale reclaim after 30 seconds (R-CLAIM-6), retention
- * 1 hour, 3 index-lag retries 100 ms apart, no local claim index.
+ * 1 hour, 3 index-lag retries 100 ms apart, no local claim index. `valid` carries the durations as
+ * checked by `OutboxStore.validateStoreOptions`.
  *
  * @since 0.1.0
  */
-export const resolve = (options: DynamoDbOutboxStoreOptions): ResolvedOptions => ({
+export const resolve = (
+  options: DynamoDbOutboxStoreOptions,
+  valid: OutboxStore.ValidStoreOptions = {
+    staleClaimAfterMillis: undefined,
+    retentionMillis: OutboxStore.defaultRetentionMillis
+  }
+): ResolvedOptions => ({
   tableName: options.tableName ?? DefaultTableName,
-  staleClaimAfterMillis: Duration.toMillis(Duration.decode(options.staleClaimAfter ?? "30 seconds")),
-  retentionSeconds: Math.ceil(Duration.toSeconds(Duration.decode(options.retention ?? "1 hour"))),
+  staleClaimAfterMillis: valid.staleClaimAfterMillis ?? DefaultStaleClaimAfterMillis,
+  retentionSeconds: Math.ceil(valid.retentionMillis / 1000),
   pageSize: options.pageSize,
   indexLagRetries: options.indexLagRetries ?? 3,
   indexLagDelay: Duration.decode(options.indexLagDelay ?? "100 millis"),
@@ -126,6 +133,13 @@ export const resolve = (options: DynamoDbOutboxStoreOptions): ResolvedOptions =>
   localClaimIndex: options.localClaimIndex ?? false,
   onLocalWalk: options.onLocalWalk
 })
+
+/**
+ * Stale reclaim threshold when none is configured: 30 seconds (R-CLAIM-6).
+ *
+ * @since 0.1.0
+ */
+export const DefaultStaleClaimAfterMillis = 30_000
 
 /**
  * The client and resolved options every store operation works with.
@@ -146,6 +160,42 @@ export const unavailable =
   (operation: string, partitionKey?: string) =>
   (cause: unknown): StoreUnavailable =>
     new StoreUnavailable({ operation, ...(partitionKey !== undefined ? { partitionKey } : {}), cause })
+
+/**
+ * Maps a failed request of a store operation: DynamoDB's `ValidationException` (the same request can
+ * never succeed) is `InvalidArgument`; anything else is `StoreUnavailable`.
+ *
+ * @since 0.1.0
+ */
+export const requestFailure =
+  (operation: string, partitionKey?: string) =>
+  (error: DynamoDbError): InvalidArgument | StoreUnavailable =>
+    error.kind === "Validation"
+      ? new InvalidArgument({
+          operation,
+          argument: "request",
+          reason: `DynamoDB rejected the request: ${error.detail}`
+        })
+      : unavailable(operation, partitionKey)(error)
+
+/**
+ * Fails with `InvalidArgument` when a partition key is longer than the store accepts
+ * (`RecordItem.MaxPartitionKeyBytes`): no record can be stored there.
+ *
+ * @since 0.1.0
+ */
+export const checkPartitionKey = (operation: string, partitionKey: string): Effect.Effect<void, InvalidArgument> => {
+  const bytes = RecordItem.byteLength(partitionKey)
+  return bytes > RecordItem.MaxPartitionKeyBytes
+    ? Effect.fail(
+        new InvalidArgument({
+          operation,
+          argument: "partitionKey",
+          reason: `is ${bytes} bytes; the DynamoDB store's limit is ${RecordItem.MaxPartitionKeyBytes} bytes`
+        })
+      )
+    : Effect.void
+}
 
 /**
  * True when a single-item write failed its condition.
@@ -189,14 +239,14 @@ export const queryPage = (
   partitionKey: string | undefined,
   input: QueryInput,
   cursor: RecordItem.Item | undefined
-): Effect.Effect<QueryCommandOutput, StoreUnavailable> =>
+): Effect.Effect<QueryCommandOutput, InvalidArgument | StoreUnavailable> =>
   ctx.dynamo
     .query({
       TableName: ctx.options.tableName,
       ...input,
       ...(cursor !== undefined ? { ExclusiveStartKey: cursor } : {})
     })
-    .pipe(Effect.mapError(unavailable(operation, partitionKey)))
+    .pipe(Effect.mapError(requestFailure(operation, partitionKey)))
 
 /**
  * The position of a paged read (`Stream.paginateChunkEffect` state).
