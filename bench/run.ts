@@ -4,8 +4,8 @@
  * bench/README.md and bench/results/chart.svg from bench/results/*.json (bench/Report.ts).
  *
  * Usage: `npm run bench [-- name ...] [-- --quick]` with names among memory, sqlite, dynamodb (claim cost),
- * dynamodbThroughput (store vs raw SDK), drain, contention; `--quick` is passed on to every benchmark;
- * `--report` only regenerates the report.
+ * dynamodbThroughput (store vs raw SDK), drain, contention, brokers (NATS and RabbitMQ sinks vs raw
+ * clients); `--quick` is passed on to every benchmark; `--report` only regenerates the report.
  */
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
@@ -16,7 +16,7 @@ import { ProgressDisplay } from "./Progress.js"
 import { writeReport } from "./Report.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
-const all = ["memory", "sqlite", "dynamodb", "dynamodbThroughput", "drain", "contention"]
+const all = ["memory", "sqlite", "dynamodb", "dynamodbThroughput", "drain", "contention", "brokers"]
 const args = process.argv.slice(2)
 const requested = args.filter((a) => !a.startsWith("-"))
 const passOn = args.filter((a) => a === "--quick")

@@ -61,6 +61,9 @@ export * as WebhookSink from "./layers/sinks/WebhookSink.js"
 /** JSON-lines stdout sink. @since 0.1.0 */
 export * as StdoutSink from "./layers/sinks/StdoutSink.js"
 
+/** The JSON form of a record shared by the sinks. @since 0.1.0 */
+export * as RecordJson from "./layers/sinks/RecordJson.js"
+
 /** Drains one leased partition: claim, group by key, send, complete. @since 0.1.0 */
 export * as Drainer from "./programs/Drainer.js"
 

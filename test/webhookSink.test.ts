@@ -2,11 +2,19 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
+import * as Logger from "effect/Logger"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from "node:http"
 import type { AddressInfo } from "node:net"
+import * as os from "node:os"
+import * as path from "node:path"
+import { pathToFileURL } from "node:url"
 import { OutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as MemorySink from "../src/layers/sinks/MemorySink.js"
+import * as Redact from "../src/layers/sinks/Redact.js"
 import * as StdoutSink from "../src/layers/sinks/StdoutSink.js"
 import * as WebhookSink from "../src/layers/sinks/WebhookSink.js"
 import { Sink } from "../src/services/Sink.js"
@@ -82,7 +90,11 @@ const sendVia = (url: string, options: Omit<WebhookSink.WebhookSinkOptions, "url
   Effect.gen(function* () {
     const sink = yield* Sink
     return yield* sink.send(record)
-  }).pipe(Effect.provide(WebhookSink.layerWith({ url, ...options })), Effect.provide(NodeHttpClient.layerUndici))
+  }).pipe(
+    Effect.provide(WebhookSink.layerWith({ url, ...options })),
+    Effect.catchTag("InvalidConfiguration", (error) => Effect.die(error)),
+    Effect.provide(NodeHttpClient.layerUndici)
+  )
 
 describe("WebhookSink", () => {
   it.live("POSTs the record as JSON with Idempotency-Key = record id and accepts 2xx", () =>
@@ -123,9 +135,9 @@ describe("WebhookSink", () => {
     )
   )
 
-  it.live("classifies other 4xx (and redirects) as permanent", () =>
-    Effect.forEach([400, 401, 403, 404, 409, 422, 301], (status) =>
-      withServer(respond(status, status === 301 ? { location: "http://127.0.0.1:1/elsewhere" } : {}), (url) =>
+  it.live("classifies other 4xx as permanent", () =>
+    Effect.forEach([400, 401, 403, 404, 409, 422], (status) =>
+      withServer(respond(status), (url) =>
         Effect.gen(function* () {
           const error = yield* Effect.flip(sendVia(url))
           expect(error.retryable).toBe(false)
@@ -148,13 +160,13 @@ describe("WebhookSink", () => {
   it.live("honours Retry-After given as an HTTP date", () =>
     Effect.gen(function* () {
       const now = yield* DateTime.now
-      const at = new Date(DateTime.toEpochMillis(now) + 120_000).toUTCString()
+      const at = new Date(DateTime.toEpochMillis(now) + 30_000).toUTCString()
       yield* withServer(respond(429, { "retry-after": at }), (url) =>
         Effect.gen(function* () {
           const error = yield* Effect.flip(sendVia(url))
           expect(error.retryable).toBe(true)
-          expect(error.retryAfterMillis).toBeGreaterThan(100_000)
-          expect(error.retryAfterMillis).toBeLessThanOrEqual(120_000)
+          expect(error.retryAfterMillis).toBeGreaterThan(20_000)
+          expect(error.retryAfterMillis).toBeLessThanOrEqual(30_000)
         })
       )
     })
@@ -189,6 +201,7 @@ describe("WebhookSink", () => {
       const error = yield* Effect.flip(
         Effect.flatMap(Sink, (sink) => sink.send(record)).pipe(
           Effect.provide(WebhookSink.layer),
+          Effect.catchTag("InvalidConfiguration", (error) => Effect.die(error)),
           Effect.provide(NodeHttpClient.layerUndici)
         )
       )
@@ -205,8 +218,226 @@ describe("WebhookSink", () => {
   })
 })
 
+/** Log lines (logfmt, as the CLI writes them) emitted while running `effect`. */
+const withLogs = <A, E>(effect: Effect.Effect<A, E>): Effect.Effect<readonly [A, ReadonlyArray<string>], E> =>
+  Effect.suspend(() => {
+    const lines: Array<string> = []
+    const logger = Logger.map(Logger.logfmtLogger, (line) => {
+      lines.push(line)
+    })
+    return Effect.map(
+      effect.pipe(Effect.provide(Logger.replace(Logger.defaultLogger, logger))),
+      (a) => [a, lines] as const
+    )
+  })
+
+const portOf = (url: string): string => new URL(url).port
+
+/** A server answering `status` with a body of `total` bytes written in 64 KiB chunks; counts bytes written. */
+const hugeBody = (status: number, total: number) => {
+  const written = { bytes: 0, closed: false }
+  const handler: Handler = (_req, res) => {
+    res.writeHead(status, { "content-type": "text/plain", "content-length": String(total) })
+    const chunk = Buffer.alloc(64 * 1024, "x")
+    const pump = (): void => {
+      while (written.bytes < total && !res.destroyed) {
+        written.bytes += chunk.length
+        if (!res.write(chunk)) {
+          res.once("drain", pump)
+          return
+        }
+      }
+      if (!res.destroyed) res.end()
+    }
+    res.on("close", () => {
+      written.closed = true
+    })
+    pump()
+  }
+  return { written, handler }
+}
+
+const verifySnippet = (): string => {
+  const doc = fs.readFileSync(path.join(import.meta.dirname, "..", "docs", "operations.md"), "utf8")
+  const match = /<!-- webhook-verify:start -->\s*```js\n([\s\S]*?)```\s*<!-- webhook-verify:end -->/.exec(doc)
+  if (match?.[1] === undefined) throw new Error("docs/operations.md has no webhook-verify snippet")
+  return match[1]
+}
+
+describe("WebhookSink limits, credentials and signatures", () => {
+  it.live("Retry-After is capped at 60 s by default, at the configured cap otherwise, with a WARN (18.2)", () =>
+    Effect.gen(function* () {
+      const [error, logs] = yield* withLogs(
+        withServer(respond(503, { "retry-after": "100000" }), (url) => Effect.flip(sendVia(url)))
+      )
+      expect(error).toMatchObject({ retryable: true, code: "http-503", retryAfterMillis: 60_000 })
+      expect(logs.some((line) => line.includes("level=WARN") && line.includes("capMillis=60000"))).toBe(true)
+      const far = new Date(Date.UTC(2100, 0, 1)).toUTCString()
+      const dated = yield* withServer(respond(429, { "retry-after": far }), (url) =>
+        Effect.flip(sendVia(url, { maxRetryAfter: "5 seconds" }))
+      )
+      expect(dated).toMatchObject({ retryable: true, retryAfterMillis: 5_000 })
+      const [small, quiet] = yield* withLogs(
+        withServer(respond(503, { "retry-after": "2" }), (url) => Effect.flip(sendVia(url)))
+      )
+      expect(small.retryAfterMillis).toBe(2_000)
+      expect(quiet.filter((line) => line.includes("level=WARN"))).toEqual([])
+    })
+  )
+
+  it.live("userinfo is sent as Basic auth and redacted with query values in errors (18.3)", () =>
+    Effect.gen(function* () {
+      const error = yield* withServer(respond(500), (url) =>
+        Effect.flip(sendVia(`http://al%40ice:s3cr%3Dt-pw@127.0.0.1:${portOf(url)}/hook?api_key=k3y-v4lue&x=1`))
+      )
+      expect(error.retryable).toBe(true)
+      expect(error.message).toMatch(
+        /^webhook http:\/\/\*\*\*@127\.0\.0\.1:\d+\/hook\?api_key=\*\*\*&x=\*\*\* answered 500/
+      )
+      for (const secret of ["al@ice", "al%40ice", "s3cr", "k3y-v4lue"]) expect(error.message).not.toContain(secret)
+      yield* withServer(respond(204), (url, received) =>
+        Effect.gen(function* () {
+          yield* sendVia(`http://al%40ice:s3cr%3Dt-pw@127.0.0.1:${portOf(url)}/hook`)
+          expect(received[0]?.headers["authorization"]).toBe(
+            `Basic ${Buffer.from("al@ice:s3cr=t-pw").toString("base64")}`
+          )
+        })
+      )
+    })
+  )
+
+  it.live("a refused connection's error names the redacted URL only (18.3)", () =>
+    Effect.gen(function* () {
+      const url = yield* withServer(respond(200), (u) => Effect.succeed(u))
+      const error = yield* Effect.flip(sendVia(url.replace("/hook", "/hook?token=t0ps3cret")))
+      expect(error.code).toBe("connection")
+      expect(error.message).toContain("token=***")
+      expect(error.message).not.toContain("t0ps3cret")
+    })
+  )
+
+  it.effect("invalid configuration is refused at start, naming the header, not its value (18.3, 18.9)", () =>
+    Effect.gen(function* () {
+      const build = (options: WebhookSink.WebhookSinkOptions) =>
+        Effect.flip(WebhookSink.make(options).pipe(Effect.provide(NodeHttpClient.layerUndici)))
+      const crlf = yield* build({ url: "http://127.0.0.1:1/h", headers: { "x-token": "abc\r\nX-Evil: 1" } })
+      expect(crlf._tag).toBe("InvalidConfiguration")
+      expect(crlf.problems).toEqual(["header x-token has a value with CR, LF or NUL"])
+      const badName = yield* build({ url: "http://127.0.0.1:1/h", headers: { "bad name": "v4lue" } })
+      expect(badName.problems[0]).toContain('"bad name" is not a valid HTTP header name')
+      const reserved = yield* build({ headers: { "Idempotency-Key": "x" } })
+      expect(reserved.problems[0]).toContain("set by the sink")
+      const both = yield* build({ url: "http://u:pw123@127.0.0.1:1/h", headers: { Authorization: "Bearer t0k3n" } })
+      expect(both.problems[0]).toContain("http://***@127.0.0.1:1/h has credentials")
+      const notHttp = yield* build({ url: "ftp://127.0.0.1/x" })
+      expect(notHttp.problems[0]).toContain("not an http:// or https:// URL")
+      for (const error of [crlf, badName, both]) {
+        expect(error.message).not.toMatch(/abc|v4lue|t0k3n|pw123/)
+      }
+    })
+  )
+
+  it.live("a 200 MB error body is read only up to 64 KiB; the message carries an excerpt (18.6)", () => {
+    const { handler, written } = hugeBody(500, 200 * 1024 * 1024)
+    return withServer(handler, (url) =>
+      Effect.gen(function* () {
+        const error = yield* Effect.flip(sendVia(url))
+        expect(error).toMatchObject({ retryable: true, code: "http-500" })
+        expect(error.message).toContain(": xxxx")
+        expect(error.message.length).toBeLessThan(400)
+        yield* Effect.sleep("100 millis")
+        expect(written.closed).toBe(true)
+        expect(written.bytes).toBeLessThan(32 * 1024 * 1024)
+      })
+    )
+  })
+
+  it.live("a 2xx with a 200 MB body is delivered without reading the body (18.6)", () => {
+    const { handler, written } = hugeBody(200, 200 * 1024 * 1024)
+    return withServer(handler, (url) =>
+      Effect.gen(function* () {
+        yield* sendVia(url)
+        yield* Effect.sleep("100 millis")
+        expect(written.closed).toBe(true)
+        expect(written.bytes).toBeLessThan(32 * 1024 * 1024)
+      })
+    )
+  })
+
+  it.live("a 2xx whose body trickles slower than the timeout is delivered (18.7)", () => {
+    const timers: Array<NodeJS.Timeout> = []
+    const trickle: Handler = (_req, res) => {
+      res.writeHead(200, { "content-type": "text/plain" })
+      res.write("a")
+      timers.push(setInterval(() => res.write("b"), 50))
+    }
+    return withServer(trickle, (url) =>
+      sendVia(url, { timeout: "300 millis", bodyTimeout: "200 millis" }).pipe(
+        Effect.ensuring(Effect.sync(() => timers.forEach(clearInterval)))
+      )
+    )
+  })
+
+  it.live("a redirect is not followed: transient, with a WARN naming the redacted location (18.8)", () =>
+    Effect.gen(function* () {
+      const [error, logs] = yield* withLogs(
+        withServer(respond(301, { location: "/moved?sig=l0cs3cret" }), (url, received) =>
+          Effect.tap(Effect.flip(sendVia(url)), () => Effect.sync(() => expect(received).toHaveLength(1)))
+        )
+      )
+      expect(error).toMatchObject({ retryable: true, code: "http-301" })
+      expect(error.message).toContain("/moved?sig=***")
+      const warn = logs.find((line) => line.includes("level=WARN") && line.includes("redirect"))
+      expect(warn).toContain("/moved?sig=***")
+      expect(logs.join("\n")).not.toContain("l0cs3cret")
+    })
+  )
+
+  it.live("signs timestamp + body with HMAC-SHA256; the documented receiver snippet verifies it (21.4)", () =>
+    Effect.gen(function* () {
+      const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "outbox-verify-")), "verify.mjs")
+      fs.writeFileSync(file, verifySnippet())
+      const module: unknown = yield* Effect.promise(() => import(pathToFileURL(file).href))
+      const verify =
+        typeof module === "object" && module !== null && "verifyOutboxSignature" in module
+          ? module.verifyOutboxSignature
+          : undefined
+      if (typeof verify !== "function") throw new Error("the snippet exports no verifyOutboxSignature")
+      yield* withServer(respond(204), (url, received) =>
+        Effect.gen(function* () {
+          yield* sendVia(url, { signingSecret: Redacted.make("whsec-test") })
+          const request = received[0]
+          if (request === undefined) throw new Error("no request")
+          const timestamp = Number(request.headers["x-outbox-timestamp"])
+          expect(Math.abs(timestamp - Date.now() / 1000)).toBeLessThan(60)
+          expect(request.headers["x-outbox-signature"]).toBe(
+            `sha256=${crypto.createHmac("sha256", "whsec-test").update(`${timestamp}.${request.body}`).digest("hex")}`
+          )
+          expect(verify("whsec-test", request.headers, request.body)).toBe(true)
+          expect(verify("whsec-test", request.headers, Buffer.from(request.body))).toBe(true)
+          expect(verify("other-secret", request.headers, request.body)).toBe(false)
+          expect(verify("whsec-test", request.headers, request.body.replace("rec-1", "rec-2"))).toBe(false)
+          const stale = { ...request.headers, "x-outbox-timestamp": String(timestamp - 3600) }
+          expect(verify("whsec-test", stale, request.body)).toBe(false)
+        })
+      )
+    })
+  )
+
+  it("Redact.url masks userinfo and query values and keeps names", () => {
+    expect(Redact.url("https://user:pass@example.com:8443/a/b?api_key=k&x=1#frag")).toBe(
+      "https://***@example.com:8443/a/b?api_key=***&x=***#…"
+    )
+    expect(Redact.url("http://example.com/hook")).toBe("http://example.com/hook")
+    expect(Redact.url("not a url secret")).toBe("<invalid url>")
+    expect(Redact.scrubber("http://u:pa55word@h/x?k=v4lue")("failed http://u:pa55word@h/x?k=v4lue: v4lue")).toBe(
+      "failed http://***@h/x?k=***: ***"
+    )
+  })
+})
+
 describe("StdoutSink", () => {
-  it.effect("writes one JSON line per record and waits for the stream", () =>
+  it.scoped("writes one JSON line per record and waits for the stream", () =>
     Effect.gen(function* () {
       const lines: Array<string> = []
       const sink = yield* StdoutSink.make({
@@ -227,7 +458,7 @@ describe("StdoutSink", () => {
     })
   )
 
-  it.effect("a write error is a retryable SendError", () =>
+  it.scoped("a write error is a retryable SendError", () =>
     Effect.gen(function* () {
       const sink = yield* StdoutSink.make({
         stream: { write: (_chunk, callback) => callback(new Error("EPIPE")) }

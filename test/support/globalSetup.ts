@@ -14,10 +14,18 @@ import * as path from "node:path"
 import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import type { TestProject } from "vitest/node"
+import { startNats } from "./NatsServer.js"
 
 declare module "vitest" {
   export interface ProvidedContext {
     dynamoEndpoint: string
+  }
+}
+
+// NATS JetStream for the broker sink tests (see ./NatsServer.ts)
+declare module "vitest" {
+  export interface ProvidedContext {
+    natsUrl: string
   }
 }
 
@@ -223,5 +231,13 @@ export default async function setup(project: TestProject): Promise<() => Promise
   console.log(`[dynamo-local] ${endpoint} (pid ${String(server.child.pid)}, ready in ${elapsedMs} ms)`)
 
   project.provide("dynamoEndpoint", endpoint)
-  return () => stopServer(server)
+
+  // NATS JetStream for the broker sink tests
+  const nats = await startNats()
+  project.provide("natsUrl", nats.url)
+
+  return async () => {
+    await nats.dispose()
+    await stopServer(server)
+  }
 }

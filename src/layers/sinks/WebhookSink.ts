@@ -1,10 +1,20 @@
 /**
- * An HTTP webhook sink on `@effect/platform`'s `HttpClient`: each record is POSTed as JSON with an
- * `Idempotency-Key` header equal to the record id.
+ * An HTTP webhook sink on `@effect/platform`'s `HttpClient` (SPEC §6, §10): each record is POSTed as
+ * JSON ({@link RecordJson}) with `Idempotency-Key` = record id.
  *
- * Classification: 2xx delivered; 408, 429, 5xx, timeouts and connection errors are retryable; every
- * other status is permanent. A `Retry-After` header (seconds or an HTTP date) on a retryable answer
- * becomes `SendError.retryAfterMillis`, a minimum backoff.
+ * - Delivery is decided on the status line: 2xx is delivered even if the body then trickles; the body is
+ *   read separately, at most `maxBodyBytes` (64 KiB) within `bodyTimeout`, and the connection is dropped
+ *   when there is more. Error bodies give an excerpt for the message.
+ * - 408, 429, 5xx, timeouts and connection errors are transient; 3xx is transient too (redirects are not
+ *   followed; a WARN names the redacted location); every other status is permanent.
+ * - `Retry-After` (seconds or an HTTP date) becomes `SendError.retryAfterMillis`, capped at
+ *   `maxRetryAfter` (default 60 s) with a WARN when capped.
+ * - Credentials in the URL's userinfo are sent as HTTP Basic auth, never in the URL. URLs appear in logs
+ *   and errors only redacted (userinfo and query values masked); headers and the signing secret never.
+ * - Configured headers are checked when the sink is built: an invalid name, CR/LF in a value or a header
+ *   the sink sets itself fails with `InvalidConfiguration`.
+ * - With a `signingSecret`, `X-Outbox-Timestamp` (unix seconds) and `X-Outbox-Signature:
+ *   sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>` are added.
  *
  * @since 0.1.0
  */
@@ -16,11 +26,17 @@ import type * as HttpClientResponse from "@effect/platform/HttpClientResponse"
 import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
+import * as Stream from "effect/Stream"
+import { createHmac } from "node:crypto"
+import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import { SendError, Sink } from "../../services/Sink.js"
-import { toJson } from "./StdoutSink.js"
+import * as RecordJson from "./RecordJson.js"
+import * as Redact from "./Redact.js"
 
 /**
  * Options of the webhook sink.
@@ -28,20 +44,57 @@ import { toJson } from "./StdoutSink.js"
  * @since 0.1.0
  */
 export interface WebhookSinkOptions {
-  /** The URL to POST to; when absent, each record's `address` is used. */
+  /** The URL to POST to; when absent, each record's `address` is used. Userinfo becomes Basic auth. */
   readonly url?: string | undefined
-  /** Per-request timeout (default 10 seconds); a timeout is retryable. */
+  /** Time to wait for the status line (default 10 seconds); a timeout is transient. */
   readonly timeout?: Duration.DurationInput | undefined
-  /** Extra request headers (e.g. authorisation); never logged. */
+  /** Time allowed for reading the (bounded) response body after the status line (default 2 seconds). */
+  readonly bodyTimeout?: Duration.DurationInput | undefined
+  /** Most bytes of a response body read (default 64 KiB); the connection is dropped when there is more. */
+  readonly maxBodyBytes?: number | undefined
+  /** Upper bound of a `Retry-After` honoured (default 60 seconds). */
+  readonly maxRetryAfter?: Duration.DurationInput | undefined
+  /** Extra request headers (e.g. authorisation); validated at start, never logged. */
   readonly headers?: Readonly<Record<string, string>> | undefined
+  /** Shared secret for HMAC-SHA256 signatures of each request; never logged. */
+  readonly signingSecret?: Redacted.Redacted<string> | string | undefined
 }
 
 /**
- * Whether an HTTP status is worth retrying: 408, 429 and every 5xx.
+ * The default cap of `Retry-After`: 60 seconds.
  *
  * @since 0.1.0
  */
-export const isRetryableStatus = (status: number): boolean => status === 408 || status === 429 || status >= 500
+export const DefaultMaxRetryAfter: Duration.Duration = Duration.seconds(60)
+
+/**
+ * The default bound of a response body read: 64 KiB.
+ *
+ * @since 0.1.0
+ */
+export const DefaultMaxBodyBytes = 64 * 1024
+
+/**
+ * The signature header: `sha256=<hex>`.
+ *
+ * @since 0.1.0
+ */
+export const SignatureHeader = "X-Outbox-Signature"
+
+/**
+ * The timestamp header (unix seconds) covered by the signature.
+ *
+ * @since 0.1.0
+ */
+export const TimestampHeader = "X-Outbox-Timestamp"
+
+/**
+ * Whether an HTTP status is worth retrying: 3xx (not followed), 408, 429 and every 5xx.
+ *
+ * @since 0.1.0
+ */
+export const isRetryableStatus = (status: number): boolean =>
+  (status >= 300 && status < 400) || status === 408 || status === 429 || status >= 500
 
 /**
  * Parses a `Retry-After` value (delta seconds or an HTTP date) into milliseconds from `nowMillis`;
@@ -57,91 +110,290 @@ export const parseRetryAfter = (value: string | undefined, nowMillis: number): n
   return Number.isNaN(at) ? undefined : Math.max(0, at - nowMillis)
 }
 
-const classifyResponse = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<void, SendError> => {
-  const status = response.status
-  // drain the body so the connection can be reused; its content is not needed
-  const drain = Effect.ignore(response.arrayBuffer)
-  if (status >= 200 && status < 300) return drain
-  return Effect.gen(function* () {
-    yield* drain
-    const code = `http-${status}`
-    if (!isRetryableStatus(status)) {
-      return yield* new SendError({ retryable: false, code, message: `webhook answered ${status}` })
-    }
-    const now = yield* Clock.currentTimeMillis
-    const retryAfterMillis = parseRetryAfter(Option.getOrUndefined(Headers.get(response.headers, "retry-after")), now)
-    return yield* new SendError({
-      retryable: true,
-      code,
-      message: `webhook answered ${status}`,
-      ...(retryAfterMillis !== undefined ? { retryAfterMillis } : {})
-    })
-  })
-}
-
-const classifyError = (error: HttpClientError.HttpClientError): SendError => {
-  if (error._tag === "RequestError") {
-    return error.reason === "Transport"
-      ? new SendError({ retryable: true, code: "connection", message: error.message })
-      : new SendError({
-          retryable: false,
-          code: error.reason === "Encode" ? "encode" : "invalid-url",
-          message: error.message
-        })
-  }
-  return new SendError({ retryable: true, code: "response", message: error.message })
-}
-
 /**
- * Builds the sink from the `HttpClient` in context.
+ * The signature of a request body: `sha256=` + hex of HMAC-SHA256(secret, `${timestamp}.${body}`).
  *
  * @since 0.1.0
  */
-export const make = (options: WebhookSinkOptions = {}): Effect.Effect<Sink["Type"], never, HttpClient.HttpClient> =>
+export const sign = (secret: string, timestamp: number, body: string): string =>
+  `sha256=${createHmac("sha256", secret).update(`${timestamp}.${body}`).digest("hex")}`
+
+const headerName = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+$/
+const reservedHeaders = new Set([
+  "idempotency-key",
+  "content-type",
+  "content-length",
+  "transfer-encoding",
+  "host",
+  "connection",
+  SignatureHeader.toLowerCase(),
+  TimestampHeader.toLowerCase()
+])
+
+/**
+ * The problems of a set of configured headers (empty when valid): names must be HTTP tokens, values must
+ * not hold CR, LF or NUL, and headers the sink sets itself are refused. Values are never quoted.
+ *
+ * @since 0.1.0
+ */
+export const headerProblems = (headers: Readonly<Record<string, string>>): ReadonlyArray<string> =>
+  Object.entries(headers).flatMap(([name, value]) => {
+    if (!headerName.test(name)) return [`header name ${JSON.stringify(name)} is not a valid HTTP header name`]
+    if (/[\r\n\0]/.test(value)) return [`header ${name} has a value with CR, LF or NUL`]
+    if (reservedHeaders.has(name.toLowerCase())) return [`header ${name} is set by the sink and cannot be configured`]
+    return []
+  })
+
+interface Target {
+  /** The URL requested (without userinfo). */
+  readonly url: string
+  /** The URL for logs and messages. */
+  readonly redacted: string
+  readonly authorization: Option.Option<string>
+  readonly scrub: (text: string) => string
+}
+
+/** Parses a destination URL; userinfo becomes a Basic `Authorization` value. */
+const parseTarget = (text: string): Either.Either<Target, string> => {
+  let parsed: URL
+  try {
+    parsed = new URL(text)
+  } catch {
+    return Either.left(`${Redact.url(text)} is not a URL`)
+  }
+  const redacted = Redact.url(text)
+  if (parsed.protocol !== "http:" && parsed.protocol !== "https:") {
+    return Either.left(`${redacted} is not an http:// or https:// URL`)
+  }
+  const authorization =
+    parsed.username === "" && parsed.password === ""
+      ? Option.none()
+      : Option.some(
+          `Basic ${Buffer.from(`${decodeURIComponent(parsed.username)}:${decodeURIComponent(parsed.password)}`).toString("base64")}`
+        )
+  parsed.username = ""
+  parsed.password = ""
+  return Either.right({ url: parsed.href, redacted, authorization, scrub: Redact.scrubber(text, parsed.href) })
+}
+
+const hasHeader = (headers: Readonly<Record<string, string>>, name: string): boolean =>
+  Object.keys(headers).some((key) => key.toLowerCase() === name)
+
+/**
+ * Builds the sink from the `HttpClient` in context; fails with `InvalidConfiguration` for an invalid
+ * URL or header, or a URL with userinfo together with a configured `Authorization` header.
+ *
+ * @since 0.1.0
+ */
+export const make = (
+  options: WebhookSinkOptions = {}
+): Effect.Effect<Sink["Type"], InvalidConfiguration, HttpClient.HttpClient> =>
   Effect.gen(function* () {
     const client = yield* HttpClient.HttpClient
     const timeout = Duration.decode(options.timeout ?? "10 seconds")
+    const bodyTimeout = Duration.decode(options.bodyTimeout ?? "2 seconds")
+    const maxBodyBytes = Math.max(0, Math.floor(options.maxBodyBytes ?? DefaultMaxBodyBytes))
+    const maxRetryAfterMillis = Duration.toMillis(options.maxRetryAfter ?? DefaultMaxRetryAfter)
     const extra = options.headers ?? {}
-    const send = (record: OutboxRecord): Effect.Effect<void, SendError> => {
-      const url = options.url ?? record.address
-      if (url.length === 0) {
-        return Effect.fail(
-          new SendError({ retryable: false, code: "no-address", message: `record ${record.id} has no address` })
-        )
+    const secret = Option.map(Option.fromNullable(options.signingSecret), (value) =>
+      typeof value === "string" ? value : Redacted.value(value)
+    )
+    const configuredAuthorization = hasHeader(extra, "authorization")
+
+    const problems = [...headerProblems(extra)]
+    const fixed = Option.flatMap(Option.fromNullable(options.url), (url) =>
+      Either.match(parseTarget(url), {
+        onLeft: (problem) => {
+          problems.push(problem)
+          return Option.none()
+        },
+        onRight: (target) => {
+          if (Option.isSome(target.authorization) && configuredAuthorization) {
+            problems.push(`${target.redacted} has credentials and an Authorization header is configured too`)
+          }
+          return Option.some(target)
+        }
+      })
+    )
+    if (Option.isSome(secret) && secret.value.length === 0) problems.push("the signing secret is empty")
+    if (problems.length > 0) return yield* new InvalidConfiguration({ component: "WebhookSink", problems })
+
+    const permanent = (code: string, message: string) => new SendError({ retryable: false, code, message })
+
+    const targetOf = (record: OutboxRecord): Either.Either<Target, SendError> => {
+      if (Option.isSome(fixed)) return Either.right(fixed.value)
+      if (record.address.length === 0) {
+        return Either.left(permanent("no-address", `record ${record.id} has no address`))
       }
-      const request = HttpClientRequest.post(url).pipe(
-        HttpClientRequest.setHeaders(extra),
-        HttpClientRequest.setHeader("Idempotency-Key", record.id),
-        HttpClientRequest.bodyUnsafeJson(toJson(record))
-      )
-      return client.execute(request).pipe(
-        Effect.mapError(classifyError),
-        Effect.flatMap(classifyResponse),
-        Effect.timeoutFail({
-          duration: timeout,
-          onTimeout: () =>
-            new SendError({
-              retryable: true,
-              code: "timeout",
-              message: `webhook did not answer within ${Duration.format(timeout)}`
-            })
-        })
+      return parseTarget(record.address).pipe(
+        Either.mapLeft((problem) => permanent("invalid-url", `record ${record.id}: ${problem}`)),
+        Either.filterOrLeft(
+          (target) => Option.isNone(target.authorization) || !configuredAuthorization,
+          (target) =>
+            permanent(
+              "invalid-url",
+              `record ${record.id}: ${target.redacted} has credentials and an Authorization header is configured too`
+            )
+        )
       )
     }
+
+    /** Reads at most `maxBodyBytes` within `bodyTimeout`; the connection is dropped when more remains. */
+    const readPrefix = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<Option.Option<Uint8Array>> =>
+      response.stream.pipe(
+        Stream.runFoldWhile(
+          { chunks: new Array<Uint8Array>(), size: 0 },
+          (state) => state.size < maxBodyBytes,
+          (state, chunk) => {
+            state.chunks.push(chunk)
+            return { chunks: state.chunks, size: state.size + chunk.length }
+          }
+        ),
+        Effect.map((state) => Buffer.concat(state.chunks).subarray(0, maxBodyBytes)),
+        Effect.timeout(bodyTimeout),
+        Effect.option
+      )
+
+    const excerpt = (body: Option.Option<Uint8Array>, target: Target): string =>
+      Option.match(body, {
+        onNone: () => "",
+        onSome: (bytes) => {
+          const text = target.scrub(Buffer.from(bytes).toString("utf8").replace(/\s+/g, " ").trim())
+          if (text.length === 0) return ""
+          return `: ${text.length > 200 ? `${text.slice(0, 200)}…` : text}`
+        }
+      })
+
+    const classifyResponse = (
+      response: HttpClientResponse.HttpClientResponse,
+      target: Target
+    ): Effect.Effect<void, SendError> =>
+      Effect.gen(function* () {
+        const status = response.status
+        const body = yield* readPrefix(response)
+        if (status >= 200 && status < 300) return
+        const code = `http-${status}`
+        const answered = `webhook ${target.redacted} answered ${status}${excerpt(body, target)}`
+        if (status >= 300 && status < 400) {
+          const location = Option.getOrUndefined(Headers.get(response.headers, "location"))
+          const redactedLocation = location === undefined ? "(no location)" : Redact.url(resolve(location, target.url))
+          yield* Effect.logWarning("webhook answered a redirect; redirects are not followed, fix the URL").pipe(
+            Effect.annotateLogs({ url: target.redacted, status, location: redactedLocation })
+          )
+          return yield* new SendError({
+            retryable: true,
+            code,
+            message: `webhook ${target.redacted} redirected (${status}) to ${redactedLocation}; not followed`
+          })
+        }
+        if (!isRetryableStatus(status)) return yield* permanent(code, answered)
+        const now = yield* Clock.currentTimeMillis
+        const asked = parseRetryAfter(Option.getOrUndefined(Headers.get(response.headers, "retry-after")), now)
+        if (asked !== undefined && asked > maxRetryAfterMillis) {
+          yield* Effect.logWarning("webhook Retry-After above the cap; capped").pipe(
+            Effect.annotateLogs({
+              url: target.redacted,
+              status,
+              retryAfterMillis: asked,
+              capMillis: maxRetryAfterMillis
+            })
+          )
+        }
+        const retryAfterMillis = asked === undefined ? undefined : Math.min(asked, maxRetryAfterMillis)
+        return yield* new SendError({
+          retryable: true,
+          code,
+          message: answered,
+          ...(retryAfterMillis !== undefined ? { retryAfterMillis } : {})
+        })
+      })
+
+    const classifyError = (error: HttpClientError.HttpClientError, target: Target): SendError => {
+      const cause = "cause" in error && error.cause !== undefined ? causeText(error.cause) : error.reason
+      const message = `webhook ${target.redacted}: ${target.scrub(cause)}`
+      if (error._tag === "RequestError") {
+        return error.reason === "Transport"
+          ? new SendError({ retryable: true, code: "connection", message })
+          : permanent(error.reason === "Encode" ? "encode" : "invalid-url", message)
+      }
+      return new SendError({ retryable: true, code: "response", message })
+    }
+
+    const signed = (request: HttpClientRequest.HttpClientRequest, body: string) =>
+      Option.match(secret, {
+        onNone: () => Effect.succeed(request),
+        onSome: (key) =>
+          Effect.map(Clock.currentTimeMillis, (now) => {
+            const timestamp = Math.floor(now / 1000)
+            return HttpClientRequest.setHeaders(request, {
+              [TimestampHeader]: String(timestamp),
+              [SignatureHeader]: sign(key, timestamp, body)
+            })
+          })
+      })
+
+    const send = (record: OutboxRecord): Effect.Effect<void, SendError> =>
+      Either.match(targetOf(record), {
+        onLeft: (error) => Effect.fail(error),
+        onRight: (target) =>
+          Effect.gen(function* () {
+            const body = RecordJson.encode(record)
+            const base = HttpClientRequest.post(target.url).pipe(
+              HttpClientRequest.setHeaders(extra),
+              HttpClientRequest.setHeader("Idempotency-Key", record.id),
+              HttpClientRequest.bodyText(body, "application/json")
+            )
+            const authorized = Option.match(target.authorization, {
+              onNone: () => base,
+              onSome: (value) => HttpClientRequest.setHeader(base, "Authorization", value)
+            })
+            const request = yield* signed(authorized, body)
+            const response = yield* client.execute(request).pipe(
+              Effect.mapError((error) => classifyError(error, target)),
+              Effect.timeoutFail({
+                duration: timeout,
+                onTimeout: () =>
+                  new SendError({
+                    retryable: true,
+                    code: "timeout",
+                    message: `webhook ${target.redacted} did not answer within ${Duration.format(timeout)}`
+                  })
+              })
+            )
+            return yield* classifyResponse(response, target)
+          })
+      })
     return Sink.of({ send })
   })
+
+const resolve = (location: string, base: string): string => {
+  try {
+    return new URL(location, base).href
+  } catch {
+    return location
+  }
+}
+
+const causeText = (cause: unknown): string => {
+  if (cause instanceof Error) {
+    const inner = "cause" in cause && cause.cause instanceof Error ? ` (${cause.cause.message})` : ""
+    return `${cause.message}${inner}`
+  }
+  return String(cause)
+}
 
 /**
  * The webhook sink with options; requires an `HttpClient` (e.g. `NodeHttpClient.layerUndici`).
  *
  * @since 0.1.0
  */
-export const layerWith = (options: WebhookSinkOptions): Layer.Layer<Sink, never, HttpClient.HttpClient> =>
-  Layer.effect(Sink, make(options))
+export const layerWith = (
+  options: WebhookSinkOptions
+): Layer.Layer<Sink, InvalidConfiguration, HttpClient.HttpClient> => Layer.effect(Sink, make(options))
 
 /**
  * The webhook sink posting to each record's `address`.
  *
  * @since 0.1.0
  */
-export const layer: Layer.Layer<Sink, never, HttpClient.HttpClient> = layerWith({})
+export const layer: Layer.Layer<Sink, InvalidConfiguration, HttpClient.HttpClient> = layerWith({})

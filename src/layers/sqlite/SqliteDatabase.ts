@@ -42,13 +42,28 @@ export interface SqliteDatabaseOptions {
 export const isMemory = (filename: string): boolean =>
   filename === ":memory:" || filename === "" || filename.startsWith("file::memory:")
 
+/**
+ * Creates the missing directories above the file one level at a time, from the deepest existing one
+ * down. (A recursive `mkdirSync` loops forever on ENOENT under a path that cannot hold directories,
+ * such as `/proc/x/y.db`; this fails at once instead.)
+ */
+const makeParents = (directory: string): void => {
+  const missing: Array<string> = []
+  let current = directory
+  while (!fs.existsSync(current)) {
+    missing.push(current)
+    const parent = path.dirname(current)
+    if (parent === current) break
+    current = parent
+  }
+  for (const dir of missing.reverse()) fs.mkdirSync(dir)
+}
+
 const ensureParentDirectory = (filename: string): Effect.Effect<void, StoreUnavailable> =>
   isMemory(filename) || filename.startsWith("file:")
     ? Effect.void
     : Effect.try({
-        try: () => {
-          fs.mkdirSync(path.dirname(path.resolve(filename)), { recursive: true })
-        },
+        try: () => makeParents(path.dirname(path.resolve(filename))),
         catch: (cause) => new StoreUnavailable({ operation: "open", cause })
       })
 

@@ -1,46 +1,91 @@
 /**
  * `effect-outbox relay`: runs a relay over the configured store until SIGINT/SIGTERM, delivering to a
- * webhook or to stdout (JSON lines). On a signal the relay stops discovery, lets each drainer finish or
- * release its in-flight batch, and releases every lease before the process exits.
+ * webhook, NATS JetStream, RabbitMQ or stdout (JSON lines). On a signal the relay stops discovery, lets
+ * each drainer finish or release its in-flight batch, and releases every lease before the process exits.
+ * A stdout relay whose reader goes away (`relay stdout | head -n 3`) stops the same way and exits 0.
  *
- * The webhook sink and its HTTP client are imported only when a relay delivers to a webhook.
+ * Each sink (with its client: HTTP, `nats`, `amqplib`) is imported only when a relay delivers to it.
  *
  * @since 0.1.0
  */
 import * as Args from "@effect/cli/Args"
 import * as Command from "@effect/cli/Command"
 import * as Options from "@effect/cli/Options"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
+import * as Redact from "../../layers/sinks/Redact.js"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
+import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
 import { httpFlagEntries, httpOptions, opsApp, serve } from "./HttpOptions.js"
-import { httpConfig, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
+import { CliFailure, httpConfig, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
 
 /**
- * The sink layer for the settings (a webhook sink loads its HTTP client when the layer is built).
+ * The sink layer for the settings (a webhook sink loads its HTTP client when the layer is built). An
+ * invalid sink configuration (e.g. a header with CR/LF) is a {@link CliFailure} with exit code 2.
+ * `onStdoutClosed` runs when the reader of a stdout sink has gone away.
  *
  * @since 0.1.0
  */
-export const sinkLayer = (sink: SinkSettings): Layer.Layer<Sink> =>
-  sink._tag === "stdout"
-    ? StdoutSink.layer
-    : Layer.unwrapEffect(
+export const sinkLayer = (
+  sink: SinkSettings,
+  onStdoutClosed: Effect.Effect<void> = Effect.void
+): Layer.Layer<Sink, CliFailure> => {
+  const configured = (layer: Effect.Effect<Layer.Layer<Sink, InvalidConfiguration>>): Layer.Layer<Sink, CliFailure> =>
+    Layer.unwrapEffect(layer).pipe(Layer.mapError((error) => new CliFailure({ message: error.message, exitCode: 2 })))
+  switch (sink._tag) {
+    case "stdout":
+      return StdoutSink.layerWith({ onClosed: onStdoutClosed })
+    case "nats":
+      return configured(
+        Effect.map(
+          Effect.promise(() => import("../../layers/sinks/NatsSink.js")),
+          (NatsSink) =>
+            NatsSink.layer({
+              servers: sink.url,
+              subject: Option.getOrUndefined(sink.subject),
+              timeout: sink.timeout
+            })
+        )
+      )
+    case "rabbitmq":
+      return configured(
+        Effect.map(
+          Effect.promise(() => import("../../layers/sinks/RabbitMqSink.js")),
+          (RabbitMqSink) =>
+            RabbitMqSink.layer({
+              url: sink.url,
+              exchange: sink.exchange,
+              routingKey: Option.getOrUndefined(sink.routingKey),
+              timeout: sink.timeout
+            })
+        )
+      )
+    case "webhook":
+      return configured(
         Effect.map(
           Effect.promise(() =>
             Promise.all([import("../../layers/sinks/WebhookSink.js"), import("@effect/platform-node/NodeHttpClient")])
           ),
           ([WebhookSink, NodeHttpClient]) =>
-            WebhookSink.layerWith({ url: sink.url, timeout: sink.timeout }).pipe(
-              Layer.provide(NodeHttpClient.layerUndici)
-            )
+            WebhookSink.layerWith({
+              url: sink.url,
+              timeout: sink.timeout,
+              headers: sink.headers,
+              maxRetryAfter: sink.maxRetryAfter,
+              signingSecret: Option.getOrUndefined(sink.signingSecret)
+            }).pipe(Layer.provide(NodeHttpClient.layerUndici))
         )
       )
+  }
+}
 
 /**
  * The relay options for the settings.
@@ -55,7 +100,8 @@ export const relayOptions = (settings: RelaySettings): Relay.RelayOptions => ({
   drainer: { batchSize: settings.batchSize, maxConcurrency: settings.concurrency }
 })
 
-const describeSink = (sink: SinkSettings): string => (sink._tag === "stdout" ? "stdout" : `webhook ${sink.url}`)
+const describeSink = (sink: SinkSettings): string =>
+  sink._tag === "stdout" ? "stdout" : `${sink._tag} ${Redact.url(sink.url)}`
 
 /**
  * The `relay` command.
@@ -68,11 +114,49 @@ export const command = Command.make(
     ...storeOptions,
     sinkArg: Args.choice([
       ["webhook", "webhook"],
-      ["stdout", "stdout"]
-    ]).pipe(Args.withDescription("Where to deliver: webhook <url> | stdout (env OUTBOX_SINK_TYPE)"), Args.optional),
-    urlArg: Args.text({ name: "url" }).pipe(Args.withDescription("Webhook URL"), Args.optional),
+      ["stdout", "stdout"],
+      ["nats", "nats"],
+      ["rabbitmq", "rabbitmq"]
+    ]).pipe(
+      Args.withDescription(
+        "Where to deliver: webhook <url> | stdout | nats <url> | rabbitmq <url> (env OUTBOX_SINK_TYPE)"
+      ),
+      Args.optional
+    ),
+    urlArg: Args.text({ name: "url" }).pipe(
+      Args.withDescription("Webhook, NATS or RabbitMQ URL (credentials in it are never logged)"),
+      Args.optional
+    ),
     webhookUrl: Options.text("webhook-url").pipe(
       Options.withDescription("Webhook URL (env OUTBOX_SINK_URL)"),
+      Options.optional
+    ),
+    header: Options.text("header").pipe(
+      Options.withDescription(
+        'Webhook request header "Name: value", repeatable; never logged (env OUTBOX_SINK_HEADERS, lines)'
+      ),
+      Options.repeated
+    ),
+    signingSecret: Options.redacted("signing-secret").pipe(
+      Options.withDescription("Sign webhook requests with HMAC-SHA256 (env OUTBOX_SINK_SIGNING_SECRET)"),
+      Options.optional
+    ),
+    maxRetryAfter: Options.text("max-retry-after").pipe(
+      Options.withDescription('Largest webhook Retry-After honoured (default "60 seconds")'),
+      Options.optional
+    ),
+    subject: Options.text("subject").pipe(
+      Options.withDescription(
+        "NATS subject for records without an address; {partitionKey}, {routeId} (env OUTBOX_SINK_SUBJECT)"
+      ),
+      Options.optional
+    ),
+    exchange: Options.text("exchange").pipe(
+      Options.withDescription('RabbitMQ exchange for addresses without one (default "", env OUTBOX_SINK_EXCHANGE)'),
+      Options.optional
+    ),
+    routingKey: Options.text("routing-key").pipe(
+      Options.withDescription("RabbitMQ routing key for records without an address (env OUTBOX_SINK_ROUTING_KEY)"),
       Options.optional
     ),
     owner: Options.text("owner").pipe(
@@ -111,6 +195,12 @@ export const command = Command.make(
           ...flagEntries([
             ["sink.type", Option.orElse(flags.sinkArg, () => Option.as(url, "webhook"))],
             ["sink.url", url],
+            ["sink.headers", flags.header.length === 0 ? Option.none() : Option.some(flags.header.join("\n"))],
+            ["sink.signingSecret", Option.map(flags.signingSecret, Redacted.value)],
+            ["sink.maxRetryAfter", flags.maxRetryAfter],
+            ["sink.subject", flags.subject],
+            ["sink.exchange", flags.exchange],
+            ["sink.routingKey", flags.routingKey],
             ["relay.owner", flags.owner],
             ["relay.maxPartitions", flags.maxPartitions],
             ["relay.leaseTtl", flags.leaseTtl],
@@ -123,6 +213,7 @@ export const command = Command.make(
       const settings = yield* load(relayConfig, provider)
       const http = yield* load(httpConfig, provider)
       const running = yield* Ref.make(false)
+      const stdoutClosed = yield* Deferred.make<void>()
       const run = Effect.gen(function* () {
         yield* Relay.start(relayOptions(settings))
         yield* Ref.set(running, true)
@@ -140,8 +231,12 @@ export const command = Command.make(
             leaseTtl: Duration.format(settings.leaseTtl)
           })
         )
-        return yield* Effect.never
+        yield* Deferred.await(stdoutClosed)
+        yield* Effect.logInfo("the reader of stdout has gone away; stopping the relay")
       })
-      return yield* withStores(store, Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink))))
+      return yield* withStores(
+        store,
+        Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink, Deferred.succeed(stdoutClosed, undefined))))
+      )
     })
 ).pipe(Command.withDescription("Run a relay: lease partitions, deliver their records, until SIGINT/SIGTERM"))

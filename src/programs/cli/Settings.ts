@@ -18,6 +18,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as HashSet from "effect/HashSet"
 import * as Option from "effect/Option"
+import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -135,12 +136,54 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
 })
 
 /**
+ * Settings of the webhook sink (see `WebhookSink`): `headers` and `signingSecret` are never logged.
+ *
+ * @since 0.1.0
+ */
+export interface WebhookSettings {
+  readonly _tag: "webhook"
+  readonly url: string
+  readonly timeout: Duration.Duration
+  /** Request headers, from `sink.headers` lines `Name: value` (flag `--header`, repeatable). */
+  readonly headers: Readonly<Record<string, string>>
+  readonly signingSecret: Option.Option<Redacted.Redacted<string>>
+  readonly maxRetryAfter: Duration.Duration
+}
+
+/**
+ * Settings of the NATS JetStream sink (see `NatsSink`).
+ *
+ * @since 0.1.0
+ */
+export interface NatsSettings {
+  readonly _tag: "nats"
+  readonly url: string
+  /** The subject for records without an address (`sink.subject`). */
+  readonly subject: Option.Option<string>
+  readonly timeout: Duration.Duration
+}
+
+/**
+ * Settings of the RabbitMQ sink (see `RabbitMqSink`).
+ *
+ * @since 0.1.0
+ */
+export interface RabbitMqSettings {
+  readonly _tag: "rabbitmq"
+  readonly url: string
+  /** The exchange for addresses without one (`sink.exchange`, default the default exchange). */
+  readonly exchange: string
+  /** The routing key for records without an address (`sink.routingKey`). */
+  readonly routingKey: Option.Option<string>
+  readonly timeout: Duration.Duration
+}
+
+/**
  * The sink a relay delivers to.
  *
  * @since 0.1.0
  */
-export type SinkSettings =
-  { readonly _tag: "webhook"; readonly url: string; readonly timeout: Duration.Duration } | { readonly _tag: "stdout" }
+export type SinkSettings = WebhookSettings | NatsSettings | RabbitMqSettings | { readonly _tag: "stdout" }
 
 /**
  * Relay tuning.
@@ -157,39 +200,101 @@ export interface RelaySettings {
   readonly sink: SinkSettings
 }
 
-const urlConfig = trimmed.pipe(
-  Config.validate({
-    message: "Expected an http:// or https:// URL",
-    validation: (url) => {
-      try {
-        const parsed = new URL(url)
-        return parsed.protocol === "http:" || parsed.protocol === "https:"
-      } catch {
-        return false
-      }
+const urlConfig = Config.nested(trimmed, "url").pipe(Config.nested("sink"))
+
+const schemes = { webhook: ["http:", "https:"], nats: ["nats:", "tls:"], rabbitmq: ["amqp:", "amqps:"] } as const
+
+/** Whether `url` parses with one of the sink's schemes (the URL itself is never quoted: it may hold secrets). */
+const checkUrl = (type: keyof typeof schemes, url: string): Either.Either<string, ConfigError.ConfigError> => {
+  const allowed: ReadonlyArray<string> = schemes[type]
+  try {
+    if (allowed.includes(new URL(url).protocol)) return Either.right(url)
+  } catch {
+    // not a URL at all
+  }
+  return Either.left(
+    ConfigError.InvalidData(["sink", "url"], `Expected an ${allowed.map((scheme) => `${scheme}//`).join(" or ")} URL`)
+  )
+}
+
+/**
+ * Parses header lines `Name: value` (blank lines ignored); a line without a colon is a `ConfigError`
+ * naming its position, never its text (it may hold a secret).
+ *
+ * @since 0.1.0
+ */
+export const parseHeaderLines = (
+  lines: ReadonlyArray<string>
+): Either.Either<Readonly<Record<string, string>>, ConfigError.ConfigError> => {
+  const headers: Record<string, string> = {}
+  let index = 0
+  for (const line of lines) {
+    index += 1
+    if (line.trim().length === 0) continue
+    const colon = line.indexOf(":")
+    if (colon <= 0) {
+      return Either.left(
+        ConfigError.InvalidData(["sink", "headers"], `header line ${index} is not of the form "Name: value"`)
+      )
     }
-  }),
-  Config.nested("url"),
-  Config.nested("sink")
+    headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim()
+  }
+  return Either.right(headers)
+}
+
+const headersConfig: Config.Config<Readonly<Record<string, string>>> = Config.string("headers").pipe(
+  Config.map((text) => text.split("\n")),
+  Config.orElse(() => Config.array(Config.string(), "headers")),
+  Config.nested("sink"),
+  Config.withDefault<ReadonlyArray<string>>([]),
+  Config.mapOrFail(parseHeaderLines)
 )
 
 const sinkConfig: Config.Config<SinkSettings> = Config.all({
-  type: Config.literal("webhook", "stdout")("type").pipe(Config.nested("sink"), Config.withDefault("webhook" as const)),
+  type: Config.literal(
+    "webhook",
+    "stdout",
+    "nats",
+    "rabbitmq"
+  )("type").pipe(Config.nested("sink"), Config.withDefault("webhook" as const)),
   url: Config.option(urlConfig),
-  timeout: positiveDuration("timeout", "10 seconds").pipe(Config.nested("sink"))
+  timeout: positiveDuration("timeout", "10 seconds").pipe(Config.nested("sink")),
+  headers: headersConfig,
+  signingSecret: Config.option(Config.redacted("signingSecret").pipe(Config.nested("sink"))),
+  maxRetryAfter: positiveDuration("maxRetryAfter", "60 seconds").pipe(Config.nested("sink")),
+  subject: Config.option(nonEmpty("subject").pipe(Config.nested("sink"))),
+  exchange: Config.string("exchange").pipe(Config.nested("sink"), Config.withDefault("")),
+  routingKey: Config.option(nonEmpty("routingKey").pipe(Config.nested("sink")))
 }).pipe(
-  Config.mapOrFail(({ timeout, type, url }) => {
+  Config.mapOrFail(({ exchange, routingKey, subject, type, url, ...webhook }) => {
     if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
     return Option.match(url, {
       onNone: () =>
-        Either.left(ConfigError.MissingData(["sink", "url"], "a webhook sink needs a URL (--webhook-url, sink.url)")),
-      onSome: (value) => Either.right<SinkSettings>({ _tag: "webhook", url: value, timeout })
+        Either.left(
+          ConfigError.MissingData(
+            ["sink", "url"],
+            type === "webhook" ? "a webhook sink needs a URL (--webhook-url, sink.url)" : `a ${type} sink needs a URL`
+          )
+        ),
+      onSome: (value) =>
+        Either.map(checkUrl(type, value), (checked): SinkSettings => {
+          switch (type) {
+            case "webhook":
+              return { _tag: "webhook", url: checked, ...webhook }
+            case "nats":
+              return { _tag: "nats", url: checked, subject, timeout: webhook.timeout }
+            case "rabbitmq":
+              return { _tag: "rabbitmq", url: checked, exchange, routingKey, timeout: webhook.timeout }
+          }
+        })
     })
   })
 )
 
 /**
- * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`).
+ * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`;
+ * webhook `sink.headers`, `sink.signingSecret`, `sink.maxRetryAfter`; NATS `sink.subject`; RabbitMQ
+ * `sink.exchange`, `sink.routingKey`).
  *
  * @since 0.1.0
  */

@@ -1,0 +1,223 @@
+/**
+ * A NATS JetStream sink on npm `nats` (SPEC §10): each record's payload is published to a subject with
+ * `Nats-Msg-Id` = record id, so the stream's duplicate window removes a relay's re-sends; a send succeeds
+ * only on the stream's publish ack.
+ *
+ * - Subject: the record's `address`, else the configured `subject`; both may hold `{partitionKey}` and
+ *   `{routeId}`.
+ * - Headers: the record's headers plus `Outbox-Partition`, `Outbox-Ordering-Key` (when set) and
+ *   `Outbox-Envelope-Id`.
+ * - Permanent: no stream captures the subject, permission denied, an invalid subject or header, a payload
+ *   over the server's limit, a JetStream API error below 500. Transient: timeouts, disconnects,
+ *   `503 no responders` while a stream for the subject exists, every other failure.
+ * - One connection per layer, reconnecting without limit; credentials in the URL are passed to the
+ *   client as options and appear in logs only redacted.
+ *
+ * @since 0.1.0
+ */
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
+import { connect, headers as natsHeaders, type JetStreamManager, type MsgHdrs, type NatsConnection } from "nats"
+import { InvalidConfiguration } from "../../domain/OutboxError.js"
+import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import { SendError, Sink } from "../../services/Sink.js"
+import * as BrokerUrl from "./BrokerUrl.js"
+
+/**
+ * Options of the NATS sink.
+ *
+ * @since 0.1.0
+ */
+export interface NatsSinkOptions {
+  /** The server URL(s), `nats://[user:pass@]host:port` (a lone username is a token). */
+  readonly servers: string | ReadonlyArray<string>
+  /** The subject when a record has no `address`; may hold `{partitionKey}` and `{routeId}`. */
+  readonly subject?: string | undefined
+  /** Time to wait for the stream's ack (default 5 seconds); a timeout is transient. */
+  readonly timeout?: Duration.DurationInput | undefined
+  /** The connection name shown by the server (default `effect-outbox`). */
+  readonly name?: string | undefined
+}
+
+/**
+ * Expands `{partitionKey}` and `{routeId}` in a subject template.
+ *
+ * @since 0.1.0
+ */
+export const subjectFor = (template: string, record: OutboxRecord): string =>
+  template.replaceAll("{partitionKey}", record.partitionKey).replaceAll("{routeId}", record.routeId)
+
+/**
+ * Whether a subject can be published to: dot-separated non-empty tokens without whitespace or wildcards.
+ *
+ * @since 0.1.0
+ */
+export const isValidSubject = (subject: string): boolean =>
+  subject.split(".").every((token) => token.length > 0 && !/[\s*>]/.test(token))
+
+interface NatsFailure {
+  readonly code: string
+  readonly message: string
+  readonly apiCode: number | undefined
+  readonly permission: boolean
+}
+
+const failureOf = (error: unknown): NatsFailure => {
+  const message = error instanceof Error ? error.message : String(error)
+  if (typeof error !== "object" || error === null)
+    return { code: "UNKNOWN", message, apiCode: undefined, permission: false }
+  const code = "code" in error && typeof error.code === "string" ? error.code : "UNKNOWN"
+  const api =
+    "api_error" in error && typeof error.api_error === "object" && error.api_error !== null
+      ? error.api_error
+      : undefined
+  const apiCode = api !== undefined && "code" in api && typeof api.code === "number" ? api.code : undefined
+  const permission = code === "PERMISSIONS_VIOLATION" || code === "AUTHORIZATION_VIOLATION"
+  return { code, message, apiCode, permission }
+}
+
+const permanentCodes = new Set(["BAD_SUBJECT", "BAD_HEADER", "BAD_PAYLOAD", "INVALID_PAYLOAD", "MAX_PAYLOAD_EXCEEDED"])
+
+const headersOf = (record: OutboxRecord): MsgHdrs => {
+  const h = natsHeaders()
+  for (const [name, value] of Object.entries(record.headers)) h.set(name, value)
+  h.set("Outbox-Partition", record.partitionKey)
+  h.set("Outbox-Envelope-Id", record.envelopeId)
+  if (Option.isSome(record.orderingKey)) h.set("Outbox-Ordering-Key", record.orderingKey.value)
+  return h
+}
+
+/**
+ * Connects and builds the sink; the connection is closed with the scope. Fails with
+ * `InvalidConfiguration` for an invalid URL or subject template.
+ *
+ * @since 0.1.0
+ */
+export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], InvalidConfiguration, Scope.Scope> =>
+  Effect.gen(function* () {
+    const urls = typeof options.servers === "string" ? [options.servers] : options.servers
+    const parsed = urls.map((url) => BrokerUrl.parse(url, ["nats:", "tls:"]))
+    const problems = parsed.flatMap((each) => (Either.isLeft(each) ? [each.left] : []))
+    if (urls.length === 0) problems.push("no NATS server URL given")
+    if (options.subject !== undefined && options.subject.trim().length === 0)
+      problems.push("the default subject is empty")
+    if (problems.length > 0) return yield* new InvalidConfiguration({ component: "NatsSink", problems })
+    const servers = parsed.flatMap((each) => (Either.isRight(each) ? [each.right] : []))
+    const first = servers[0]
+    const user = Option.flatMap(Option.fromNullable(first), (s) => s.username)
+    const pass = Option.flatMap(Option.fromNullable(first), (s) => s.password)
+    const redacted = servers.map((s) => s.redacted).join(",")
+    const auth = Option.isSome(user)
+      ? Option.isSome(pass)
+        ? { user: user.value, pass: pass.value }
+        : { token: user.value }
+      : {}
+    const timeoutMillis = Duration.toMillis(options.timeout ?? "5 seconds")
+
+    const nc: NatsConnection = yield* Effect.acquireRelease(
+      Effect.promise(() =>
+        connect({
+          servers: servers.map(
+            (s) => `${s.url.protocol}//${s.url.hostname}:${s.url.port === "" ? "4222" : s.url.port}`
+          ),
+          name: options.name ?? "effect-outbox",
+          waitOnFirstConnect: true,
+          maxReconnectAttempts: -1,
+          reconnectTimeWait: 250,
+          ...auth
+        })
+      ),
+      (connection) => Effect.promise(() => connection.close())
+    )
+    yield* Effect.logInfo("NATS sink connected").pipe(Effect.annotateLogs({ servers: redacted }))
+    const js = nc.jetstream({ timeout: timeoutMillis })
+    const jsm: JetStreamManager = yield* Effect.promise(() =>
+      nc.jetstreamManager({ checkAPI: false, timeout: timeoutMillis })
+    )
+
+    /** After `503 no responders`: permanent when no stream captures the subject, transient otherwise. */
+    const noResponders = (subject: string, message: string): Effect.Effect<never, SendError> =>
+      Effect.tryPromise({ try: () => jsm.streams.find(subject), catch: (error) => error }).pipe(
+        Effect.matchEffect({
+          onSuccess: () =>
+            Effect.fail(
+              new SendError({ retryable: true, code: "no-responders", message: `NATS ${redacted}: ${message}` })
+            ),
+          onFailure: (error) =>
+            failureOf(error).message.includes("no stream matches subject")
+              ? Effect.fail(
+                  new SendError({
+                    retryable: false,
+                    code: "no-stream",
+                    message: `no JetStream stream captures subject ${subject}`
+                  })
+                )
+              : Effect.fail(
+                  new SendError({ retryable: true, code: "no-responders", message: `NATS ${redacted}: ${message}` })
+                )
+        })
+      )
+
+    const classify = (error: unknown, subject: string): Effect.Effect<never, SendError> => {
+      const failure = failureOf(error)
+      if (failure.code === "503") return noResponders(subject, failure.message)
+      const message = `NATS publish to ${subject}: ${failure.message}`
+      if (failure.permission)
+        return Effect.fail(new SendError({ retryable: false, code: "permission-denied", message }))
+      if (permanentCodes.has(failure.code)) {
+        return Effect.fail(new SendError({ retryable: false, code: failure.code.toLowerCase(), message }))
+      }
+      if (failure.apiCode !== undefined) {
+        return Effect.fail(
+          new SendError({ retryable: failure.apiCode >= 500, code: `jetstream-${failure.apiCode}`, message })
+        )
+      }
+      return Effect.fail(new SendError({ retryable: true, code: failure.code.toLowerCase(), message }))
+    }
+
+    const send = (record: OutboxRecord): Effect.Effect<void, SendError> => {
+      const template = record.address.length > 0 ? record.address : options.subject
+      if (template === undefined) {
+        return Effect.fail(
+          new SendError({ retryable: false, code: "no-address", message: `record ${record.id} has no subject` })
+        )
+      }
+      const subject = subjectFor(template, record)
+      if (!isValidSubject(subject)) {
+        return Effect.fail(
+          new SendError({
+            retryable: false,
+            code: "invalid-subject",
+            message: `record ${record.id}: ${JSON.stringify(subject)} is not a valid NATS subject`
+          })
+        )
+      }
+      return Effect.tryPromise({
+        try: () =>
+          Promise.resolve().then(() =>
+            js.publish(subject, record.payload, {
+              msgID: record.id,
+              headers: headersOf(record),
+              timeout: timeoutMillis
+            })
+          ),
+        catch: (error) => error
+      }).pipe(
+        Effect.catchAll((error) => classify(error, subject)),
+        Effect.asVoid
+      )
+    }
+    return Sink.of({ send })
+  })
+
+/**
+ * The NATS sink as a layer (one connection, closed when the layer is released).
+ *
+ * @since 0.1.0
+ */
+export const layer = (options: NatsSinkOptions): Layer.Layer<Sink, InvalidConfiguration> =>
+  Layer.scoped(Sink, make(options))

@@ -1,0 +1,8 @@
+/**
+ * effect-outbox/rabbitmq: the RabbitMQ (AMQP 0-9-1) sink (needs npm `amqplib` installed).
+ *
+ * @since 0.1.0
+ */
+
+/** RabbitMQ sink: confirm channel, `message_id` = record id, returned messages permanent. @since 0.1.0 */
+export * as RabbitMqSink from "./layers/sinks/RabbitMqSink.js"

@@ -1,0 +1,263 @@
+/**
+ * NatsSink against a real `nats-server -js` on 127.0.0.1 (started once per run by globalSetup; the
+ * restart test starts its own): per-key order at the consumer, exactly-once at the consumer through
+ * `Nats-Msg-Id`, a broker restart mid-drain, and permanent vs transient classification (SPEC §10).
+ */
+import { describe, expect, inject, it } from "@effect/vitest"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll } from "vitest"
+import { connect, type JetStreamManager, type NatsConnection } from "nats"
+import { OutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as NatsSink from "../src/layers/sinks/NatsSink.js"
+import { keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
+import { buildCli } from "./support/CliBundle.js"
+import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
+import { startNats } from "./support/NatsServer.js"
+
+const natsUrl = inject("natsUrl")
+const bundle = await buildCli()
+afterAll(() => bundle.remove())
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-nats-cli-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+const { run, spawnCli } = cliRunner(bundle, directory)
+
+/** An admin connection and a fresh stream capturing `<prefix>.>`; both removed afterwards. */
+const withStream = <A, E>(
+  url: string,
+  use: (prefix: string, jsm: JetStreamManager, nc: NatsConnection) => Effect.Effect<A, E>
+) =>
+  Effect.acquireUseRelease(
+    Effect.promise(async () => {
+      const nc = await connect({ servers: url, maxReconnectAttempts: -1, reconnectTimeWait: 100 })
+      const jsm = await nc.jetstreamManager()
+      const prefix = `t${crypto.randomBytes(4).toString("hex")}`
+      await jsm.streams.add({ name: prefix, subjects: [`${prefix}.>`], duplicate_window: 120_000_000_000 })
+      return { nc, jsm, prefix }
+    }),
+    ({ jsm, nc, prefix }) => use(prefix, jsm, nc),
+    ({ nc }) => Effect.promise(() => nc.close())
+  )
+
+interface Seen {
+  readonly id: string
+  readonly partition: string
+  readonly orderingKey: string
+  readonly subject: string
+  readonly body: string
+  readonly test: string
+}
+
+/** Every message of the stream, in stream order. */
+const readStream = (jsm: JetStreamManager, stream: string) =>
+  Effect.promise(async (): Promise<ReadonlyArray<Seen>> => {
+    const info = await jsm.streams.info(stream)
+    const seen: Array<Seen> = []
+    for (let seq = info.state.first_seq; seq <= info.state.last_seq && info.state.messages > 0; seq++) {
+      const message = await jsm.streams.getMessage(stream, { seq })
+      seen.push({
+        id: message.header.get("Nats-Msg-Id"),
+        partition: message.header.get("Outbox-Partition"),
+        orderingKey: message.header.get("Outbox-Ordering-Key"),
+        subject: message.subject,
+        body: new TextDecoder().decode(message.data),
+        test: message.header.get("x-test")
+      })
+    }
+    return seen
+  })
+
+const messageCount = (jsm: JetStreamManager, stream: string) =>
+  Effect.promise(() => jsm.streams.info(stream)).pipe(Effect.map((info) => info.state.messages))
+
+const record = (id: string, address: string, payload = new TextEncoder().encode("x")) =>
+  new OutboxRecord({
+    id,
+    partitionKey: "p",
+    envelopeId: `env-${id}`,
+    bindingId: "b",
+    routeId: "r",
+    address,
+    payload,
+    headers: {},
+    orderingKey: Option.none(),
+    createdAt: DateTime.unsafeMake(0),
+    expiresAt: Option.none(),
+    seq: 1,
+    status: "claimed",
+    claimedBy: Option.some("o"),
+    claimVersion: 1,
+    claimedAt: Option.none(),
+    firstAttemptedAt: Option.none(),
+    replayCount: 1,
+    completedAt: Option.none()
+  })
+
+const expectOrdered = (seen: ReadonlyArray<Seen>, partitions: ReadonlyArray<string>, perPartition: number) => {
+  const order = perKeyOrder(seen)
+  expect(order.size).toBe(partitions.length * 2)
+  for (const [, ids] of order) {
+    expect(ids).toEqual([...ids].sort())
+    expect(ids).toHaveLength(perPartition / 2)
+  }
+}
+
+describe("NatsSink", { timeout: 120_000 }, () => {
+  it.live("a relay publishes every record once, in per-key order, with Nats-Msg-Id = record id and headers", () =>
+    withStream(natsUrl, (prefix, jsm) =>
+      Effect.gen(function* () {
+        const partitions = ["a", "b", "c"]
+        const records = keyedRecords(partitions, 20)
+        const left = yield* relayUntil(
+          NatsSink.layer({ servers: natsUrl, subject: `${prefix}.{partitionKey}` }),
+          records,
+          Effect.map(messageCount(jsm, prefix), (n) => n >= 60)
+        )
+        expect(left).toBe(0)
+        const seen = yield* readStream(jsm, prefix)
+        expect(seen).toHaveLength(60)
+        expect(new Set(seen.map((m) => m.id)).size).toBe(60)
+        expectOrdered(seen, partitions, 20)
+        const first = seen.find((m) => m.id === "a-0000")
+        expect(first).toMatchObject({ subject: `${prefix}.a`, partition: "a", orderingKey: "k0", test: "yes" })
+        expect(JSON.parse(first?.body ?? "null")).toEqual({ partitionKey: "a", n: 0 })
+      })
+    )
+  )
+
+  it.live("re-sending the same record ids (a relay killed between publish and complete) is exactly-once", () =>
+    withStream(natsUrl, (prefix, jsm) =>
+      Effect.gen(function* () {
+        const sink = yield* NatsSink.make({ servers: natsUrl })
+        const records = ["r1", "r2", "r3"].map((id) => record(id, `${prefix}.x`))
+        yield* Effect.forEach(records, (r) => sink.send(r))
+        yield* Effect.forEach(records, (r) => sink.send(r))
+        yield* Effect.forEach(records, (r) => sink.send(r))
+        const seen = yield* readStream(jsm, prefix)
+        expect(seen.map((m) => m.id)).toEqual(["r1", "r2", "r3"])
+      }).pipe(Effect.scoped)
+    )
+  )
+
+  it.live("the broker restarted mid-drain: nothing lost, nothing duplicated, per-key order held", () =>
+    Effect.acquireUseRelease(
+      Effect.promise(() => startNats()),
+      (server) =>
+        withStream(server.url, (prefix, jsm) =>
+          Effect.gen(function* () {
+            const partitions = ["a", "b", "c", "d"]
+            const records = keyedRecords(partitions, 60)
+            const atRestart = { stored: 0 }
+            const left = yield* relayUntil(
+              NatsSink.layer({ servers: server.url, subject: `${prefix}.{partitionKey}`, timeout: "1 second" }),
+              records,
+              Effect.map(messageCount(jsm, prefix).pipe(Effect.timeout("2 seconds"), Effect.option), (n) =>
+                Option.exists(n, (count) => count >= 240)
+              ),
+              Effect.gen(function* () {
+                yield* Effect.map(messageCount(jsm, prefix), (n) => n >= 30).pipe(
+                  Effect.repeat({ until: (ok) => ok, schedule: Schedule.spaced("20 millis") })
+                )
+                atRestart.stored = yield* messageCount(jsm, prefix)
+                yield* Effect.promise(() => server.restart())
+              })
+            )
+            expect(left).toBe(0)
+            expect(atRestart.stored).toBeLessThan(240)
+            const seen = yield* readStream(jsm, prefix)
+            expect(new Set(seen.map((m) => m.id)).size).toBe(240)
+            expect(seen).toHaveLength(240)
+            expectOrdered(seen, partitions, 60)
+          })
+        ),
+      (server) => Effect.promise(() => server.dispose())
+    )
+  )
+
+  it.live(
+    "classification: no stream, a bad subject and an oversize payload are permanent; a stopped broker is transient",
+    () =>
+      Effect.acquireUseRelease(
+        Effect.promise(() => startNats()),
+        (server) =>
+          withStream(server.url, (prefix) =>
+            Effect.gen(function* () {
+              const sink = yield* NatsSink.make({ servers: server.url, timeout: "500 millis" })
+              const noStream = yield* Effect.flip(sink.send(record("n1", `nostream${prefix}.x`)))
+              expect(noStream).toMatchObject({ retryable: false, code: "no-stream" })
+              const badSubject = yield* Effect.flip(sink.send(record("n2", `${prefix}.has space`)))
+              expect(badSubject).toMatchObject({ retryable: false, code: "invalid-subject" })
+              const huge = yield* Effect.flip(sink.send(record("n3", `${prefix}.x`, new Uint8Array(2 * 1024 * 1024))))
+              expect(huge).toMatchObject({ retryable: false, code: "max_payload_exceeded" })
+              const noAddress = yield* Effect.flip(sink.send(record("n4", "")))
+              expect(noAddress).toMatchObject({ retryable: false, code: "no-address" })
+              yield* sink.send(record("n5", `${prefix}.x`))
+              yield* Effect.promise(() => server.stop())
+              const down = yield* Effect.flip(sink.send(record("n6", `${prefix}.x`)))
+              expect(down.retryable).toBe(true)
+            }).pipe(Effect.scoped)
+          ),
+        (server) => Effect.promise(() => server.dispose())
+      )
+  )
+
+  it.effect("an invalid URL or an empty subject is refused as configuration", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        Effect.scoped(NatsSink.make({ servers: "http://u:s3cret@127.0.0.1:1", subject: " " }))
+      )
+      expect(error._tag).toBe("InvalidConfiguration")
+      expect(error.problems).toEqual([
+        "http://***@127.0.0.1:1/ is not a nats:// or tls:// URL",
+        "the default subject is empty"
+      ])
+    })
+  )
+
+  it.live("relay nats <url> delivers through the CLI; the URL's credentials are never logged", () =>
+    withStream(natsUrl, (prefix, jsm) =>
+      Effect.promise(async () => {
+        const file = path.join(directory, `${prefix}.db`)
+        const input = ["a", "b"]
+          .flatMap((p) => [0, 1, 2].map((n) => ({ partitionKey: p, envelopeId: `e${n}`, bindingId: "b", payload: n })))
+          .map((r) => JSON.stringify(r))
+          .join("\n")
+        const enqueued = await run(["enqueue", "--sqlite-file", file], input)
+        expect(enqueued.code, enqueued.stderr).toBe(0)
+        const secretUrl = natsUrl.replace("nats://", "nats://natsuser:N-S3CRET@")
+        const relay = spawnCli([
+          "relay",
+          "nats",
+          secretUrl,
+          "--subject",
+          `${prefix}.{partitionKey}`,
+          "--sqlite-file",
+          file,
+          "--discovery-interval",
+          "200 millis"
+        ])
+        const { exited, output } = finish(relay)
+        await waitFor("6 messages", async () => (await jsm.streams.info(prefix)).state.messages >= 6)
+        relay.kill("SIGTERM")
+        expect(await exited).toBe(0)
+        expect(output.stderr).toContain(`sink="nats nats://***@127.0.0.1:${new URL(natsUrl).port}"`)
+        expect(output.stderr).not.toMatch(/S3CRET|natsuser/)
+        const subjects = (await Effect.runPromise(readStream(jsm, prefix))).map((m) => m.subject)
+        expect(subjects.filter((s) => s === `${prefix}.a`)).toHaveLength(3)
+      })
+    )
+  )
+
+  it.live("the effect-outbox/nats entry exports the sink", () =>
+    Effect.map(
+      Effect.promise(() => import("../src/nats.js")),
+      (entry) => expect(entry.NatsSink.layer).toBe(NatsSink.layer)
+    )
+  )
+})

@@ -1,0 +1,233 @@
+/**
+ * RabbitMqSink against a real RabbitMQ 3.10 on 127.0.0.1 (started by this file, see
+ * support/RabbitMqServer.ts): per-key order at the consumer, at-least-once with `message_id` = record id,
+ * the broker restarted mid-drain, and permanent vs transient classification (SPEC §10).
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+import { type Channel, connect } from "amqplib"
+import * as crypto from "node:crypto"
+import * as fs from "node:fs"
+import * as os from "node:os"
+import * as path from "node:path"
+import { afterAll } from "vitest"
+import { OutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
+import { allCompleted, keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
+import { buildCli } from "./support/CliBundle.js"
+import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
+import { startRabbitMq } from "./support/RabbitMqServer.js"
+
+const rabbit = await startRabbitMq()
+afterAll(() => rabbit.dispose())
+const bundle = await buildCli()
+afterAll(() => bundle.remove())
+const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-rabbitmq-cli-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+const { run, spawnCli } = cliRunner(bundle, directory)
+
+/** Runs `f` on a fresh admin channel (a broker restart closes connections: each use opens its own). */
+const admin = <A>(f: (channel: Channel) => Promise<A>) =>
+  Effect.promise(async () => {
+    const model = await connect(rabbit.url)
+    model.on("error", () => undefined)
+    try {
+      const channel = await model.createChannel()
+      channel.on("error", () => undefined)
+      return await f(channel)
+    } finally {
+      await model.close().catch(() => undefined)
+    }
+  })
+
+/** A fresh durable queue (its name is also the routing key on the default exchange). */
+const freshQueue = (args: Record<string, unknown> = {}) =>
+  admin(async (channel) => {
+    const queue = `q-${crypto.randomBytes(4).toString("hex")}`
+    await channel.assertQueue(queue, { durable: true, arguments: args })
+    return queue
+  })
+
+interface Seen {
+  readonly id: string
+  readonly partition: string
+  readonly orderingKey: string
+  readonly persistent: boolean
+  readonly test: unknown
+}
+
+/** Takes every message now in the queue. */
+const drain = (queue: string) =>
+  admin(async (channel) => {
+    const seen: Array<Seen> = []
+    for (;;) {
+      const message = await channel.get(queue, { noAck: true })
+      if (message === false) return seen
+      const headers: Record<string, unknown> = message.properties.headers ?? {}
+      seen.push({
+        id: String(message.properties.messageId),
+        partition: String(headers["Outbox-Partition"]),
+        orderingKey: String(headers["Outbox-Ordering-Key"]),
+        persistent: message.properties.deliveryMode === 2,
+        test: headers["x-test"]
+      })
+    }
+  })
+
+const depth = (queue: string) => admin(async (channel) => (await channel.checkQueue(queue)).messageCount)
+
+const record = (id: string, address: string) =>
+  new OutboxRecord({
+    id,
+    partitionKey: "p",
+    envelopeId: `env-${id}`,
+    bindingId: "b",
+    routeId: "r",
+    address,
+    payload: new TextEncoder().encode("x"),
+    headers: {},
+    orderingKey: Option.none(),
+    createdAt: DateTime.unsafeMake(0),
+    expiresAt: Option.none(),
+    seq: 1,
+    status: "claimed",
+    claimedBy: Option.some("o"),
+    claimVersion: 1,
+    claimedAt: Option.none(),
+    firstAttemptedAt: Option.none(),
+    replayCount: 1,
+    completedAt: Option.none()
+  })
+
+const expectOrdered = (seen: ReadonlyArray<Seen>, partitions: ReadonlyArray<string>, perPartition: number) => {
+  const order = perKeyOrder(seen)
+  expect(order.size).toBe(partitions.length * 2)
+  for (const [, ids] of order) {
+    expect(ids).toEqual([...ids].sort())
+    expect(ids).toHaveLength(perPartition / 2)
+  }
+}
+
+describe("RabbitMqSink", { timeout: 180_000 }, () => {
+  it.live("a relay publishes every record, persistent, in per-key order, with message_id = record id", () =>
+    Effect.gen(function* () {
+      const queue = yield* freshQueue()
+      const partitions = ["a", "b", "c"]
+      const left = yield* relayUntil(
+        RabbitMqSink.layer({ url: rabbit.url, routingKey: queue }),
+        keyedRecords(partitions, 20),
+        allCompleted(partitions)
+      )
+      expect(left).toBe(0)
+      const seen = yield* drain(queue)
+      expect(seen).toHaveLength(60)
+      expect(seen.every((m) => m.persistent && m.test === "yes")).toBe(true)
+      expectOrdered(seen, partitions, 20)
+    })
+  )
+
+  it.live("re-sent records arrive again with the same message_id (at least once, deduplicable)", () =>
+    Effect.gen(function* () {
+      const queue = yield* freshQueue()
+      const sink = yield* RabbitMqSink.make({ url: rabbit.url })
+      const records = ["r1", "r2"].map((id) => record(id, queue))
+      yield* Effect.forEach(records, (r) => sink.send(r))
+      yield* Effect.forEach(records, (r) => sink.send(r))
+      const seen = yield* drain(queue)
+      expect(seen.map((m) => m.id)).toEqual(["r1", "r2", "r1", "r2"])
+    }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "classification: unroutable and a missing exchange are permanent; a nack and a stopped broker transient",
+    () =>
+      Effect.gen(function* () {
+        const full = yield* freshQueue({ "x-max-length": 1, "x-overflow": "reject-publish" })
+        const sink = yield* RabbitMqSink.make({ url: rabbit.url, timeout: "3 seconds" })
+        const unroutable = yield* Effect.flip(sink.send(record("u1", `no-such-queue-${full}`)))
+        expect(unroutable).toMatchObject({ retryable: false, code: "unroutable" })
+        const noExchange = yield* Effect.flip(sink.send(record("u2", `no-such-exchange-${full}/key`)))
+        expect(noExchange).toMatchObject({ retryable: false, code: "not-found" })
+        yield* sink.send(record("u3", full))
+        const nack = yield* Effect.flip(sink.send(record("u4", full)))
+        expect(nack).toMatchObject({ retryable: true, code: "nack" })
+        const noAddress = yield* Effect.flip(sink.send(record("u5", "")))
+        expect(noAddress).toMatchObject({ retryable: false, code: "no-address" })
+        const bad = yield* Effect.flip(RabbitMqSink.make({ url: "http://user:s3cret@127.0.0.1:1" }))
+        expect(bad.problems).toEqual(["http://***@127.0.0.1:1/ is not a amqp:// or amqps:// URL"])
+      }).pipe(Effect.scoped)
+  )
+
+  it.live("the broker restarted mid-drain: nothing lost, per-key order held (first deliveries)", () =>
+    Effect.gen(function* () {
+      const queue = yield* freshQueue()
+      const partitions = ["a", "b", "c", "d"]
+      const atRestart = { stored: 0, down: undefined as unknown }
+      const left = yield* relayUntil(
+        RabbitMqSink.layer({ url: rabbit.url, routingKey: queue, timeout: "2 seconds" }),
+        keyedRecords(partitions, 60),
+        allCompleted(partitions),
+        Effect.gen(function* () {
+          yield* Effect.map(depth(queue), (n) => n >= 30).pipe(
+            Effect.repeat({ until: (ok) => ok, schedule: Schedule.spaced("20 millis") })
+          )
+          atRestart.stored = yield* depth(queue)
+          yield* Effect.sync(() => rabbit.stopApp())
+          const sink = yield* RabbitMqSink.make({ url: rabbit.url })
+          atRestart.down = yield* Effect.either(sink.send(record("down", queue)))
+          yield* Effect.sleep("300 millis")
+          yield* Effect.sync(() => rabbit.startApp())
+        }).pipe(Effect.scoped)
+      )
+      expect(left).toBe(0)
+      expect(atRestart.stored).toBeLessThan(240)
+      expect(atRestart.down).toMatchObject({ _tag: "Left", left: { retryable: true } })
+      const seen = yield* drain(queue)
+      expect(new Set(seen.map((m) => m.id)).size).toBe(240)
+      expectOrdered(seen, partitions, 60)
+    })
+  )
+
+  it.live("relay rabbitmq <url> delivers through the CLI; the URL's credentials are never logged", () =>
+    Effect.gen(function* () {
+      const queue = yield* freshQueue()
+      const file = path.join(directory, `${queue}.db`)
+      const input = [0, 1, 2, 3]
+        .map((n) => JSON.stringify({ partitionKey: "p", envelopeId: `e${n}`, bindingId: "b", payload: n }))
+        .join("\n")
+      const enqueued = yield* Effect.promise(() => run(["enqueue", "--sqlite-file", file], input))
+      expect(enqueued.code, enqueued.stderr).toBe(0)
+      const relay = spawnCli([
+        "relay",
+        "rabbitmq",
+        rabbit.url,
+        "--routing-key",
+        queue,
+        "--sqlite-file",
+        file,
+        "--discovery-interval",
+        "200 millis"
+      ])
+      const { exited, output } = finish(relay)
+      yield* Effect.promise(() =>
+        waitFor("4 messages", () => Effect.runPromise(Effect.map(depth(queue), (n) => n >= 4)))
+      )
+      relay.kill("SIGTERM")
+      expect(yield* Effect.promise(() => exited)).toBe(0)
+      expect(output.stderr).toContain(`sink="rabbitmq amqp://***@127.0.0.1:${new URL(rabbit.url).port}"`)
+      expect(output.stderr).not.toContain(":guest@")
+      const seen = yield* drain(queue)
+      expect(seen.map((m) => m.partition)).toEqual(["p", "p", "p", "p"])
+    })
+  )
+
+  it.live("the effect-outbox/rabbitmq entry exports the sink", () =>
+    Effect.map(
+      Effect.promise(() => import("../src/rabbitmq.js")),
+      (entry) => expect(entry.RabbitMqSink.layer).toBe(RabbitMqSink.layer)
+    )
+  )
+})

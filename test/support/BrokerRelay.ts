@@ -1,0 +1,99 @@
+/**
+ * Shared pieces of the broker sink tests: records with ordering keys, a relay over the memory store
+ * delivering through a given sink layer, and the per-key order check applied to what a consumer saw.
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schedule from "effect/Schedule"
+import { NewOutboxRecord } from "../../src/domain/OutboxRecord.js"
+import * as MemoryLeaseStore from "../../src/layers/memory/MemoryLeaseStore.js"
+import * as MemoryOutboxStore from "../../src/layers/memory/MemoryOutboxStore.js"
+import * as Relay from "../../src/programs/Relay.js"
+import { OutboxStore } from "../../src/services/OutboxStore.js"
+import type { Sink } from "../../src/services/Sink.js"
+
+/** `count` records per partition, keyed `k0`/`k1` alternately, ids `<partition>-<nnnn>`. */
+export const keyedRecords = (partitions: ReadonlyArray<string>, count: number): ReadonlyArray<NewOutboxRecord> =>
+  partitions.flatMap((partitionKey) =>
+    Array.from(
+      { length: count },
+      (_, n) =>
+        new NewOutboxRecord({
+          id: `${partitionKey}-${String(n).padStart(4, "0")}`,
+          partitionKey,
+          envelopeId: `env-${n}`,
+          bindingId: "b",
+          payload: new TextEncoder().encode(JSON.stringify({ partitionKey, n })),
+          headers: { "x-test": "yes" },
+          orderingKey: `k${n % 2}`
+        })
+    )
+  )
+
+/**
+ * Persists `records` and runs a relay over the memory store delivering through `sink` until `done`
+ * succeeds (polled every 100 ms); returns the number of records still pending or claimed after it stops.
+ */
+export const relayUntil = <E, E2, E3 = never>(
+  sink: Layer.Layer<Sink, E>,
+  records: ReadonlyArray<NewOutboxRecord>,
+  done: Effect.Effect<boolean, E2, OutboxStore>,
+  whileRunning: Effect.Effect<void, E3> = Effect.void
+) =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    yield* store.persist(records)
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        yield* Relay.start({
+          owner: "broker-test",
+          discoveryInterval: "100 millis",
+          drainer: {
+            onExpired: "drop",
+            onPermanentFailure: "drop",
+            onPoison: "drop",
+            maxReplayAttempts: 1_000,
+            idleBackoffMax: "200 millis"
+          }
+        })
+        yield* whileRunning
+        yield* done.pipe(
+          Effect.filterOrFail((ok) => ok),
+          Effect.retry(Schedule.spaced("100 millis").pipe(Schedule.upTo("90 seconds")))
+        )
+      })
+    )
+    const partitions = Array.from(new Set(records.map((r) => r.partitionKey)))
+    let left = 0
+    for (const partition of partitions) {
+      left += (yield* store.countPending(partition)) + (yield* store.countClaimed(partition))
+    }
+    return left
+  }).pipe(Effect.provide(Layer.mergeAll(MemoryOutboxStore.layer, MemoryLeaseStore.layer, sink)))
+
+/** Whether every record of these partitions is completed (none pending or claimed). */
+export const allCompleted = (partitions: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    for (const partition of partitions) {
+      if ((yield* store.countPending(partition)) + (yield* store.countClaimed(partition)) > 0) return false
+    }
+    return true
+  })
+
+/** The sequence of record ids per `(partition, orderingKey)` in the order a consumer saw them (first sight). */
+export const perKeyOrder = (
+  seen: ReadonlyArray<{ readonly id: string; readonly partition: string; readonly orderingKey: string }>
+): Map<string, Array<string>> => {
+  const byKey = new Map<string, Array<string>>()
+  const first = new Set<string>()
+  for (const message of seen) {
+    if (first.has(message.id)) continue
+    first.add(message.id)
+    const key = `${message.partition}/${message.orderingKey}`
+    const list = byKey.get(key) ?? []
+    list.push(message.id)
+    byKey.set(key, list)
+  }
+  return byKey
+}
