@@ -43,10 +43,7 @@ beforeAll(() =>
 afterAll(() =>
   Effect.runPromise(
     Effect.flatMap(DynamoDb.DynamoDb, (d) =>
-      Effect.all([d.deleteTable({ TableName: outboxTable }), d.deleteTable({ TableName: deadLetterTable })], {
-        concurrency: 2,
-        discard: true
-      })
+      Effect.forEach(tables, (TableName) => d.deleteTable({ TableName }), { concurrency: tables.length, discard: true })
     ).pipe(Effect.provide(dynamoLayer))
   )
 )

@@ -184,6 +184,24 @@ const leasesThatCannotRelease = Layer.effect(
 const dir = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-relay-"))
 const sharedFile = path.join(dir, "outbox.db")
 
+describe("Relay configuration", () => {
+  it.effect("refuses a lease ttl under 1 ms or not finite, and an empty owner, before leasing anything", () =>
+    Effect.gen(function* () {
+      for (const [owner, leaseTtl] of [
+        ["relay-x", "0 millis"],
+        ["relay-x", Duration.infinity],
+        ["", "30 seconds"]
+      ] as const) {
+        const error = yield* Effect.flip(Effect.scoped(Relay.start({ owner, leaseTtl, drainer: dropAll })))
+        expect(error._tag).toBe("InvalidConfiguration")
+        expect(error.component).toBe("Relay")
+      }
+      const leases = yield* LeaseStore
+      expect(Either.isLeft(yield* Effect.either(leases.current("p")))).toBe(true)
+    }).pipe(Effect.provide(memoryLayer))
+  )
+})
+
 describe("Relay (SQLite file, live clock)", () => {
   afterAll(() => fs.rmSync(dir, { recursive: true, force: true }))
 

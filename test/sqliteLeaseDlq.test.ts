@@ -381,6 +381,32 @@ describe("SqliteDeadLetterStore", () => {
     }).pipe(Effect.provide(dlqOn(":memory:")))
   )
 
+  it.live("§5 a lock failure inside a redrive retries the whole transaction: each entry is redriven once", () => {
+    const faults: BusySqlClient.BusyFaults = {
+      ...BusySqlClient.makeFaults(),
+      match: (sql) => /^\s*DELETE\b[\s\S]*outbox_dead_letter\b/i.test(sql)
+    }
+    const layer = SqliteDeadLetterStore.layer.pipe(
+      Layer.provideMerge(SqliteOutboxStore.layer),
+      Layer.provideMerge(BusySqlClient.layer(faults, BusySqlClient.seededRandom(5))),
+      Layer.provide(database())
+    )
+    return Effect.gen(function* () {
+      const dlq = yield* DeadLetterStore
+      const outbox = yield* OutboxStore
+      yield* dlq.write(entry("r1", 1_000, { partitionKey: "p" }))
+      yield* dlq.write(entry("r2", 2_000, { partitionKey: "p" }))
+      faults.enabled = true
+      faults.burst = 2
+      const ids = yield* dlq.redrive(["r1", "r2"])
+      faults.enabled = false
+      expect(faults.busy + faults.locked).toBe(2)
+      expect(ids).toHaveLength(2)
+      expect(yield* outbox.countPending("p")).toBe(2)
+      expect(yield* dlq.list({})).toEqual([])
+    }).pipe(Effect.provide(layer))
+  })
+
   it.effect("§5 redrive joins the caller's transaction: a rollback keeps the entries and persists nothing", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

@@ -22,7 +22,7 @@ import * as Schedule from "effect/Schedule"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
-import type { InvalidConfiguration } from "../domain/OutboxError.js"
+import { InvalidConfiguration } from "../domain/OutboxError.js"
 import { LeaseStore, type Lease } from "../services/LeaseStore.js"
 import * as OutboxMetrics from "../services/OutboxMetrics.js"
 import { OutboxStore } from "../services/OutboxStore.js"
@@ -120,6 +120,12 @@ const startWith = (
   Effect.gen(function* () {
     const owner = options.owner
     const leaseTtl = Duration.decode(options.leaseTtl ?? "30 seconds")
+    const problems: Array<string> = []
+    if (typeof owner !== "string" || owner.length === 0) problems.push("owner must be a non-empty string")
+    if (!Duration.isFinite(leaseTtl) || Duration.toMillis(leaseTtl) < 1) {
+      problems.push("leaseTtl must be a finite duration of at least 1 millisecond")
+    }
+    if (problems.length > 0) return yield* new InvalidConfiguration({ component: "Relay", problems })
     const renewEvery = Duration.millis(Math.max(1, Math.floor(Duration.toMillis(leaseTtl) / 3)))
     const maxPartitions = Math.max(1, Math.floor(options.maxPartitions ?? 64))
     const discoveryInterval = Duration.decode(options.discoveryInterval ?? "5 seconds")

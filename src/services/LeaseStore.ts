@@ -1,16 +1,30 @@
 /**
- * The `LeaseStore` port (SPEC §4): issues the fencing tokens that own partitions.
+ * The `LeaseStore` port (SPEC §4) and the shared core every backend goes through.
+ *
+ * Backends implement {@link LeaseBackend} (storage only: conditional writes and a read returning plain
+ * facts). {@link make} wraps one with what must not drift between backends: argument validation
+ * (`InvalidArgument`: empty or non-string partition key or owner, a ttl that is not a finite duration of
+ * at least 1 ms), token validity (`StaleFencingToken` before anything is read), expiry judged by
+ * `Clock`, the typed outcome of a refused write (`LeaseHeld`, `LeaseNotFound`, `StaleFencingToken`), a
+ * bounded retry when a refusal races a concurrent change, and one span per mutating operation.
  *
  * @since 0.1.0
  */
+import * as Clock from "effect/Clock"
 import * as Context from "effect/Context"
-import type * as DateTime from "effect/DateTime"
+import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { invalidReason, type LeaseTokenLike } from "../domain/LeaseToken.js"
-import type { LeaseToken } from "../domain/LeaseToken.js"
-import { type LeaseHeld, type LeaseNotFound, StaleFencingToken, type StoreUnavailable } from "../domain/OutboxError.js"
+import { invalidReason, LeaseToken, type LeaseTokenLike } from "../domain/LeaseToken.js"
+import {
+  InvalidArgument,
+  LeaseHeld,
+  LeaseNotFound,
+  StaleFencingToken,
+  StoreUnavailable
+} from "../domain/OutboxError.js"
 
 /**
  * A lease on a partition: the token that fences its store operations and when it expires.
@@ -38,7 +52,7 @@ export interface LeaseStoreService {
     partitionKey: string,
     owner: string,
     ttl: Duration.DurationInput
-  ) => Effect.Effect<Lease, LeaseHeld | StoreUnavailable>
+  ) => Effect.Effect<Lease, LeaseHeld | InvalidArgument | StoreUnavailable>
   /**
    * Extends the lease, keeping its version. Wrong owner or version → `StaleFencingToken`; no lease →
    * `LeaseNotFound`. An expired lease nobody took over may still be renewed by its owner.
@@ -47,7 +61,7 @@ export interface LeaseStoreService {
     partitionKey: string,
     token: LeaseTokenLike,
     ttl: Duration.DurationInput
-  ) => Effect.Effect<Lease, StaleFencingToken | LeaseNotFound | StoreUnavailable>
+  ) => Effect.Effect<Lease, StaleFencingToken | LeaseNotFound | InvalidArgument | StoreUnavailable>
   /**
    * Ends the lease (the version high-water mark survives). Wrong owner or version →
    * `StaleFencingToken`; none → `LeaseNotFound`.
@@ -55,9 +69,9 @@ export interface LeaseStoreService {
   readonly release: (
     partitionKey: string,
     token: LeaseTokenLike
-  ) => Effect.Effect<void, StaleFencingToken | LeaseNotFound | StoreUnavailable>
+  ) => Effect.Effect<void, StaleFencingToken | LeaseNotFound | InvalidArgument | StoreUnavailable>
   /** The latest lease, also when expired and not taken over; `LeaseNotFound` if none or released. */
-  readonly current: (partitionKey: string) => Effect.Effect<Lease, LeaseNotFound | StoreUnavailable>
+  readonly current: (partitionKey: string) => Effect.Effect<Lease, LeaseNotFound | InvalidArgument | StoreUnavailable>
 }
 
 /**
@@ -68,81 +82,101 @@ export interface LeaseStoreService {
 export class LeaseStore extends Context.Tag("effect-outbox/LeaseStore")<LeaseStore, LeaseStoreService>() {}
 
 /**
- * The ttl of an acquire or renew as whole milliseconds (negative treated as 0). A non-finite ttl is a
- * programming error: a lease that never expires would strand its partition forever if its owner died.
- * Shared by every lease backend.
+ * A partition's lease as a backend stores it: plain facts, expiry in epoch milliseconds. `version` is the
+ * partition's high-water mark and survives release.
  *
  * @since 0.1.0
  */
-export const ttlMillis = (ttl: Duration.DurationInput): Effect.Effect<number> => {
-  const duration = Duration.decode(ttl)
-  if (!Duration.isFinite(duration)) {
-    return Effect.dieMessage(`lease ttl must be finite, got ${Duration.format(duration)}`)
-  }
-  return Effect.succeed(Math.max(0, Math.floor(Duration.toMillis(duration))))
+export interface StoredLease {
+  readonly owner: string
+  readonly version: number
+  readonly expiresAtMillis: number
+  readonly released: boolean
 }
 
 /**
- * Checks the arguments of `acquire`: an empty partition key or owner is a programming error (the token
- * would be invalid, or the lease would guard no partition), so it dies with a message naming the
- * argument rather than issuing an unusable lease. Shared by every lease backend.
+ * What a conditional lease write did: `Written` with the lease as stored after the write, or `Refused`
+ * with the lease as read after the refusal (`undefined` when the partition has none).
  *
  * @since 0.1.0
  */
-export const checkAcquire = (partitionKey: string, owner: string): Effect.Effect<void> => {
-  if (typeof partitionKey !== "string" || partitionKey.length === 0) {
-    return Effect.dieMessage("lease partition key must be a non-empty string")
-  }
-  if (typeof owner !== "string" || owner.length === 0)
-    return Effect.dieMessage("lease owner must be a non-empty string")
-  return Effect.void
-}
+export type WriteOutcome =
+  | { readonly _tag: "Written"; readonly lease: StoredLease }
+  | { readonly _tag: "Refused"; readonly stored: StoredLease | undefined }
 
 /**
- * The `StaleFencingToken` for an invalid token (empty owner, non-positive or unsafe version), if it is.
+ * The storage primitives of a lease backend. Each write is atomic per partition; none validates its
+ * arguments, checks tokens or writes spans (the core does). Failures of the storage are
+ * `StoreUnavailable`.
  *
  * @since 0.1.0
  */
-export const invalidToken = (
-  operation: string,
-  partitionKey: string,
-  token: LeaseTokenLike
-): Option.Option<StaleFencingToken> => {
+export interface LeaseBackend {
+  /**
+   * When the partition has no live lease at `nowMillis` (none, released, or `expiresAtMillis <=
+   * nowMillis`), stores `{ owner, version: previous + 1 (1 when none), expiresAtMillis, released: false }`;
+   * otherwise refuses.
+   */
+  readonly tryAcquire: (
+    partitionKey: string,
+    owner: string,
+    nowMillis: number,
+    expiresAtMillis: number
+  ) => Effect.Effect<WriteOutcome, StoreUnavailable>
+  /** When the stored lease is exactly the token's and not released, sets its expiry; otherwise refuses. */
+  readonly extend: (
+    partitionKey: string,
+    token: LeaseTokenLike,
+    expiresAtMillis: number
+  ) => Effect.Effect<WriteOutcome, StoreUnavailable>
+  /** When the stored lease is exactly the token's and not released, marks it released; otherwise refuses. */
+  readonly end: (partitionKey: string, token: LeaseTokenLike) => Effect.Effect<WriteOutcome, StoreUnavailable>
+  /** The stored lease (also expired or released), `undefined` when the partition never had one. */
+  readonly read: (partitionKey: string) => Effect.Effect<StoredLease | undefined, StoreUnavailable>
+}
+
+/** Times a write is tried when its refusal turns out to be a race that the next attempt settles. */
+const MaxAttempts = 5
+
+const isNonEmptyString = (u: unknown): u is string => typeof u === "string" && u.length > 0
+
+const invalidKey = (operation: string) =>
+  new InvalidArgument({ operation, argument: "partitionKey", reason: "must be a non-empty string" })
+
+/** The ttl as whole milliseconds, at least 1: anything else would issue a lease that is already expired. */
+const ttlMillis = (operation: string, ttl: unknown): Either.Either<number, InvalidArgument> => {
+  const invalid = (reason: string) => Either.left(new InvalidArgument({ operation, argument: "ttl", reason }))
+  if (typeof ttl === "number" && !(Number.isFinite(ttl) && ttl > 0)) {
+    return invalid("must be a positive finite number of milliseconds")
+  }
+  const duration = Duration.decodeUnknown(ttl)
+  if (Option.isNone(duration)) return invalid("is not a duration")
+  if (!Duration.isFinite(duration.value)) return invalid("must be finite")
+  const millis = Math.floor(Duration.toMillis(duration.value))
+  return millis >= 1 ? Either.right(millis) : invalid("must be at least 1 millisecond")
+}
+
+/** The `StaleFencingToken` for an invalid token (empty owner, non-positive or unsafe version), if it is. */
+const invalidToken = (operation: string, partitionKey: string, token: unknown): StaleFencingToken | undefined => {
   const reason = invalidReason(token)
-  if (reason === undefined) return Option.none()
-  return Option.some(
-    new StaleFencingToken({
-      operation,
-      partitionKey,
-      reason: `invalid token: ${reason}`,
-      owner: typeof token.owner === "string" ? token.owner : undefined,
-      version: typeof token.version === "number" ? token.version : undefined
-    })
-  )
+  if (reason === undefined) return undefined
+  const owner: unknown = typeof token === "object" && token !== null ? Reflect.get(token, "owner") : undefined
+  const version: unknown = typeof token === "object" && token !== null ? Reflect.get(token, "version") : undefined
+  return new StaleFencingToken({
+    operation,
+    partitionKey,
+    reason: `invalid token: ${reason}`,
+    owner: typeof owner === "string" ? owner : undefined,
+    version: typeof version === "number" ? version : undefined
+  })
 }
 
-/**
- * Fails with `StaleFencingToken` when the token is invalid; checked before anything is read.
- *
- * @since 0.1.0
- */
-export const checkToken = (
-  operation: string,
-  partitionKey: string,
-  token: LeaseTokenLike
-): Effect.Effect<void, StaleFencingToken> =>
-  Option.match(invalidToken(operation, partitionKey, token), { onNone: () => Effect.void, onSome: Effect.fail })
-
-/**
- * The `StaleFencingToken` for a valid token that is not the current holder's.
- *
- * @since 0.1.0
- */
-export const notCurrentHolder = (
+/** The `StaleFencingToken` for a valid token that is not the current holder's. */
+const notCurrentHolder = (
   operation: string,
   partitionKey: string,
   token: LeaseTokenLike,
-  holder: { readonly owner: string; readonly version: number }
+  holder: StoredLease
 ): StaleFencingToken =>
   new StaleFencingToken({
     operation,
@@ -152,3 +186,116 @@ export const notCurrentHolder = (
     highWaterMark: holder.version,
     reason: `the lease is held by ${holder.owner} at version ${holder.version}, not by ${token.owner} at version ${token.version}`
   })
+
+/** Leases already built for a stored lease (a backend that keeps its facts immutable gets them reused). */
+const built = new WeakMap<StoredLease, Lease>()
+
+const leaseOf = (partitionKey: string, stored: StoredLease): Lease => {
+  const cached = built.get(stored)
+  if (cached !== undefined && cached.partitionKey === partitionKey) return cached
+  const lease: Lease = {
+    partitionKey,
+    token: new LeaseToken({ owner: stored.owner, version: stored.version }, { disableValidation: true }),
+    expiresAt: DateTime.unsafeMake(stored.expiresAtMillis)
+  }
+  built.set(stored, lease)
+  return lease
+}
+
+const keptChanging = (operation: string, partitionKey: string) =>
+  new StoreUnavailable({
+    operation,
+    partitionKey,
+    cause: new Error(`the lease of partition ${partitionKey} kept changing during ${MaxAttempts} ${operation} attempts`)
+  })
+
+/** The span of one operation, without a captured call site (it would point into this module). */
+const span = (name: string, partitionKey: unknown) =>
+  Effect.withSpan(name, {
+    attributes: { "outbox.partition": typeof partitionKey === "string" ? partitionKey : "" },
+    captureStackTrace: false
+  })
+
+/**
+ * Wraps a lease backend with the shared core.
+ *
+ * @since 0.1.0
+ */
+export const make = (backend: LeaseBackend): LeaseStoreService => {
+  /**
+   * Renew and release: the token's conditional write; a refusal is explained by the lease read after it
+   * (none or released → `LeaseNotFound`, another holder → `StaleFencingToken`). A refusal whose read shows
+   * the token's own live lease raced the write that issued it: tried again.
+   */
+  const holderWrite = (
+    operation: "renew" | "release",
+    partitionKey: string,
+    token: LeaseTokenLike,
+    write: () => Effect.Effect<WriteOutcome, StoreUnavailable>
+  ): Effect.Effect<Lease, StaleFencingToken | LeaseNotFound | StoreUnavailable> =>
+    Effect.gen(function* () {
+      const invalid = invalidToken(operation, partitionKey, token)
+      if (invalid !== undefined) return yield* invalid
+      for (let attempt = 1; attempt <= MaxAttempts; attempt++) {
+        const outcome = yield* write()
+        if (outcome._tag === "Written") return leaseOf(partitionKey, outcome.lease)
+        const stored = outcome.stored
+        if (stored === undefined || stored.released) return yield* new LeaseNotFound({ partitionKey })
+        if (stored.owner !== token.owner || stored.version !== token.version) {
+          return yield* notCurrentHolder(operation, partitionKey, token, stored)
+        }
+      }
+      return yield* keptChanging(operation, partitionKey)
+    })
+
+  return LeaseStore.of({
+    acquire: (partitionKey, owner, ttl) =>
+      Effect.gen(function* () {
+        if (!isNonEmptyString(partitionKey)) return yield* invalidKey("acquire")
+        if (!isNonEmptyString(owner)) {
+          return yield* new InvalidArgument({
+            operation: "acquire",
+            argument: "owner",
+            reason: "must be a non-empty string"
+          })
+        }
+        const millis = yield* ttlMillis("acquire", ttl)
+        const now = yield* Clock.currentTimeMillis
+        for (let attempt = 1; attempt <= MaxAttempts; attempt++) {
+          const outcome = yield* backend.tryAcquire(partitionKey, owner, now, now + millis)
+          if (outcome._tag === "Written") return leaseOf(partitionKey, outcome.lease)
+          const held = outcome.stored
+          if (held !== undefined && !held.released && now < held.expiresAtMillis) {
+            return yield* new LeaseHeld({
+              partitionKey,
+              heldBy: held.owner,
+              version: held.version,
+              expiresAt: DateTime.unsafeMake(held.expiresAtMillis)
+            })
+          }
+        }
+        return yield* keptChanging("acquire", partitionKey)
+      }).pipe(span("LeaseStore.acquire", partitionKey)),
+    renew: (partitionKey, token, ttl) =>
+      Effect.gen(function* () {
+        if (!isNonEmptyString(partitionKey)) return yield* invalidKey("renew")
+        const millis = yield* ttlMillis("renew", ttl)
+        const now = yield* Clock.currentTimeMillis
+        return yield* holderWrite("renew", partitionKey, token, () => backend.extend(partitionKey, token, now + millis))
+      }).pipe(span("LeaseStore.renew", partitionKey)),
+    release: (partitionKey, token) =>
+      Effect.gen(function* () {
+        if (!isNonEmptyString(partitionKey)) return yield* invalidKey("release")
+        yield* holderWrite("release", partitionKey, token, () => backend.end(partitionKey, token))
+      }).pipe(span("LeaseStore.release", partitionKey)),
+    // on the drainer's hot path (checked around every wave of sends): no span
+    current: (partitionKey) =>
+      isNonEmptyString(partitionKey)
+        ? Effect.flatMap(backend.read(partitionKey), (stored) =>
+            stored === undefined || stored.released
+              ? Effect.fail(new LeaseNotFound({ partitionKey }))
+              : Effect.succeed(leaseOf(partitionKey, stored))
+          )
+        : Effect.fail(invalidKey("current"))
+  })
+}

@@ -242,7 +242,11 @@ export const make = (backend: Backend, leases: Option.Option<LeaseStoreService>)
               })
             )
           ),
-          Effect.catchTag("LeaseNotFound", () => Effect.succeed(known(Option.none<LeaseView>())))
+          // a partition key the lease store refuses can hold no lease
+          Effect.catchTags({
+            LeaseNotFound: () => Effect.succeed(known(Option.none<LeaseView>())),
+            InvalidArgument: () => Effect.succeed(known(Option.none<LeaseView>()))
+          })
         )
     })
 

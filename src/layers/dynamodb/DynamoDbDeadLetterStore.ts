@@ -16,8 +16,8 @@
  *   each paged with `LastEvaluatedKey`: to the end without a limit; with a limit `L`, until the shard
  *   has given `L` entries and every further entry of the same millisecond as its `L`-th (so ties are
  *   settled by id exactly as the other backends do, whatever byte order DynamoDB uses for ids). The
- *   shards' results are merged, sorted by `(failedAt, id)` and cut to `L`. Pages of a limited list ask
- *   for `L + 1` items, so a small limit reads one short page per shard.
+ *   shards' results are merged (the core sorts them by `(failedAt, id)` and cuts to `L`). Pages of a
+ *   limited list ask for `L + 1` items, so a small limit reads one short page per shard.
  * - `delete(ids)`: one `DeleteItem` (`ReturnValues: ALL_OLD`) per distinct id; the count is the number
  *   of items that existed.
  * - `deleteWhere(filter)`: without a limit, the same index queries as `list` (projecting only the key),
@@ -26,10 +26,11 @@
  *   someone else meanwhile (indexes are eventually consistent) is not counted and nothing outside the
  *   filter is removed.
  * - `purge(before)`: `deleteWhere({ before })`: `AgeIndex` with `age < ts(before)`, all shards.
- * - `redrive(ids)`: one consistent `GetItem` per id (an unknown id → `NotFound` before anything is
- *   written); then per entry, in order, persist through the `OutboxStore` (`replaceTerminal`), then one
- *   `DeleteItem`. Not one transaction: a crash between the two leaves the entry in place, and redriving
- *   it again finds the record already queued and returns its id.
+ * - `redrive(ids)` (the core's loop): one consistent `GetItem` per id, then per entry a persist through
+ *   the `OutboxStore` and one `DeleteItem`. Not one transaction: a crash between the two leaves the entry
+ *   in place, and redriving it again finds the record already queued and returns its id.
+ *
+ * These are the storage primitives of `DeadLetterStore.make`.
  *
  * The GSIs are eventually consistent: an entry written a moment ago may be missing from `list` and from
  * `deleteWhere`/`purge` for a short while (`get` and `delete` by id are exact).
@@ -44,20 +45,9 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
-import type { DeadLetterEntry, DeadLetterFilter } from "../../domain/DeadLetterEntry.js"
-import {
-  DuplicateRecord,
-  type InvalidConfiguration,
-  InvalidRecord,
-  NotFound,
-  StoreUnavailable
-} from "../../domain/OutboxError.js"
-import {
-  DeadLetterStore,
-  type DeadLetterStoreService,
-  redriveOne,
-  validateEntry
-} from "../../services/DeadLetterStore.js"
+import type { DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
+import { type InvalidConfiguration, InvalidRecord, StoreUnavailable } from "../../domain/OutboxError.js"
+import * as DeadLetterStore from "../../services/DeadLetterStore.js"
 import { DynamoDb, type DynamoDbError, type DynamoDbService } from "../../services/DynamoDb.js"
 import { OutboxStore, type OutboxStoreService } from "../../services/OutboxStore.js"
 import * as DeadLetterTable from "./DeadLetterTable.js"
@@ -90,52 +80,44 @@ const unavailable =
 
 const isConditionFailure = (error: DynamoDbError): boolean => error.kind === "ConditionalCheckFailed"
 
-/** The filter's limit: absent or `+Infinity` → none; else floored, at least 0 (`NaN` → 0). */
-const limitOf = (filter: DeadLetterFilter): number => {
-  const limit = filter.limit
-  if (limit === undefined || limit === Number.POSITIVE_INFINITY) return Number.POSITIVE_INFINITY
-  return Number.isFinite(limit) && limit > 0 ? Math.floor(limit) : 0
+/** An expression and the values it uses. */
+interface Expression {
+  readonly expression: string
+  readonly values: Record<string, AttributeValue>
 }
 
-/** Oldest first by `(failedAt, id)`, ids compared as the other backends compare them. */
-const byAge = (a: DeadLetterEntry, b: DeadLetterEntry): number => {
-  const d = DateTime.toEpochMillis(a.failedAt) - DateTime.toEpochMillis(b.failedAt)
-  if (d !== 0) return d
-  return a.id < b.id ? -1 : a.id > b.id ? 1 : 0
-}
-
-/** How a filter is answered: which index, its hash key per shard, the key condition and the rest. */
+/** How a selection is answered: which index, its hash key per shard, the key condition and the rest. */
 interface Plan {
   readonly index: string
   readonly hashAttribute: string
   readonly hashKey: (shard: number) => string
-  /** `undefined` when the time window is empty. */
-  readonly range: { readonly expression: string; readonly values: Record<string, AttributeValue> } | undefined
+  readonly range: Expression
   readonly filterExpression: string | undefined
   readonly filterValues: Record<string, AttributeValue>
 }
 
-const planOf = (filter: DeadLetterFilter): Plan => {
-  const since = filter.since !== undefined ? DateTime.toEpochMillis(filter.since) : undefined
-  const before = filter.before !== undefined ? DateTime.toEpochMillis(filter.before) : undefined
-  const range =
-    since !== undefined && before !== undefined
-      ? since >= before
-        ? undefined
-        : {
-            expression: " AND #age BETWEEN :since AND :before",
-            values: {
-              ":since": { S: DeadLetterTable.timeKey(since) },
-              ":before": { S: DeadLetterTable.timeKey(before) }
-            }
-          }
-      : since !== undefined
-        ? { expression: " AND #age >= :since", values: { ":since": { S: DeadLetterTable.timeKey(since) } } }
-        : before !== undefined
-          ? { expression: " AND #age < :before", values: { ":before": { S: DeadLetterTable.timeKey(before) } } }
-          : { expression: "", values: {} }
-  const routeId = filter.routeId
-  const category = filter.category
+const S = (value: string): AttributeValue => ({ S: value })
+
+/** The key condition on `age` for a selection's time window (`since < before` when both are set). */
+const rangeOf = (selection: DeadLetterStore.Selection): Expression => {
+  const values: Record<string, AttributeValue> = {}
+  if (selection.sinceMillis !== undefined) values[":since"] = S(DeadLetterTable.timeKey(selection.sinceMillis))
+  if (selection.beforeMillis !== undefined) values[":before"] = S(DeadLetterTable.timeKey(selection.beforeMillis))
+  const expression =
+    selection.sinceMillis !== undefined && selection.beforeMillis !== undefined
+      ? " AND #age BETWEEN :since AND :before"
+      : selection.sinceMillis !== undefined
+        ? " AND #age >= :since"
+        : selection.beforeMillis !== undefined
+          ? " AND #age < :before"
+          : ""
+  return { expression, values }
+}
+
+const planOf = (selection: DeadLetterStore.Selection): Plan => {
+  const range = rangeOf(selection)
+  const routeId = selection.routeId
+  const category = selection.category
   if (routeId !== undefined) {
     return {
       index: DeadLetterTable.RouteIndex,
@@ -143,7 +125,7 @@ const planOf = (filter: DeadLetterFilter): Plan => {
       hashKey: (shard) => DeadLetterTable.routeKey(shard, routeId),
       range,
       filterExpression: category !== undefined ? "#category = :category" : undefined,
-      filterValues: category !== undefined ? { ":category": { S: category } } : {}
+      filterValues: category !== undefined ? { ":category": S(category) } : {}
     }
   }
   if (category !== undefined) {
@@ -168,28 +150,26 @@ const planOf = (filter: DeadLetterFilter): Plan => {
 
 /**
  * The condition under which a conditional delete removes an entry: it still exists and matches the
- * filter (route, category, time window).
+ * selection (route, category, time window).
  */
-const matchCondition = (
-  filter: DeadLetterFilter
-): { readonly expression: string; readonly values: Record<string, AttributeValue> } => {
+const matchCondition = (selection: DeadLetterStore.Selection): Expression => {
   const parts = ["attribute_exists(#id)"]
   const values: Record<string, AttributeValue> = {}
-  if (filter.routeId !== undefined) {
+  if (selection.routeId !== undefined) {
     parts.push("#route = :route")
-    values[":route"] = { S: filter.routeId }
+    values[":route"] = S(selection.routeId)
   }
-  if (filter.category !== undefined) {
+  if (selection.category !== undefined) {
     parts.push("#category = :category")
-    values[":category"] = { S: filter.category }
+    values[":category"] = S(selection.category)
   }
-  if (filter.since !== undefined) {
+  if (selection.sinceMillis !== undefined) {
     parts.push("#age >= :since")
-    values[":since"] = { S: DeadLetterTable.timeKey(DateTime.toEpochMillis(filter.since)) }
+    values[":since"] = S(DeadLetterTable.timeKey(selection.sinceMillis))
   }
-  if (filter.before !== undefined) {
+  if (selection.beforeMillis !== undefined) {
     parts.push("#age < :before")
-    values[":before"] = { S: DeadLetterTable.timeKey(DateTime.toEpochMillis(filter.before)) }
+    values[":before"] = S(DeadLetterTable.timeKey(selection.beforeMillis))
   }
   return { expression: parts.join(" AND "), values }
 }
@@ -249,7 +229,7 @@ export const fromServices = (
     readonly pageSize?: number | undefined
     readonly concurrency?: number | undefined
   }
-): DeadLetterStoreService => {
+): DeadLetterStore.DeadLetterStoreService => {
   const resolved: Resolved = {
     tableName: options.tableName,
     pageSize: options.pageSize,
@@ -261,11 +241,10 @@ export const fromServices = (
   const shardItems = (
     operation: string,
     plan: Plan,
-    range: NonNullable<Plan["range"]>,
     shard: number,
     extra: { readonly limit?: number | undefined; readonly projection?: string | undefined }
   ): Stream.Stream<Item, StoreUnavailable> => {
-    const keyCondition = `#hash = :hash${range.expression}`
+    const keyCondition = `#hash = :hash${plan.range.expression}`
     const pageLimit = resolved.pageSize ?? extra.limit
     return Stream.paginateChunkEffect(noCursor, ({ cursor }) =>
       dynamo
@@ -281,7 +260,7 @@ export const fromServices = (
           },
           ExpressionAttributeValues: {
             ":hash": { S: plan.hashKey(shard) },
-            ...range.values,
+            ...plan.range.values,
             ...plan.filterValues
           },
           ScanIndexForward: true,
@@ -303,23 +282,20 @@ export const fromServices = (
 
   const shards = Array.from({ length: DeadLetterTable.Shards }, (_, shard) => shard)
 
-  /** The entries matching a filter, oldest first, at most its limit. */
+  /** The entries matching a selection, including its oldest `limit` (every shard's first `limit`). */
   const select = (
     operation: string,
-    filter: DeadLetterFilter
+    selection: DeadLetterStore.Selection
   ): Effect.Effect<Array<DeadLetterEntry>, StoreUnavailable> =>
     Effect.gen(function* () {
-      const limit = limitOf(filter)
-      if (limit === 0) return []
-      const plan = planOf(filter)
-      const range = plan.range
-      if (range === undefined) return []
+      const limit = selection.limit
+      const plan = planOf(selection)
       const finite = Number.isFinite(limit)
       const perShard = yield* Effect.forEach(
         shards,
         (shard) => {
           const entries = Stream.mapChunksEffect(
-            shardItems(operation, plan, range, shard, { limit: finite ? Math.min(limit + 1, 1000) : undefined }),
+            shardItems(operation, plan, shard, { limit: finite ? Math.min(limit + 1, 1000) : undefined }),
             (items) => Effect.map(decodeItems(operation, Chunk.toReadonlyArray(items)), Chunk.unsafeFromArray)
           )
           if (!finite) return Stream.runCollect(entries)
@@ -343,37 +319,31 @@ export const fromServices = (
         },
         { concurrency: "unbounded" }
       )
-      const merged = perShard.flatMap((chunk) => Chunk.toArray(chunk)).sort(byAge)
-      return finite && merged.length > limit ? merged.slice(0, limit) : merged
+      return perShard.flatMap((chunk) => Chunk.toArray(chunk))
     })
 
-  const write = (entry: DeadLetterEntry) =>
-    Effect.gen(function* () {
-      const valid = yield* validateEntry(entry)
-      yield* dynamo
-        .putItem({
-          TableName: tableName,
-          Item: DeadLetterTable.encode(valid),
-          ConditionExpression: "attribute_not_exists(#id)",
-          ExpressionAttributeNames: { "#id": "entry_id" }
-        })
-        .pipe(
-          Effect.mapError((error): DuplicateRecord | InvalidRecord | StoreUnavailable => {
-            if (isConditionFailure(error)) {
-              return new DuplicateRecord({ ids: [valid.id], partitionKey: valid.partitionKey })
-            }
-            if (error.kind === "Validation") {
-              return new InvalidRecord({
+  const insert = (entry: DeadLetterEntry): Effect.Effect<boolean, InvalidRecord | StoreUnavailable> =>
+    dynamo
+      .putItem({
+        TableName: tableName,
+        Item: DeadLetterTable.encode(entry),
+        ConditionExpression: "attribute_not_exists(#id)",
+        ExpressionAttributeNames: { "#id": "entry_id" }
+      })
+      .pipe(
+        Effect.as(true),
+        Effect.catchIf(isConditionFailure, () => Effect.succeed(false)),
+        Effect.mapError((error): InvalidRecord | StoreUnavailable =>
+          error.kind === "Validation"
+            ? new InvalidRecord({
                 index: 0,
-                recordId: valid.recordId,
-                partitionKey: valid.partitionKey,
-                reason: `DynamoDB rejected dead-letter entry ${valid.id}: ${error.detail}`
+                recordId: entry.recordId,
+                partitionKey: entry.partitionKey,
+                reason: `DynamoDB rejected dead-letter entry ${entry.id}: ${error.detail}`
               })
-            }
-            return unavailable("write")(error)
-          })
+            : unavailable("write")(error)
         )
-    }).pipe(Effect.withSpan("DeadLetterStore.write", { attributes: { "outbox.partition": entry.partitionKey } }))
+      )
 
   const readEntry = (operation: string, id: string): Effect.Effect<DeadLetterEntry | undefined, StoreUnavailable> =>
     dynamo.getItem({ TableName: tableName, Key: { entry_id: { S: id } }, ConsistentRead: true }).pipe(
@@ -387,18 +357,6 @@ export const fromServices = (
       })
     )
 
-  const get = (id: string) =>
-    readEntry("get", id).pipe(
-      Effect.flatMap((found) =>
-        found === undefined
-          ? Effect.fail(new NotFound({ entity: "DeadLetterEntry", ids: [id] }))
-          : Effect.succeed(found)
-      ),
-      Effect.withSpan("DeadLetterStore.get")
-    )
-
-  const list = (filter: DeadLetterFilter) => select("list", filter).pipe(Effect.withSpan("DeadLetterStore.list"))
-
   /** Deletes one entry; `true` when it existed. */
   const deleteOne = (operation: string, id: string): Effect.Effect<boolean, StoreUnavailable> =>
     dynamo.deleteItem({ TableName: tableName, Key: { entry_id: { S: id } }, ReturnValues: "ALL_OLD" }).pipe(
@@ -410,7 +368,7 @@ export const fromServices = (
   const deleteMatching = (
     operation: string,
     id: string,
-    condition: ReturnType<typeof matchCondition>
+    condition: Expression
   ): Effect.Effect<boolean, StoreUnavailable> =>
     dynamo
       .deleteItem({
@@ -428,34 +386,26 @@ export const fromServices = (
 
   const countTrue = (results: ReadonlyArray<boolean>): number => results.filter((deleted) => deleted).length
 
-  const deleteIds = (ids: ReadonlyArray<string>) =>
-    Effect.forEach(Array.from(new Set(ids)), (id) => deleteOne("delete", id), {
-      concurrency: resolved.concurrency
-    }).pipe(
-      Effect.map(countTrue),
-      Effect.withSpan("DeadLetterStore.delete", { attributes: { "outbox.ids": ids.length } })
-    )
-
-  const deleteWhereWith = (operation: string, filter: DeadLetterFilter): Effect.Effect<number, StoreUnavailable> =>
+  /** Deletes the entries matching a selection: its oldest `limit` when limited, else every one the index shows. */
+  const removeWhere = (
+    operation: string,
+    selection: DeadLetterStore.Selection
+  ): Effect.Effect<number, StoreUnavailable> =>
     Effect.gen(function* () {
-      const limit = limitOf(filter)
-      if (limit === 0) return 0
-      const condition = matchCondition(filter)
-      if (Number.isFinite(limit)) {
-        const selected = yield* select(operation, filter)
-        const deleted = yield* Effect.forEach(selected, (entry) => deleteMatching(operation, entry.id, condition), {
+      const condition = matchCondition(selection)
+      if (Number.isFinite(selection.limit)) {
+        const oldest = (yield* select(operation, selection)).sort(DeadLetterStore.byAge).slice(0, selection.limit)
+        const deleted = yield* Effect.forEach(oldest, (entry) => deleteMatching(operation, entry.id, condition), {
           concurrency: resolved.concurrency
         })
         return countTrue(deleted)
       }
-      const plan = planOf(filter)
-      const range = plan.range
-      if (range === undefined) return 0
+      const plan = planOf(selection)
       const perShardConcurrency = Math.max(1, Math.ceil(resolved.concurrency / DeadLetterTable.Shards))
       const counts = yield* Effect.forEach(
         shards,
         (shard) =>
-          shardItems(operation, plan, range, shard, { projection: "#id" }).pipe(
+          shardItems(operation, plan, shard, { projection: "#id" }).pipe(
             Stream.mapEffect(
               (item) => {
                 const id = item["entry_id"]?.S
@@ -470,31 +420,25 @@ export const fromServices = (
       return counts.reduce((a, b) => a + b, 0)
     })
 
-  const deleteWhere = (filter: DeadLetterFilter) =>
-    deleteWhereWith("deleteWhere", filter).pipe(Effect.withSpan("DeadLetterStore.deleteWhere"))
-
-  const purge = (before: DateTime.Utc) =>
-    deleteWhereWith("purge", { before }).pipe(Effect.withSpan("DeadLetterStore.purge"))
-
-  const redrive = (ids: ReadonlyArray<string>) =>
-    Effect.gen(function* () {
-      const unique = Array.from(new Set(ids))
-      const found = yield* Effect.forEach(unique, (id) => readEntry("redrive", id), {
-        concurrency: resolved.concurrency
-      })
-      const missing = unique.filter((_, index) => found[index] === undefined)
-      if (missing.length > 0) return yield* new NotFound({ entity: "DeadLetterEntry", ids: missing })
-      const recordIds: Array<string> = []
-      for (const entry of found) {
-        if (entry === undefined) continue
-        const recordId = yield* redriveOne(outbox, entry)
-        yield* deleteOne("redrive", entry.id)
-        recordIds.push(recordId)
-      }
-      return recordIds
-    }).pipe(Effect.withSpan("DeadLetterStore.redrive", { attributes: { "outbox.ids": ids.length } }))
-
-  return DeadLetterStore.of({ write, get, list, delete: deleteIds, deleteWhere, purge, redrive })
+  return DeadLetterStore.make(
+    {
+      insert,
+      get: (operation, ids) =>
+        Effect.map(
+          Effect.forEach(ids, (id) => readEntry(operation, id), { concurrency: resolved.concurrency }),
+          (found) => found.filter((entry) => entry !== undefined)
+        ),
+      select: (selection) => select("list", selection),
+      remove: (operation, ids) =>
+        Effect.map(
+          Effect.forEach(ids, (id) => deleteOne(operation, id), { concurrency: resolved.concurrency }),
+          countTrue
+        ),
+      removeWhere,
+      redriveScope: (redrive) => redrive
+    },
+    outbox
+  )
 }
 
 /**
@@ -506,7 +450,11 @@ export const fromServices = (
  */
 export const make = (
   options: DynamoDbDeadLetterStoreOptions = {}
-): Effect.Effect<DeadLetterStoreService, InvalidConfiguration | StoreUnavailable, DynamoDb | OutboxStore> =>
+): Effect.Effect<
+  DeadLetterStore.DeadLetterStoreService,
+  InvalidConfiguration | StoreUnavailable,
+  DynamoDb | OutboxStore
+> =>
   Effect.gen(function* () {
     const dynamo = yield* DynamoDb
     const outbox = yield* OutboxStore
@@ -524,13 +472,16 @@ export const make = (
  */
 export const layerWith = (
   options: DynamoDbDeadLetterStoreOptions
-): Layer.Layer<DeadLetterStore, InvalidConfiguration | StoreUnavailable, DynamoDb | OutboxStore> =>
-  Layer.effect(DeadLetterStore, make(options))
+): Layer.Layer<DeadLetterStore.DeadLetterStore, InvalidConfiguration | StoreUnavailable, DynamoDb | OutboxStore> =>
+  Layer.effect(DeadLetterStore.DeadLetterStore, make(options))
 
 /**
  * The DynamoDB dead-letter store with defaults: table `effect-outbox-dead-letter` (created if missing).
  *
  * @since 0.1.0
  */
-export const layer: Layer.Layer<DeadLetterStore, InvalidConfiguration | StoreUnavailable, DynamoDb | OutboxStore> =
-  layerWith({})
+export const layer: Layer.Layer<
+  DeadLetterStore.DeadLetterStore,
+  InvalidConfiguration | StoreUnavailable,
+  DynamoDb | OutboxStore
+> = layerWith({})

@@ -14,14 +14,13 @@
  *   lease_version 1`, conditional on `attribute_not_exists(PK) OR lease_released = true OR
  *   lease_expires_at <= now`. DynamoDB applies conditional writes to one item one at a time, so of
  *   concurrent acquirers exactly one wins; the version is the old high-water mark plus one. A loser
- *   makes one consistent `GetItem` to name the holder in `LeaseHeld`; if that read shows no live lease
- *   any more (it was released or expired meanwhile) the acquire is tried again.
+ *   makes one consistent `GetItem` so the core can name the holder in `LeaseHeld`.
  * - `renew`: one `UpdateItem` `SET lease_expires_at` conditional on owner, version and not released
  *   (no expiry check: an expired lease nobody took over may be renewed by its owner).
  * - `release`: one `UpdateItem` `SET lease_released = true` with the same condition.
  * - `current`: one consistent `GetItem`.
- * A failed renew/release condition is explained by one consistent `GetItem`: no item or a released one →
- * `LeaseNotFound`, another holder → `StaleFencingToken`.
+ * A failed renew/release condition is followed by one consistent `GetItem` the core explains it with.
+ * These are the storage primitives of `LeaseStore.make`.
  *
  * Lease versions and the outbox fence high-water mark (the `FENCE` item) are separate: claims raise the
  * fence to the version they present. Time comes from `Clock`: expiry is judged by the acquirer's clock,
@@ -31,32 +30,15 @@
  * @since 0.1.0
  */
 import type { AttributeValue } from "@aws-sdk/client-dynamodb"
-import * as Clock from "effect/Clock"
-import * as DateTime from "effect/DateTime"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import * as LeaseTokenModule from "../../domain/LeaseToken.js"
-import {
-  InvalidConfiguration,
-  LeaseHeld,
-  LeaseNotFound,
-  StaleFencingToken,
-  StoreUnavailable
-} from "../../domain/OutboxError.js"
+import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
+import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import { DynamoDb, type DynamoDbError, type DynamoDbService } from "../../services/DynamoDb.js"
-import {
-  checkAcquire,
-  checkToken,
-  type Lease,
-  LeaseStore,
-  type LeaseStoreService,
-  notCurrentHolder,
-  ttlMillis
-} from "../../services/LeaseStore.js"
+import * as LeaseStore from "../../services/LeaseStore.js"
 import * as OutboxTable from "./OutboxTable.js"
 
 /**
@@ -99,9 +81,6 @@ export const leaseKey = (partitionKey: string): Record<string, AttributeValue> =
   SK: { S: LeaseSortKey }
 })
 
-/** Times a write is retried when its failure turns out to be a race that the next attempt settles. */
-const MaxAttempts = 5
-
 const N = Schema.Struct({ N: Schema.NumberFromString.pipe(Schema.int()) })
 
 const LeaseItem = Schema.Struct({
@@ -110,13 +89,6 @@ const LeaseItem = Schema.Struct({
   lease_expires_at: N,
   lease_released: Schema.Struct({ BOOL: Schema.Boolean })
 })
-
-interface Stored {
-  readonly owner: string
-  readonly version: number
-  readonly expiresAtMillis: number
-  readonly released: boolean
-}
 
 const decodeLeaseItem = Schema.decodeUnknownEither(LeaseItem)
 
@@ -130,7 +102,7 @@ const decodeStored = (
   operation: string,
   partitionKey: string,
   item: Record<string, AttributeValue> | undefined
-): Either.Either<Stored | undefined, StoreUnavailable> => {
+): Either.Either<LeaseStore.StoredLease | undefined, StoreUnavailable> => {
   if (item === undefined) return Either.right(undefined)
   return Either.mapBoth(decodeLeaseItem(item), {
     onLeft: (error) =>
@@ -149,15 +121,6 @@ const decodeStored = (
     })
   })
 }
-
-const toLease = (partitionKey: string, stored: Stored): Lease => ({
-  partitionKey,
-  token: new LeaseTokenModule.LeaseToken({ owner: stored.owner, version: stored.version }, { disableValidation: true }),
-  expiresAt: DateTime.unsafeMake(stored.expiresAtMillis)
-})
-
-/** A lease is live while `now` is strictly before its expiry. */
-const isLive = (stored: Stored, now: number): boolean => !stored.released && now < stored.expiresAtMillis
 
 const isConditionFailure = (error: DynamoDbError): boolean => error.kind === "ConditionalCheckFailed"
 
@@ -203,157 +166,94 @@ export const checkTable = Effect.fn("DynamoDbLeaseStore.checkTable")(function* (
  *
  * @since 0.1.0
  */
-export const fromService = (dynamo: DynamoDbService, tableName: string): LeaseStoreService => {
+export const fromService = (dynamo: DynamoDbService, tableName: string): LeaseStore.LeaseStoreService => {
   const read = (operation: string, partitionKey: string) =>
     dynamo.getItem({ TableName: tableName, Key: leaseKey(partitionKey), ConsistentRead: true }).pipe(
       Effect.mapError(unavailable(operation, partitionKey)),
       Effect.flatMap((output) => decodeStored(operation, partitionKey, output.Item))
     )
 
-  /** The new lease from an `ALL_NEW` write result. */
-  const written = (operation: string, partitionKey: string, attributes: Record<string, AttributeValue> | undefined) =>
-    Effect.flatMap(decodeStored(operation, partitionKey, attributes), (stored) =>
-      stored === undefined
-        ? Effect.dieMessage(`${operation} of partition ${partitionKey}: DynamoDB returned no attributes`)
-        : Effect.succeed(toLease(partitionKey, stored))
-    )
-
-  const acquireOnce = (
+  /**
+   * One conditional `UpdateItem` returning `ALL_NEW`; a failed condition is followed by a consistent read
+   * of the item.
+   */
+  const conditional = (
+    operation: string,
     partitionKey: string,
-    owner: string,
-    now: number,
-    expiresAt: number
-  ): Effect.Effect<Either.Either<Lease, LeaseHeld> | "retry", StoreUnavailable> =>
+    update: {
+      readonly expression: string
+      readonly condition: string
+      readonly values: Record<string, AttributeValue>
+    }
+  ): Effect.Effect<LeaseStore.WriteOutcome, StoreUnavailable> =>
     dynamo
       .updateItem({
         TableName: tableName,
         Key: leaseKey(partitionKey),
-        UpdateExpression:
-          "SET lease_owner = :owner, lease_expires_at = :expires, lease_released = :false ADD lease_version :one",
-        ConditionExpression: "attribute_not_exists(PK) OR lease_released = :true OR lease_expires_at <= :now",
-        ExpressionAttributeValues: {
-          ":owner": { S: owner },
-          ":expires": { N: String(expiresAt) },
-          ":now": { N: String(now) },
-          ":one": { N: "1" },
-          ":true": { BOOL: true },
-          ":false": { BOOL: false }
-        },
+        UpdateExpression: update.expression,
+        ConditionExpression: update.condition,
+        ExpressionAttributeValues: update.values,
         ReturnValues: "ALL_NEW"
       })
       .pipe(
         Effect.map((output) => output.Attributes),
-        Effect.catchIf(isConditionFailure, () => Effect.succeed("held" as const)),
-        Effect.mapError(unavailable("acquire", partitionKey)),
-        Effect.flatMap((result): Effect.Effect<Either.Either<Lease, LeaseHeld> | "retry", StoreUnavailable> => {
-          if (result !== "held") return Effect.map(written("acquire", partitionKey, result), Either.right)
-          return Effect.map(read("acquire", partitionKey), (stored) =>
-            stored !== undefined && isLive(stored, now)
-              ? Either.left(
-                  new LeaseHeld({
-                    partitionKey,
-                    heldBy: stored.owner,
-                    version: stored.version,
-                    expiresAt: DateTime.unsafeMake(stored.expiresAtMillis)
-                  })
-                )
-              : ("retry" as const)
+        Effect.catchIf(isConditionFailure, () => Effect.succeed("refused" as const)),
+        Effect.mapError(unavailable(operation, partitionKey)),
+        Effect.flatMap((result): Effect.Effect<LeaseStore.WriteOutcome, StoreUnavailable> => {
+          if (result === "refused") {
+            return Effect.map(read(operation, partitionKey), (stored) => ({ _tag: "Refused", stored }))
+          }
+          return Effect.flatMap(decodeStored(operation, partitionKey, result), (lease) =>
+            lease === undefined
+              ? Effect.dieMessage(`${operation} of partition ${partitionKey}: DynamoDB returned no attributes`)
+              : Effect.succeed({ _tag: "Written", lease })
           )
         })
       )
 
-  const acquire = (partitionKey: string, owner: string, ttl: Duration.DurationInput) =>
-    Effect.gen(function* () {
-      yield* checkAcquire(partitionKey, owner)
-      const millis = yield* ttlMillis(ttl)
-      const now = yield* Clock.currentTimeMillis
-      for (let attempt = 1; attempt <= MaxAttempts; attempt++) {
-        const outcome = yield* acquireOnce(partitionKey, owner, now, now + millis)
-        if (outcome !== "retry") return yield* outcome
-      }
-      return yield* new StoreUnavailable({
-        operation: "acquire",
-        partitionKey,
-        cause: new Error(`the lease of partition ${partitionKey} kept changing during ${MaxAttempts} acquire attempts`)
-      })
-    }).pipe(Effect.withSpan("LeaseStore.acquire", { attributes: { "outbox.partition": partitionKey } }))
+  /** The condition of renew and release: the token's lease, not released. */
+  const heldBy = (token: LeaseTokenLike) => ({
+    condition: "lease_owner = :owner AND lease_version = :version AND lease_released = :false",
+    values: {
+      ":owner": { S: token.owner },
+      ":version": { N: String(token.version) },
+      ":false": { BOOL: false }
+    }
+  })
 
-  /**
-   * Renew and release: one conditional update on owner, version and not released; a failed condition is
-   * explained by a consistent read.
-   */
-  const updateHeld = (
-    operation: "renew" | "release",
-    partitionKey: string,
-    token: LeaseTokenModule.LeaseTokenLike,
-    update: { readonly expression: string; readonly values: Record<string, AttributeValue> }
-  ): Effect.Effect<Lease, StaleFencingToken | LeaseNotFound | StoreUnavailable> =>
-    Effect.gen(function* () {
-      yield* checkToken(operation, partitionKey, token)
-      for (let attempt = 1; attempt <= MaxAttempts; attempt++) {
-        const result = yield* dynamo
-          .updateItem({
-            TableName: tableName,
-            Key: leaseKey(partitionKey),
-            UpdateExpression: update.expression,
-            ConditionExpression: "lease_owner = :owner AND lease_version = :version AND lease_released = :false",
-            ExpressionAttributeValues: {
-              ...update.values,
-              ":owner": { S: token.owner },
-              ":version": { N: String(token.version) },
-              ":false": { BOOL: false }
-            },
-            ReturnValues: "ALL_NEW"
-          })
-          .pipe(
-            Effect.map((output) => output.Attributes),
-            Effect.catchIf(isConditionFailure, () => Effect.succeed("rejected" as const)),
-            Effect.mapError(unavailable(operation, partitionKey))
-          )
-        if (result !== "rejected") return yield* written(operation, partitionKey, result)
-        const stored = yield* read(operation, partitionKey)
-        if (stored === undefined || stored.released) return yield* new LeaseNotFound({ partitionKey })
-        if (stored.owner !== token.owner || stored.version !== token.version) {
-          return yield* notCurrentHolder(operation, partitionKey, token, stored)
+  return LeaseStore.make({
+    tryAcquire: (partitionKey, owner, nowMillis, expiresAtMillis) =>
+      conditional("acquire", partitionKey, {
+        expression:
+          "SET lease_owner = :owner, lease_expires_at = :expires, lease_released = :false ADD lease_version :one",
+        condition: "attribute_not_exists(PK) OR lease_released = :true OR lease_expires_at <= :now",
+        values: {
+          ":owner": { S: owner },
+          ":expires": { N: String(expiresAtMillis) },
+          ":now": { N: String(nowMillis) },
+          ":one": { N: "1" },
+          ":true": { BOOL: true },
+          ":false": { BOOL: false }
         }
-        // The read shows the token's lease: it was written after the failed condition (a token issued
-        // by an acquire that was still in flight). Try again.
-      }
-      return yield* new StoreUnavailable({
-        operation,
-        partitionKey,
-        cause: new Error(
-          `the lease of partition ${partitionKey} kept changing during ${MaxAttempts} ${operation} attempts`
-        )
-      })
-    })
-
-  const renew = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike, ttl: Duration.DurationInput) =>
-    Effect.gen(function* () {
-      const millis = yield* ttlMillis(ttl)
-      const now = yield* Clock.currentTimeMillis
-      return yield* updateHeld("renew", partitionKey, token, {
+      }),
+    extend: (partitionKey, token, expiresAtMillis) => {
+      const held = heldBy(token)
+      return conditional("renew", partitionKey, {
         expression: "SET lease_expires_at = :expires",
-        values: { ":expires": { N: String(now + millis) } }
+        condition: held.condition,
+        values: { ...held.values, ":expires": { N: String(expiresAtMillis) } }
       })
-    }).pipe(Effect.withSpan("LeaseStore.renew", { attributes: { "outbox.partition": partitionKey } }))
-
-  const release = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
-    updateHeld("release", partitionKey, token, {
-      expression: "SET lease_released = :true",
-      values: { ":true": { BOOL: true } }
-    }).pipe(Effect.asVoid, Effect.withSpan("LeaseStore.release", { attributes: { "outbox.partition": partitionKey } }))
-
-  const current = (partitionKey: string) =>
-    read("current", partitionKey).pipe(
-      Effect.flatMap((stored) =>
-        stored === undefined || stored.released
-          ? Effect.fail(new LeaseNotFound({ partitionKey }))
-          : Effect.succeed(toLease(partitionKey, stored))
-      )
-    )
-
-  return LeaseStore.of({ acquire, renew, release, current })
+    },
+    end: (partitionKey, token) => {
+      const held = heldBy(token)
+      return conditional("release", partitionKey, {
+        expression: "SET lease_released = :true",
+        condition: held.condition,
+        values: { ...held.values, ":true": { BOOL: true } }
+      })
+    },
+    read: (partitionKey) => read("current", partitionKey)
+  })
 }
 
 /**
@@ -364,7 +264,7 @@ export const fromService = (dynamo: DynamoDbService, tableName: string): LeaseSt
  */
 export const make = (
   options: DynamoDbLeaseStoreOptions = {}
-): Effect.Effect<LeaseStoreService, InvalidConfiguration | StoreUnavailable, DynamoDb> =>
+): Effect.Effect<LeaseStore.LeaseStoreService, InvalidConfiguration | StoreUnavailable, DynamoDb> =>
   Effect.gen(function* () {
     const dynamo = yield* DynamoDb
     const tableName = options.tableName ?? DefaultTableName
@@ -380,11 +280,14 @@ export const make = (
  */
 export const layerWith = (
   options: DynamoDbLeaseStoreOptions
-): Layer.Layer<LeaseStore, InvalidConfiguration | StoreUnavailable, DynamoDb> => Layer.effect(LeaseStore, make(options))
+): Layer.Layer<LeaseStore.LeaseStore, InvalidConfiguration | StoreUnavailable, DynamoDb> =>
+  Layer.effect(LeaseStore.LeaseStore, make(options))
 
 /**
  * The DynamoDB lease store with defaults: `LEASE` items in the table `effect-outbox` (created if missing).
  *
  * @since 0.1.0
  */
-export const layer: Layer.Layer<LeaseStore, InvalidConfiguration | StoreUnavailable, DynamoDb> = layerWith({})
+export const layer: Layer.Layer<LeaseStore.LeaseStore, InvalidConfiguration | StoreUnavailable, DynamoDb> = layerWith(
+  {}
+)

@@ -2,24 +2,12 @@
  * The DynamoDB outbox table (SPEC §3.3): its definition, `ensureTable`, and the schema preflight that
  * fails a layer with `InvalidConfiguration` naming every mismatch of an existing table.
  *
- * Layout:
- * - `PK` (S) = partition key, `SK` (S).
- * - Record items: `SK = "OUTBOX#" + esc(envelopeId) + "#" + esc(bindingId)` (identity = primary key).
- * - Fence item: `SK = "FENCE"` with `max_claim_version` (N), `seq_counter` (N) and `partitions_shard` (N).
- * - `ClaimIndex (PK, claim_sort)` projection ALL — the age-ordered view of non-terminal records
- *   (`claim_sort` is removed when a record becomes terminal, so the index is sparse).
- * - `RecordIdIndex (record_id)` keys only — resolves an id to its key for complete/release.
- * - `ExpiryIndex (has_expiry, expires_at)` keys only, sparse — `has_expiry` holds the partition key and
- *   is set only on non-terminal records with an `expiresAt`, so an expire sweep queries one partition.
- * - `PartitionIndex (partitions_shard, PK)` keys only, sparse over fence items — see {@link PartitionShards}.
- * - TTL attribute `ttl` (epoch seconds), set when a record becomes terminal.
- * - Optional (`localClaimIndex: true`): the local secondary index `ClaimLocalIndex (PK, claim_sort)`
- *   projection ALL — the same age-ordered sparse view as `ClaimIndex`, but readable with
- *   `ConsistentRead: true`, so claims on keyed partitions can walk it from the oldest record and stop after
- *   `limit` selections instead of scanning the whole partition. An LSI can only be created together with
- *   the table: an existing table without it cannot gain it, and moving to it needs a new table and a data
- *   migration. It also caps each partition's item collection (all items with one `PK`, index entries
- *   included) at 10 GB.
+ * Layout: `PK` (S) = partition key, `SK` (S) = `"OUTBOX#" + esc(envelopeId) + "#" + esc(bindingId)` for
+ * records (identity = primary key) or `"FENCE"` for the partition's fence item; GSIs `ClaimIndex (PK,
+ * claim_sort)` ALL (non-terminal records, age order), `RecordIdIndex (record_id)`, `ExpiryIndex
+ * (has_expiry, expires_at)` and `PartitionIndex (partitions_shard, PK)` keys only; TTL attribute `ttl`;
+ * optionally the LSI `ClaimLocalIndex (PK, claim_sort)` ALL, which only a new table can have. Rationale:
+ * docs/design/dynamodb.md.
  *
  * @since 0.1.0
  */

@@ -118,7 +118,12 @@ export const encodeNew = (record: OutboxRecord.PreparedRecord, seq: number): Ite
 }
 
 const utf8 = new TextEncoder()
-const byteLength = (s: string): number => utf8.encode(s).length
+/**
+ * The UTF-8 length of a string in bytes.
+ *
+ * @since 0.1.0
+ */
+export const byteLength = (s: string): number => utf8.encode(s).length
 
 /**
  * Room kept free in every item for what a claim adds later (`claimed_by`, `claimed_at`,
@@ -186,6 +191,94 @@ export const itemSizeProblem = (record: OutboxRecord.PreparedRecord): string | u
     ? `the record needs about ${size} bytes as a DynamoDB item (payload ${record.payload.length} bytes); the limit is ${MaxItemBytes} bytes`
     : undefined
 }
+
+/**
+ * The longest partition key the DynamoDB store accepts, in UTF-8 bytes: it is the table's hash key
+ * (DynamoDB allows 2048 bytes) and the range key of `PartitionIndex` (1024 bytes).
+ *
+ * @since 0.1.0
+ */
+export const MaxPartitionKeyBytes = 1024
+
+/**
+ * The longest record id the DynamoDB store accepts, in UTF-8 bytes: DynamoDB's limit on the hash key of
+ * `RecordIdIndex`.
+ *
+ * @since 0.1.0
+ */
+export const MaxRecordIdBytes = 2048
+
+/**
+ * Whether a stored record can have this id (non-empty, at most {@link MaxRecordIdBytes}).
+ *
+ * @since 0.1.0
+ */
+export const canBeRecordId = (id: string): boolean => id.length > 0 && byteLength(id) <= MaxRecordIdBytes
+
+/**
+ * DynamoDB's limit on a sort key value (the table's `SK`), in UTF-8 bytes.
+ *
+ * @since 0.1.0
+ */
+export const MaxSortKeyBytes = 1024
+
+/**
+ * Why a prepared record's keys break a DynamoDB key limit, or `undefined`: the partition key up to
+ * {@link MaxPartitionKeyBytes}, the record id up to {@link MaxRecordIdBytes}, the sort key built from
+ * envelope and binding ids (after escaping) up to {@link MaxSortKeyBytes}.
+ *
+ * @since 0.1.0
+ */
+export const keyLimitProblem = (
+  record: Pick<OutboxRecord.PreparedRecord, "id" | "partitionKey" | "envelopeId" | "bindingId">
+): string | undefined => {
+  const partitionKeyBytes = byteLength(record.partitionKey)
+  if (partitionKeyBytes > MaxPartitionKeyBytes) {
+    return `partitionKey is ${partitionKeyBytes} bytes; the DynamoDB store's limit is ${MaxPartitionKeyBytes} bytes (the range key of PartitionIndex)`
+  }
+  const idBytes = byteLength(record.id)
+  if (idBytes > MaxRecordIdBytes) {
+    return `id is ${idBytes} bytes; DynamoDB's limit for the RecordIdIndex key is ${MaxRecordIdBytes} bytes`
+  }
+  const sortKeyBytes = byteLength(recordSortKey(record))
+  if (sortKeyBytes > MaxSortKeyBytes) {
+    return `envelopeId and bindingId make a sort key of ${sortKeyBytes} bytes (${RecordSortKeyPrefix} + escaped envelopeId + # + escaped bindingId); DynamoDB's sort key limit is ${MaxSortKeyBytes} bytes`
+  }
+  return undefined
+}
+
+/**
+ * DynamoDB's limit on an attribute name (header names are the keys of the `headers` map), in UTF-8 bytes.
+ *
+ * @since 0.1.0
+ */
+export const MaxAttributeNameBytes = 65535
+
+/**
+ * Why a header name cannot be a DynamoDB map key (empty, or over {@link MaxAttributeNameBytes}), or
+ * `undefined`.
+ *
+ * @since 0.1.0
+ */
+export const headerNameProblem = (headers: OutboxRecord.Headers): string | undefined => {
+  for (const name of Object.keys(headers)) {
+    if (name.length === 0) return "a header name is empty; DynamoDB map keys must not be empty"
+    const bytes = byteLength(name)
+    if (bytes > MaxAttributeNameBytes) {
+      return `a header name is ${bytes} bytes; DynamoDB's attribute name limit is ${MaxAttributeNameBytes} bytes`
+    }
+  }
+  return undefined
+}
+
+/**
+ * Why a prepared record cannot be stored by the DynamoDB store (a key limit, a header name, then the
+ * item size), or `undefined`. The store core calls it for every record before anything is written.
+ *
+ * @since 0.1.0
+ */
+export const limitProblem = (record: OutboxRecord.PreparedRecord): string | undefined =>
+  keyLimitProblem(record) ?? headerNameProblem(record.headers) ?? itemSizeProblem(record)
 
 const S = Schema.Struct({ S: Schema.String })
 const NonEmptyS = Schema.Struct({ S: Schema.NonEmptyString })

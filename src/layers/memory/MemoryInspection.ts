@@ -29,7 +29,7 @@ export const countThroughPort = (
   Effect.gen(function* () {
     const counts = OutboxInspection.noDeadLetters()
     for (const category of OutboxInspection.categories) {
-      counts[category] = (yield* dlq.list({ category })).length
+      counts[category] = (yield* dlq.list({ category }).pipe(Effect.catchTag("InvalidArgument", Effect.die))).length
     }
     return counts
   })

@@ -1,29 +1,17 @@
 /**
- * The in-memory `LeaseStore` (SPEC §4): one `Ref` holding every partition's lease, updated atomically,
- * so concurrent acquirers in one process have exactly one winner. Time comes from `Clock`.
+ * The in-memory `LeaseStore` (SPEC §4): one immutable map holding every partition's stored lease, read
+ * and replaced only inside single synchronous steps (`Effect.sync`), so every write is atomic and of
+ * concurrent acquirers in one process exactly one wins. Implements the storage primitives of
+ * `LeaseStore.make`; stored leases are immutable (an update stores a new one).
  *
  * @since 0.1.0
  */
-import * as Clock from "effect/Clock"
-import * as DateTime from "effect/DateTime"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as HashMap from "effect/HashMap"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Ref from "effect/Ref"
-import * as LeaseTokenModule from "../../domain/LeaseToken.js"
-import { LeaseHeld, LeaseNotFound, StaleFencingToken } from "../../domain/OutboxError.js"
-import {
-  checkAcquire,
-  invalidToken,
-  type Lease,
-  LeaseStore,
-  type LeaseStoreService,
-  notCurrentHolder,
-  ttlMillis
-} from "../../services/LeaseStore.js"
+import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
+import * as LeaseStore from "../../services/LeaseStore.js"
 
 /**
  * Options of the memory lease store. It has none today; the type exists so that every backend module
@@ -33,120 +21,61 @@ import {
  */
 export interface MemoryLeaseStoreOptions {}
 
-/**
- * What the store keeps per partition. `version` is the partition's high-water mark: it survives
- * release, so the next acquire always issues a higher version.
- */
-interface Entry {
-  readonly owner: string
-  readonly version: number
-  readonly expiresAtMillis: number
-  readonly released: boolean
-  /** The entry as a `Lease`, built on first read (entries never change: an update makes a new one). */
-  lease?: Lease | undefined
-}
+type Leases = HashMap.HashMap<string, LeaseStore.StoredLease>
 
-type Leases = HashMap.HashMap<string, Entry>
+const stored = (leases: Leases, partitionKey: string): LeaseStore.StoredLease | undefined =>
+  Option.getOrUndefined(HashMap.get(leases, partitionKey))
 
-const toLease = (partitionKey: string, entry: Entry): Lease => ({
-  partitionKey,
-  token: new LeaseTokenModule.LeaseToken({ owner: entry.owner, version: entry.version }, { disableValidation: true }),
-  expiresAt: DateTime.unsafeMake(entry.expiresAtMillis)
-})
-
-/** A lease is live while `now` is strictly before its expiry. */
-const isLive = (entry: Entry, now: number): boolean => !entry.released && now < entry.expiresAtMillis
+const isHeldBy = (lease: LeaseStore.StoredLease, token: LeaseTokenLike): boolean =>
+  !lease.released && lease.owner === token.owner && lease.version === token.version
 
 /**
  * Builds a memory lease store with its own empty state.
  *
  * @since 0.1.0
  */
-export const make = (_options: MemoryLeaseStoreOptions = {}): Effect.Effect<LeaseStoreService> =>
-  Effect.gen(function* () {
-    const state = yield* Ref.make(HashMap.empty<string, Entry>())
+export const make = (_options: MemoryLeaseStoreOptions = {}): Effect.Effect<LeaseStore.LeaseStoreService> =>
+  Effect.sync(() => {
+    let leases: Leases = HashMap.empty()
 
-    /**
-     * Renew and release share their checks: a valid token, a lease that exists and is not released,
-     * and the token being exactly the current holder's.
-     */
-    const modifyHeld = <A>(
-      operation: string,
+    /** Stores `next` for the partition (one synchronous step, so no other fiber sees a half-done write). */
+    const written = (partitionKey: string, next: LeaseStore.StoredLease): LeaseStore.WriteOutcome => {
+      leases = HashMap.set(leases, partitionKey, next)
+      return { _tag: "Written", lease: next }
+    }
+
+    /** Replaces the token's lease with `change(lease)` when the token holds it; else refuses. */
+    const updateHeld = (
       partitionKey: string,
-      token: LeaseTokenModule.LeaseTokenLike,
-      change: (entry: Entry) => readonly [A, Entry]
-    ): Effect.Effect<A, StaleFencingToken | LeaseNotFound> =>
-      Option.match(invalidToken(operation, partitionKey, token), {
-        onSome: (error) => Effect.fail(error),
-        onNone: () =>
-          Ref.modify(state, (leases): readonly [Either.Either<A, StaleFencingToken | LeaseNotFound>, Leases] => {
-            const found = HashMap.get(leases, partitionKey)
-            if (Option.isNone(found) || found.value.released) {
-              return [Either.left(new LeaseNotFound({ partitionKey })), leases]
-            }
-            const entry = found.value
-            if (entry.owner !== token.owner || entry.version !== token.version) {
-              return [Either.left(notCurrentHolder(operation, partitionKey, token, entry)), leases]
-            }
-            const [result, next] = change(entry)
-            return [Either.right(result), HashMap.set(leases, partitionKey, next)]
-          }).pipe(Effect.flatten)
+      token: LeaseTokenLike,
+      change: (lease: LeaseStore.StoredLease) => LeaseStore.StoredLease
+    ) =>
+      Effect.sync((): LeaseStore.WriteOutcome => {
+        const current = stored(leases, partitionKey)
+        return current !== undefined && isHeldBy(current, token)
+          ? written(partitionKey, change(current))
+          : { _tag: "Refused", stored: current }
       })
 
-    const acquire = (partitionKey: string, owner: string, ttl: Duration.DurationInput) =>
-      Effect.gen(function* () {
-        yield* checkAcquire(partitionKey, owner)
-        const millis = yield* ttlMillis(ttl)
-        const now = yield* Clock.currentTimeMillis
-        return yield* Ref.modify(state, (leases): readonly [Either.Either<Lease, LeaseHeld>, Leases] => {
-          const found = HashMap.get(leases, partitionKey)
-          if (Option.isSome(found) && isLive(found.value, now)) {
-            const held = found.value
-            return [
-              Either.left(
-                new LeaseHeld({
-                  partitionKey,
-                  heldBy: held.owner,
-                  version: held.version,
-                  expiresAt: DateTime.unsafeMake(held.expiresAtMillis)
-                })
-              ),
-              leases
-            ]
+    return LeaseStore.make({
+      tryAcquire: (partitionKey, owner, nowMillis, expiresAtMillis) =>
+        Effect.sync((): LeaseStore.WriteOutcome => {
+          const current = stored(leases, partitionKey)
+          if (current !== undefined && !current.released && nowMillis < current.expiresAtMillis) {
+            return { _tag: "Refused", stored: current }
           }
-          const previous = Option.match(found, { onNone: () => 0, onSome: (entry) => entry.version })
-          const entry: Entry = { owner, version: previous + 1, expiresAtMillis: now + millis, released: false }
-          return [Either.right(toLease(partitionKey, entry)), HashMap.set(leases, partitionKey, entry)]
-        }).pipe(Effect.flatten)
-      }).pipe(Effect.withSpan("LeaseStore.acquire", { attributes: { "outbox.partition": partitionKey } }))
-
-    const renew = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike, ttl: Duration.DurationInput) =>
-      Effect.gen(function* () {
-        const millis = yield* ttlMillis(ttl)
-        const now = yield* Clock.currentTimeMillis
-        return yield* modifyHeld("renew", partitionKey, token, (entry) => {
-          const next: Entry = { ...entry, expiresAtMillis: now + millis, lease: undefined }
-          return [toLease(partitionKey, next), next]
-        })
-      }).pipe(Effect.withSpan("LeaseStore.renew", { attributes: { "outbox.partition": partitionKey } }))
-
-    const release = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
-      modifyHeld("release", partitionKey, token, (entry): readonly [void, Entry] => [
-        undefined,
-        { ...entry, released: true, lease: undefined }
-      ]).pipe(Effect.withSpan("LeaseStore.release", { attributes: { "outbox.partition": partitionKey } }))
-
-    const current = (partitionKey: string) =>
-      Ref.get(state).pipe(
-        Effect.flatMap((leases) => {
-          const found = HashMap.get(leases, partitionKey)
-          return Option.isNone(found) || found.value.released
-            ? Effect.fail(new LeaseNotFound({ partitionKey }))
-            : Effect.succeed((found.value.lease ??= toLease(partitionKey, found.value)))
-        })
-      )
-
-    return LeaseStore.of({ acquire, renew, release, current })
+          return written(partitionKey, {
+            owner,
+            version: (current?.version ?? 0) + 1,
+            expiresAtMillis,
+            released: false
+          })
+        }),
+      extend: (partitionKey, token, expiresAtMillis) =>
+        updateHeld(partitionKey, token, (lease) => ({ ...lease, expiresAtMillis })),
+      end: (partitionKey, token) => updateHeld(partitionKey, token, (lease) => ({ ...lease, released: true })),
+      read: (partitionKey) => Effect.sync(() => stored(leases, partitionKey))
+    })
   })
 
 /**
@@ -154,12 +83,12 @@ export const make = (_options: MemoryLeaseStoreOptions = {}): Effect.Effect<Leas
  *
  * @since 0.1.0
  */
-export const layerWith = (options: MemoryLeaseStoreOptions): Layer.Layer<LeaseStore> =>
-  Layer.effect(LeaseStore, make(options))
+export const layerWith = (options: MemoryLeaseStoreOptions): Layer.Layer<LeaseStore.LeaseStore> =>
+  Layer.effect(LeaseStore.LeaseStore, make(options))
 
 /**
  * The memory lease store layer (fresh, empty state per build).
  *
  * @since 0.1.0
  */
-export const layer: Layer.Layer<LeaseStore> = layerWith({})
+export const layer: Layer.Layer<LeaseStore.LeaseStore> = layerWith({})

@@ -6,36 +6,29 @@
  * and `(category, failed_at, id)` serve the filters in age order. `deleteWhere` and `purge` delete in
  * chunks (one short statement each) so a large cleanup never holds the write lock for long.
  *
- * Redrive persists through the `OutboxStore` service and deletes the entries in one
- * `sql.withTransaction`: with the SQLite outbox store (whose persist joins an enclosing transaction)
- * either every entry is redriven and deleted, or nothing is. The layer creates its table with its own
- * migrations table (`<prefix>outbox_dead_letter_migrations`).
+ * These are the storage primitives of `DeadLetterStore.make`. A redrive runs in one `sql.withTransaction`:
+ * with the SQLite outbox store (whose persist joins an enclosing transaction) either every entry is
+ * redriven and deleted, or nothing is. The layer creates its table with its own migrations table
+ * (`<prefix>outbox_dead_letter_migrations`).
  *
  * @since 0.1.0
  */
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
+import { SqlError } from "@effect/sql/SqlError"
 import * as DateTime from "effect/DateTime"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
-import * as Schedule from "effect/Schedule"
 import * as Schema from "effect/Schema"
-import { DeadLetterCategory, DeadLetterEntry, type DeadLetterFilter } from "../../domain/DeadLetterEntry.js"
-import { DuplicateRecord, InvalidConfiguration, NotFound, StoreUnavailable } from "../../domain/OutboxError.js"
+import { DeadLetterCategory, DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
+import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import { Headers } from "../../domain/OutboxRecord.js"
-import {
-  DeadLetterStore,
-  type DeadLetterStoreService,
-  redriveOne,
-  validateEntry
-} from "../../services/DeadLetterStore.js"
+import * as DeadLetterStore from "../../services/DeadLetterStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
-import { isBusy } from "./SqliteOutboxStore.js"
+import { isBusy, retryBusy, retryBusyOutsideTransaction, tablePrefix } from "./SqliteSupport.js"
 
 /**
  * Options of the SQLite dead-letter store.
@@ -61,26 +54,14 @@ interface Names {
   readonly categoryIndex: string
 }
 
-const prefixPattern = /^[A-Za-z_][A-Za-z0-9_]*$/
-
-const namesOf = (options: SqliteDeadLetterStoreOptions): Either.Either<Names, InvalidConfiguration> => {
-  const prefix = options.tablePrefix ?? ""
-  if (prefix.length > 0 && !prefixPattern.test(prefix)) {
-    return Either.left(
-      new InvalidConfiguration({
-        component: "SqliteDeadLetterStore",
-        problems: [`tablePrefix ${JSON.stringify(prefix)} must match ${prefixPattern.source}`]
-      })
-    )
-  }
-  return Either.right({
+const namesOf = (options: SqliteDeadLetterStoreOptions): Either.Either<Names, InvalidConfiguration> =>
+  Either.map(tablePrefix("SqliteDeadLetterStore", options.tablePrefix), (prefix) => ({
     table: `${prefix}outbox_dead_letter`,
     migrations: `${prefix}outbox_dead_letter_migrations`,
     ageIndex: `${prefix}outbox_dead_letter_age`,
     routeIndex: `${prefix}outbox_dead_letter_route`,
     categoryIndex: `${prefix}outbox_dead_letter_category`
-  })
-}
+  }))
 
 const Row = Schema.Struct({
   id: Schema.String,
@@ -134,25 +115,15 @@ const fromRow = (row: Row): DeadLetterEntry =>
 const columns = `id, record_id, partition_key, envelope_id, binding_id, payload, headers, ordering_key, route_id,
   address, category, reason, error_code, last_error, attempts, failed_at`
 
-/** Short, bounded retry of busy failures (they never happen on `:memory:`). */
-const busyRetry = Schedule.exponential(Duration.millis(5), 2).pipe(
-  Schedule.jittered,
-  Schedule.either(Schedule.spaced(Duration.millis(200))),
-  Schedule.intersect(Schedule.recurs(12))
-)
+/** Driver and row-decoding failures are the store being unavailable. */
+const unavailable =
+  (operation: string) =>
+  (cause: SqlError | ParseResult.ParseError): StoreUnavailable =>
+    new StoreUnavailable({ operation, cause })
 
-/** Handlers turning driver and row-decoding failures into `StoreUnavailable` (for `Effect.catchTags`). */
-const storeErrors = (operation: string) => {
-  const fail = (cause: SqlError | ParseResult.ParseError) => Effect.fail(new StoreUnavailable({ operation, cause }))
-  return { SqlError: fail, ParseError: fail }
-}
-
-/** The filter's limit: absent or `+Infinity` → none (`-1` for SQLite); else floored, at least 0. */
-const limitOf = (filter: DeadLetterFilter): number => {
-  const limit = filter.limit
-  if (limit === undefined || limit === Number.POSITIVE_INFINITY) return -1
-  return Number.isFinite(limit) && limit > 0 ? Math.floor(limit) : 0
-}
+/** A failure a redrive transaction is retried on: a lock failure, also as the cause of `StoreUnavailable`. */
+const isBusyFailure = (error: unknown): boolean =>
+  isBusy(error) || (error instanceof StoreUnavailable && isBusy(error.cause))
 
 const migrations = (names: Names) => ({
   "1_create_outbox_dead_letter": Effect.gen(function* () {
@@ -193,7 +164,7 @@ export const migrate = (
   Effect.gen(function* () {
     const names = yield* namesOf(options)
     yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations(names)), table: names.migrations }).pipe(
-      Effect.retry({ schedule: busyRetry, while: isBusy }),
+      retryBusyOutsideTransaction,
       Effect.mapError((cause) => new StoreUnavailable({ operation: "migrate", cause }))
     )
   })
@@ -207,6 +178,10 @@ const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray
 /** Bound parameters per `IN (…)` list (far below SQLite's limit). */
 const idChunk = 500
 
+/** The `LIMIT` of a selection (SQLite reads `-1` as none). */
+const sqlLimit = (selection: DeadLetterStore.Selection): number =>
+  Number.isFinite(selection.limit) ? selection.limit : -1
+
 /**
  * Builds a SQLite dead-letter store over the `SqlClient` and `OutboxStore` in context. Does not run
  * migrations (the layers do; see {@link migrate}).
@@ -215,7 +190,7 @@ const idChunk = 500
  */
 export const make = (
   options: SqliteDeadLetterStoreOptions = {}
-): Effect.Effect<DeadLetterStoreService, InvalidConfiguration, SqlClient.SqlClient | OutboxStore> =>
+): Effect.Effect<DeadLetterStore.DeadLetterStoreService, InvalidConfiguration, SqlClient.SqlClient | OutboxStore> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const outbox = yield* OutboxStore
@@ -229,89 +204,68 @@ export const make = (
     }
     const table = sql(names.table)
 
-    /** Retries busy failures when not inside a caller's transaction (where only the caller may retry). */
-    const retryBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-        Option.isSome(outer) ? effect : Effect.retry(effect, { schedule: busyRetry, while: isBusy })
-      )
-
-    const where = (filter: DeadLetterFilter) =>
+    const where = (selection: DeadLetterStore.Selection) =>
       sql.and([
-        ...(filter.routeId === undefined ? [] : [sql`route_id = ${filter.routeId}`]),
-        ...(filter.category === undefined ? [] : [sql`category = ${filter.category}`]),
-        ...(filter.since === undefined ? [] : [sql`failed_at >= ${DateTime.toEpochMillis(filter.since)}`]),
-        ...(filter.before === undefined ? [] : [sql`failed_at < ${DateTime.toEpochMillis(filter.before)}`])
+        ...(selection.routeId === undefined ? [] : [sql`route_id = ${selection.routeId}`]),
+        ...(selection.category === undefined ? [] : [sql`category = ${selection.category}`]),
+        ...(selection.sinceMillis === undefined ? [] : [sql`failed_at >= ${selection.sinceMillis}`]),
+        ...(selection.beforeMillis === undefined ? [] : [sql`failed_at < ${selection.beforeMillis}`])
       ])
 
-    const selectByIds = (ids: ReadonlyArray<string>) =>
-      Effect.forEach(chunksOf(ids, idChunk), (chunk) =>
-        Effect.flatMap(sql`SELECT ${sql.literal(columns)} FROM ${table} WHERE id IN ${sql.in(chunk)}`, decodeRows)
-      ).pipe(Effect.map((pages) => pages.flat()))
-
-    const write = (entry: DeadLetterEntry) =>
-      Effect.gen(function* () {
-        const valid = yield* validateEntry(entry)
-        const inserted = yield* retryBusy(
-          sql`INSERT INTO ${table} (${sql.literal(columns)}) VALUES (
-            ${valid.id}, ${valid.recordId}, ${valid.partitionKey}, ${valid.envelopeId}, ${valid.bindingId},
-            ${valid.payload}, ${JSON.stringify(valid.headers)}, ${valid.orderingKey ?? null}, ${valid.routeId ?? null},
-            ${valid.address ?? null}, ${valid.category}, ${valid.reason}, ${valid.errorCode}, ${valid.lastError},
-            ${valid.attempts}, ${DateTime.toEpochMillis(valid.failedAt)}
-          ) ON CONFLICT (id) DO NOTHING RETURNING id`
-        ).pipe(Effect.flatMap(decodeIds), Effect.catchTags(storeErrors("write")))
-        if (inserted.length === 0) {
-          return yield* new DuplicateRecord({ ids: [valid.id], partitionKey: valid.partitionKey })
-        }
-      }).pipe(Effect.withSpan("DeadLetterStore.write", { attributes: { "outbox.partition": entry.partitionKey } }))
-
-    const get = (id: string) =>
-      retryBusy(sql`SELECT ${sql.literal(columns)} FROM ${table} WHERE id = ${id}`).pipe(
-        Effect.flatMap(decodeRows),
-        Effect.catchTags(storeErrors("get")),
-        Effect.flatMap((rows) => {
-          const row = rows[0]
-          return row === undefined
-            ? Effect.fail(new NotFound({ entity: "DeadLetterEntry", ids: [id] }))
-            : Effect.succeed(fromRow(row))
-        }),
-        Effect.withSpan("DeadLetterStore.get")
+    const insert = (entry: DeadLetterEntry) =>
+      retryBusyOutsideTransaction(
+        sql`INSERT INTO ${table} (${sql.literal(columns)}) VALUES (
+          ${entry.id}, ${entry.recordId}, ${entry.partitionKey}, ${entry.envelopeId}, ${entry.bindingId},
+          ${entry.payload}, ${JSON.stringify(entry.headers)}, ${entry.orderingKey ?? null}, ${entry.routeId ?? null},
+          ${entry.address ?? null}, ${entry.category}, ${entry.reason}, ${entry.errorCode}, ${entry.lastError},
+          ${entry.attempts}, ${DateTime.toEpochMillis(entry.failedAt)}
+        ) ON CONFLICT (id) DO NOTHING RETURNING id`
+      ).pipe(
+        Effect.flatMap(decodeIds),
+        Effect.map((inserted) => inserted.length > 0),
+        Effect.mapError(unavailable("write"))
       )
 
-    const list = (filter: DeadLetterFilter) => {
-      const limit = limitOf(filter)
-      if (limit === 0) return Effect.succeed([])
-      return retryBusy(
-        sql`SELECT ${sql.literal(columns)} FROM ${table} WHERE ${where(filter)} ORDER BY failed_at, id LIMIT ${limit}`
+    const get = (operation: string, ids: ReadonlyArray<string>) =>
+      Effect.forEach(chunksOf(ids, idChunk), (chunk) =>
+        retryBusyOutsideTransaction(
+          sql`SELECT ${sql.literal(columns)} FROM ${table} WHERE id IN ${sql.in(chunk)}`
+        ).pipe(Effect.flatMap(decodeRows))
+      ).pipe(
+        Effect.map((pages) => pages.flat().map(fromRow)),
+        Effect.mapError(unavailable(operation))
+      )
+
+    const select = (selection: DeadLetterStore.Selection) =>
+      retryBusyOutsideTransaction(
+        sql`SELECT ${sql.literal(columns)} FROM ${table} WHERE ${where(selection)}
+          ORDER BY failed_at, id LIMIT ${sqlLimit(selection)}`
       ).pipe(
         Effect.flatMap(decodeRows),
         Effect.map((rows) => rows.map(fromRow)),
-        Effect.catchTags(storeErrors("list")),
-        Effect.withSpan("DeadLetterStore.list")
+        Effect.mapError(unavailable("list"))
       )
-    }
 
-    const deleteIds = (ids: ReadonlyArray<string>) =>
-      Effect.forEach(chunksOf(Array.from(new Set(ids)), idChunk), (chunk) =>
-        retryBusy(sql`DELETE FROM ${table} WHERE id IN ${sql.in(chunk)} RETURNING id`).pipe(
+    const remove = (operation: string, ids: ReadonlyArray<string>) =>
+      Effect.forEach(chunksOf(ids, idChunk), (chunk) =>
+        retryBusyOutsideTransaction(sql`DELETE FROM ${table} WHERE id IN ${sql.in(chunk)} RETURNING id`).pipe(
           Effect.map((rows) => rows.length)
         )
       ).pipe(
         Effect.map((counts) => counts.reduce((a, b) => a + b, 0)),
-        Effect.mapError((cause) => new StoreUnavailable({ operation: "delete", cause })),
-        Effect.withSpan("DeadLetterStore.delete", { attributes: { "outbox.ids": ids.length } })
+        Effect.mapError(unavailable(operation))
       )
 
     /** Deletes matching entries oldest first, `deleteChunk` per statement, until none match or `limit` is reached. */
-    const deleteMatching = (operation: string, filter: DeadLetterFilter) =>
+    const removeWhere = (operation: string, selection: DeadLetterStore.Selection) =>
       Effect.gen(function* () {
-        const limit = limitOf(filter)
-        let remaining = limit < 0 ? Number.POSITIVE_INFINITY : limit
+        let remaining = selection.limit
         let total = 0
         while (remaining > 0) {
           const n = Math.min(deleteChunk, remaining)
-          const deleted = yield* retryBusy(
+          const deleted = yield* retryBusyOutsideTransaction(
             sql`DELETE FROM ${table} WHERE id IN (
-              SELECT id FROM ${table} WHERE ${where(filter)} ORDER BY failed_at, id LIMIT ${n}
+              SELECT id FROM ${table} WHERE ${where(selection)} ORDER BY failed_at, id LIMIT ${n}
             ) RETURNING id`
           )
           total += deleted.length
@@ -319,38 +273,20 @@ export const make = (
           if (deleted.length < n) break
         }
         return total
-      }).pipe(Effect.mapError((cause) => new StoreUnavailable({ operation, cause })))
+      }).pipe(Effect.mapError(unavailable(operation)))
 
-    const deleteWhere = (filter: DeadLetterFilter) =>
-      deleteMatching("deleteWhere", filter).pipe(Effect.withSpan("DeadLetterStore.deleteWhere"))
-
-    const purge = (before: DateTime.Utc) =>
-      deleteMatching("purge", { before }).pipe(Effect.withSpan("DeadLetterStore.purge"))
-
-    const redrive = (ids: ReadonlyArray<string>) => {
-      const unique = Array.from(new Set(ids))
-      const run = Effect.gen(function* () {
-        const found = new Map((yield* selectByIds(unique)).map((row) => [row.id, fromRow(row)]))
-        const missing = unique.filter((id) => !found.has(id))
-        if (missing.length > 0) return yield* new NotFound({ entity: "DeadLetterEntry", ids: missing })
-        const recordIds: Array<string> = []
-        for (const id of unique) {
-          const entry = found.get(id)
-          if (entry === undefined) continue
-          const recordId = yield* redriveOne(outbox, entry)
-          yield* sql`DELETE FROM ${table} WHERE id = ${id}`
-          recordIds.push(recordId)
-        }
-        return recordIds
-      })
-      if (unique.length === 0) return Effect.succeed([])
-      return retryBusy(sql.withTransaction(run)).pipe(
-        Effect.catchTags(storeErrors("redrive")),
-        Effect.withSpan("DeadLetterStore.redrive", { attributes: { "outbox.ids": ids.length } })
+    /** One transaction; retried as a whole on lock failures unless inside a caller's transaction. */
+    const redriveScope = <A, E>(redrive: Effect.Effect<A, E>): Effect.Effect<A, E | StoreUnavailable> =>
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
+        const once = sql.withTransaction(redrive)
+        return Option.isSome(outer) ? once : retryBusy(once, isBusyFailure)
+      }).pipe(
+        Effect.mapError((error): E | StoreUnavailable =>
+          error instanceof SqlError ? new StoreUnavailable({ operation: "redrive", cause: error }) : error
+        )
       )
-    }
 
-    return DeadLetterStore.of({ write, get, list, delete: deleteIds, deleteWhere, purge, redrive })
+    return DeadLetterStore.make({ insert, get, select, remove, removeWhere, redriveScope }, outbox)
   })
 
 /**
@@ -361,8 +297,11 @@ export const make = (
  */
 export const layerWith = (
   options: SqliteDeadLetterStoreOptions
-): Layer.Layer<DeadLetterStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient | OutboxStore> =>
-  Layer.effect(DeadLetterStore, Effect.zipRight(migrate(options), make(options)))
+): Layer.Layer<
+  DeadLetterStore.DeadLetterStore,
+  StoreUnavailable | InvalidConfiguration,
+  SqlClient.SqlClient | OutboxStore
+> => Layer.effect(DeadLetterStore.DeadLetterStore, Effect.zipRight(migrate(options), make(options)))
 
 /**
  * The SQLite dead-letter store layer with default table names; runs the migrations first.
@@ -370,7 +309,7 @@ export const layerWith = (
  * @since 0.1.0
  */
 export const layer: Layer.Layer<
-  DeadLetterStore,
+  DeadLetterStore.DeadLetterStore,
   StoreUnavailable | InvalidConfiguration,
   SqlClient.SqlClient | OutboxStore
 > = layerWith({})

@@ -15,34 +15,17 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Clock from "effect/Clock"
-import * as DateTime from "effect/DateTime"
 import * as Deferred from "effect/Deferred"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import * as LeaseTokenModule from "../../domain/LeaseToken.js"
-import {
-  InvalidConfiguration,
-  LeaseHeld,
-  LeaseNotFound,
-  StaleFencingToken,
-  StoreUnavailable
-} from "../../domain/OutboxError.js"
-import {
-  checkAcquire,
-  checkToken,
-  type Lease,
-  LeaseStore,
-  type LeaseStoreService,
-  notCurrentHolder,
-  ttlMillis
-} from "../../services/LeaseStore.js"
+import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
+import { type InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
-import { retryBusy } from "./SqliteOutboxStore.js"
+import * as LeaseStore from "../../services/LeaseStore.js"
+import { retryBusy, retryBusyOutsideTransaction, tablePrefix } from "./SqliteSupport.js"
 
 /**
  * Options of the SQLite lease store.
@@ -94,30 +77,17 @@ const isLeaseRow = (u: unknown): u is LeaseRow =>
 const isKeyedLeaseRow = (u: unknown): u is KeyedLeaseRow =>
   isLeaseRow(u) && typeof Reflect.get(u, "partition_key") === "string"
 
-/** Retries busy failures when not inside a caller's transaction (where only the caller may retry). */
-const retryBusyOutsideTransaction = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-    Option.isSome(outer) ? effect : retryBusy(effect)
-  )
-
-const prefixPattern = /^[A-Za-z_][A-Za-z0-9_]*$/
-
+/** Driver and row-decoding failures are the store being unavailable. */
 const unavailable =
   (operation: string, partitionKey?: string) =>
-  (cause: unknown): StoreUnavailable =>
+  (cause: SqlError | ParseResult.ParseError): StoreUnavailable =>
     new StoreUnavailable({ operation, partitionKey, cause })
 
-/** Handlers turning driver and row-decoding failures into `StoreUnavailable` (for `Effect.catchTags`). */
-const storeErrors = (operation: string, partitionKey: string) => {
-  const fail = (cause: SqlError | ParseResult.ParseError) =>
-    Effect.fail(new StoreUnavailable({ operation, partitionKey, cause }))
-  return { SqlError: fail, ParseError: fail }
-}
-
-const toLease = (partitionKey: string, row: LeaseRow): Lease => ({
-  partitionKey,
-  token: new LeaseTokenModule.LeaseToken({ owner: row.owner, version: row.version }, { disableValidation: true }),
-  expiresAt: DateTime.unsafeMake(row.expires_at)
+const storedOf = (row: LeaseRow): LeaseStore.StoredLease => ({
+  owner: row.owner,
+  version: row.version,
+  expiresAtMillis: row.expires_at,
+  released: row.released !== 0
 })
 
 const migrations = (table: string) => ({
@@ -147,20 +117,14 @@ export const migrate = (
     yield* Migrator.make({})({
       loader: Migrator.fromRecord(migrations(`${prefix}outbox_lease`)),
       table: `${prefix}outbox_lease_migrations`
-    }).pipe(retryBusyOutsideTransaction, Effect.mapError(unavailable("migrate")))
+    }).pipe(
+      retryBusyOutsideTransaction,
+      Effect.mapError((cause) => new StoreUnavailable({ operation: "migrate", cause }))
+    )
   })
 
-const validPrefix = (options: SqliteLeaseStoreOptions): Effect.Effect<string, InvalidConfiguration> => {
-  const prefix = options.tablePrefix ?? ""
-  return prefix.length === 0 || prefixPattern.test(prefix)
-    ? Effect.succeed(prefix)
-    : Effect.fail(
-        new InvalidConfiguration({
-          component: "SqliteLeaseStore",
-          problems: [`tablePrefix ${JSON.stringify(prefix)} must match ${prefixPattern.source}`]
-        })
-      )
-}
+const validPrefix = (options: SqliteLeaseStoreOptions): Effect.Effect<string, InvalidConfiguration> =>
+  tablePrefix("SqliteLeaseStore", options.tablePrefix)
 
 /**
  * Builds a SQLite lease store over the `SqlClient` in context. Does not run migrations (the layers do;
@@ -170,7 +134,7 @@ const validPrefix = (options: SqliteLeaseStoreOptions): Effect.Effect<string, In
  */
 export const make = (
   options: SqliteLeaseStoreOptions = {}
-): Effect.Effect<LeaseStoreService, InvalidConfiguration, SqlClient.SqlClient> =>
+): Effect.Effect<LeaseStore.LeaseStoreService, InvalidConfiguration, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const prefix = yield* validPrefix(options)
@@ -184,93 +148,57 @@ export const make = (
         Effect.map((found) => found[0])
       )
 
-    /** Explains why a conditional renew/release matched nothing: no live lease, or another holder. */
-    const rejected = (operation: string, partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
-      Effect.flatMap(read(partitionKey), (row): Effect.Effect<never, LeaseNotFound | StaleFencingToken> =>
-        row === undefined || row.released !== 0
-          ? Effect.fail(new LeaseNotFound({ partitionKey }))
-          : Effect.fail(notCurrentHolder(operation, partitionKey, token, row))
+    /** Runs a conditional write (`RETURNING` the row it wrote); when it matched nothing, reads the row. */
+    const conditional = (
+      operation: string,
+      partitionKey: string,
+      write: Effect.Effect<ReadonlyArray<unknown>, SqlError>
+    ): Effect.Effect<LeaseStore.WriteOutcome, StoreUnavailable> =>
+      sql
+        .withTransaction(
+          Effect.gen(function* () {
+            const written = (yield* rows(write))[0]
+            if (written !== undefined) return { _tag: "Written" as const, lease: storedOf(written) }
+            const row = yield* read(partitionKey)
+            return { _tag: "Refused" as const, stored: row === undefined ? undefined : storedOf(row) }
+          })
+        )
+        .pipe(retryBusyOutsideTransaction, Effect.mapError(unavailable(operation, partitionKey)))
+
+    const tryAcquire = (partitionKey: string, owner: string, nowMillis: number, expiresAtMillis: number) =>
+      conditional(
+        "acquire",
+        partitionKey,
+        sql`INSERT INTO ${table} (partition_key, owner, version, expires_at, released)
+          VALUES (${partitionKey}, ${owner}, 1, ${expiresAtMillis}, 0)
+          ON CONFLICT (partition_key) DO UPDATE SET
+            owner = excluded.owner,
+            version = ${table}.version + 1,
+            expires_at = excluded.expires_at,
+            released = 0
+          WHERE ${table}.released <> 0 OR ${table}.expires_at <= ${nowMillis}
+          RETURNING owner, version, expires_at, released`
       )
 
-    const acquire = (partitionKey: string, owner: string, ttl: Duration.DurationInput) =>
-      Effect.gen(function* () {
-        yield* checkAcquire(partitionKey, owner)
-        const millis = yield* ttlMillis(ttl)
-        const now = yield* Clock.currentTimeMillis
-        const expiresAt = now + millis
-        return yield* sql
-          .withTransaction(
-            Effect.gen(function* () {
-              const won = yield* rows(sql`INSERT INTO ${table} (partition_key, owner, version, expires_at, released)
-                VALUES (${partitionKey}, ${owner}, 1, ${expiresAt}, 0)
-                ON CONFLICT (partition_key) DO UPDATE SET
-                  owner = excluded.owner,
-                  version = ${table}.version + 1,
-                  expires_at = excluded.expires_at,
-                  released = 0
-                WHERE ${table}.released <> 0 OR ${table}.expires_at <= ${now}
-                RETURNING owner, version, expires_at, released`)
-              const lease = won[0]
-              if (lease !== undefined) return { _tag: "Won" as const, lease }
-              return { _tag: "Held" as const, row: yield* read(partitionKey) }
-            })
-          )
-          .pipe(
-            retryBusyOutsideTransaction,
-            Effect.catchTags(storeErrors("acquire", partitionKey)),
-            Effect.flatMap((outcome) => {
-              if (outcome._tag === "Won") return Effect.succeed(toLease(partitionKey, outcome.lease))
-              const row = outcome.row
-              if (row === undefined) {
-                return Effect.dieMessage(`lease row of partition ${partitionKey} vanished during acquire`)
-              }
-              return Effect.fail(
-                new LeaseHeld({
-                  partitionKey,
-                  heldBy: row.owner,
-                  version: row.version,
-                  expiresAt: DateTime.unsafeMake(row.expires_at)
-                })
-              )
-            })
-          )
-      }).pipe(Effect.withSpan("LeaseStore.acquire", { attributes: { "outbox.partition": partitionKey } }))
+    const extend = (partitionKey: string, token: LeaseTokenLike, expiresAtMillis: number) =>
+      conditional(
+        "renew",
+        partitionKey,
+        sql`UPDATE ${table} SET expires_at = ${expiresAtMillis}
+          WHERE partition_key = ${partitionKey} AND owner = ${token.owner} AND version = ${token.version}
+            AND released = 0
+          RETURNING owner, version, expires_at, released`
+      )
 
-    const renew = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike, ttl: Duration.DurationInput) =>
-      Effect.gen(function* () {
-        yield* checkToken("renew", partitionKey, token)
-        const millis = yield* ttlMillis(ttl)
-        const now = yield* Clock.currentTimeMillis
-        return yield* sql
-          .withTransaction(
-            Effect.gen(function* () {
-              const updated = yield* rows(sql`UPDATE ${table} SET expires_at = ${now + millis}
-                WHERE partition_key = ${partitionKey} AND owner = ${token.owner} AND version = ${token.version}
-                  AND released = 0
-                RETURNING owner, version, expires_at, released`)
-              const row = updated[0]
-              if (row !== undefined) return toLease(partitionKey, row)
-              return yield* rejected("renew", partitionKey, token)
-            })
-          )
-          .pipe(retryBusyOutsideTransaction, Effect.catchTags(storeErrors("renew", partitionKey)))
-      }).pipe(Effect.withSpan("LeaseStore.renew", { attributes: { "outbox.partition": partitionKey } }))
-
-    const release = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
-      Effect.gen(function* () {
-        yield* checkToken("release", partitionKey, token)
-        return yield* sql
-          .withTransaction(
-            Effect.gen(function* () {
-              const updated = yield* rows(sql`UPDATE ${table} SET released = 1
-                WHERE partition_key = ${partitionKey} AND owner = ${token.owner} AND version = ${token.version}
-                  AND released = 0
-                RETURNING owner, version, expires_at, released`)
-              if (updated.length === 0) return yield* rejected("release", partitionKey, token)
-            })
-          )
-          .pipe(retryBusyOutsideTransaction, Effect.catchTags(storeErrors("release", partitionKey)))
-      }).pipe(Effect.withSpan("LeaseStore.release", { attributes: { "outbox.partition": partitionKey } }))
+    const end = (partitionKey: string, token: LeaseTokenLike) =>
+      conditional(
+        "release",
+        partitionKey,
+        sql`UPDATE ${table} SET released = 1
+          WHERE partition_key = ${partitionKey} AND owner = ${token.owner} AND version = ${token.version}
+            AND released = 0
+          RETURNING owner, version, expires_at, released`
+      )
 
     /**
      * `current` is on the drainer's hot path (checked before and after every wave of sends), so it runs its
@@ -339,17 +267,13 @@ export const make = (
           : Effect.map(readChunk(outer.value[0], [partitionKey]), (rows) => rows[0])
       )
 
-    const current = (partitionKey: string) =>
-      Effect.matchEffect(readCurrent(partitionKey), {
-        // every failure of the read (SqlError, ParseError) is the store being unavailable
-        onFailure: (cause) => Effect.fail(new StoreUnavailable({ operation: "current", partitionKey, cause })),
-        onSuccess: (row) =>
-          row === undefined || row.released !== 0
-            ? Effect.fail(new LeaseNotFound({ partitionKey }))
-            : Effect.succeed(toLease(partitionKey, row))
-      })
+    const readStored = (partitionKey: string) =>
+      readCurrent(partitionKey).pipe(
+        Effect.map((row) => (row === undefined ? undefined : storedOf(row))),
+        Effect.mapError(unavailable("current", partitionKey))
+      )
 
-    return LeaseStore.of({ acquire, renew, release, current })
+    return LeaseStore.make({ tryAcquire, extend, end, read: readStored })
   })
 
 /**
@@ -359,14 +283,13 @@ export const make = (
  */
 export const layerWith = (
   options: SqliteLeaseStoreOptions
-): Layer.Layer<LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
-  Layer.effect(LeaseStore, Effect.zipRight(migrate(options), make(options)))
+): Layer.Layer<LeaseStore.LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
+  Layer.effect(LeaseStore.LeaseStore, Effect.zipRight(migrate(options), make(options)))
 
 /**
  * The SQLite lease store layer with default table names; runs the migrations first.
  *
  * @since 0.1.0
  */
-export const layer: Layer.Layer<LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> = layerWith(
-  {}
-)
+export const layer: Layer.Layer<LeaseStore.LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =
+  layerWith({})

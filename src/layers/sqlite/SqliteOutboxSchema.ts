@@ -16,8 +16,9 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import { InvalidConfiguration } from "../../domain/OutboxError.js"
+import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
+import { tablePrefix } from "./SqliteSupport.js"
 
 /**
  * The names of the outbox tables and indexes for a table prefix.
@@ -38,8 +39,6 @@ export interface TableNames {
   readonly terminalIndex: string
 }
 
-const prefixPattern = /^[A-Za-z_][A-Za-z0-9_]*$/
-
 /**
  * Validates a table prefix (letters, digits and `_`, not starting with a digit; empty allowed) and
  * derives the table names from it.
@@ -47,14 +46,8 @@ const prefixPattern = /^[A-Za-z_][A-Za-z0-9_]*$/
  * @since 0.1.0
  */
 export const tableNames = (prefix: string): Either.Either<TableNames, InvalidConfiguration> => {
-  if (prefix.length > 0 && !prefixPattern.test(prefix)) {
-    return Either.left(
-      new InvalidConfiguration({
-        component: "SqliteOutboxStore",
-        problems: [`tablePrefix ${JSON.stringify(prefix)} must match ${prefixPattern.source}`]
-      })
-    )
-  }
+  const checked = tablePrefix("SqliteOutboxStore", prefix)
+  if (Either.isLeft(checked)) return Either.left(checked.left)
   return Either.right({
     outbox: `${prefix}outbox`,
     fence: `${prefix}outbox_fence`,

@@ -29,7 +29,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import * as Stream from "effect/Stream"
 import * as ClaimOrder from "../../domain/ClaimOrder.js"
 import * as Fence from "../../domain/Fence.js"
@@ -56,6 +55,7 @@ import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
 import * as SqliteOutboxRows from "./SqliteOutboxRows.js"
 import { persistIn } from "./SqlitePersist.js"
 import { chunksOf, countOf, fenceOf, idsOf, partitionsOf, records, run, select } from "./SqliteStatement.js"
+import { busyRetry, isBusy, retryBusy } from "./SqliteSupport.js"
 
 /**
  * Options of the SQLite outbox store.
@@ -101,45 +101,11 @@ const rolledBackAlready = (error: SqlError): boolean =>
   /no transaction is active|no such savepoint/.test(causeMessage(error))
 
 /**
- * True for a SQL failure caused by another connection's lock (`SQLITE_BUSY*`, `SQLITE_LOCKED*`).
+ * Lock-failure recognition and retry, shared by the SQLite stores (defined in `SqliteSupport`).
  *
  * @since 0.1.0
  */
-export const isBusy = (error: unknown): boolean => {
-  if (typeof error !== "object" || error === null || Reflect.get(error, "_tag") !== "SqlError") return false
-  const cause: unknown = Reflect.get(error, "cause")
-  if (typeof cause !== "object" || cause === null) return false
-  const code: unknown = Reflect.get(cause, "code")
-  return typeof code === "string" && (code.startsWith("SQLITE_BUSY") || code.startsWith("SQLITE_LOCKED"))
-}
-
-/** Short, bounded retry of busy failures (they never happen on `:memory:`, so tests on TestClock never sleep). */
-const busyRetry = Schedule.exponential(Duration.millis(5), 2).pipe(
-  Schedule.jittered,
-  Schedule.either(Schedule.spaced(Duration.millis(200))),
-  Schedule.intersect(Schedule.recurs(12))
-)
-
-/**
- * `Effect.retry(effect, { schedule: busyRetry, while: isBusy })` with the same attempts and delays, but
- * the schedule is set up only once a first attempt has failed busy (the common path pays nothing).
- * Shared by the SQLite stores.
- *
- * @since 0.1.0
- */
-export const retryBusy = <A, E, R>(effect: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
-  Effect.catchIf(effect, isBusy, (first) => {
-    // the retry loop starts by replaying the failure already seen, so its schedule decides the first delay
-    let replayed = false
-    return Effect.retry(
-      Effect.suspend(() => {
-        if (replayed) return effect
-        replayed = true
-        return Effect.fail(first)
-      }),
-      { schedule: busyRetry, while: isBusy }
-    )
-  })
+export { isBusy, retryBusy } from "./SqliteSupport.js"
 
 /** A decoded candidate row with the facts claim selection looks at. */
 interface Candidate extends ClaimOrder.ClaimFacts {

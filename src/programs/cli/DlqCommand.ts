@@ -80,8 +80,8 @@ const toFilter = (flags: FilterFlags): Effect.Effect<DeadLetterFilter, CliFailur
       })
     const since = yield* instant("since", flags.since)
     const before = yield* instant("before", flags.before)
-    if (Option.isSome(flags.limit) && flags.limit.value < 0) {
-      return yield* new CliFailure({ message: "--limit must be 0 or more", exitCode: 2 })
+    if (Option.isSome(flags.limit) && flags.limit.value < 1) {
+      return yield* new CliFailure({ message: "--limit must be 1 or more", exitCode: 2 })
     }
     return {
       ...(Option.isSome(flags.route) ? { routeId: flags.route.value } : {}),

@@ -153,6 +153,9 @@ const hostOf = (origin: string): string | undefined => {
 
 const unavailable = (error: { readonly message: string }) => Effect.succeed(failure(503, error.message))
 
+/** An argument the store refuses: its message names the argument, never the value. */
+const invalid = (error: { readonly message: string }) => Effect.succeed(failure(400, error.message))
+
 /**
  * The dashboard routes.
  *
@@ -211,7 +214,7 @@ export const router = (
         entries: pageEntries.map((e) => entryJson(e, showPayloads)),
         nextCursor: rest.length > limit && last !== undefined ? encodeCursor(last) : null
       })
-    }).pipe(Effect.catchTag("StoreUnavailable", unavailable))
+    }).pipe(Effect.catchTags({ InvalidArgument: invalid, StoreUnavailable: unavailable }))
 
     const redrive = Effect.gen(function* () {
       const refused = yield* guard(options)
@@ -227,6 +230,7 @@ export const router = (
       Effect.catchTags({
         NotFound: (error) => Effect.succeed(failure(404, error.message)),
         InvalidRecord: (error) => Effect.succeed(failure(400, error.message)),
+        InvalidArgument: invalid,
         StoreUnavailable: unavailable
       })
     )
@@ -239,7 +243,7 @@ export const router = (
       const deleted = yield* deadLetters.deleteWhere(toFilter(body.right))
       yield* Effect.logWarning("dead-letter entries purged from the dashboard").pipe(Effect.annotateLogs({ deleted }))
       return json({ deleted })
-    }).pipe(Effect.catchTag("StoreUnavailable", unavailable))
+    }).pipe(Effect.catchTags({ InvalidArgument: invalid, StoreUnavailable: unavailable }))
 
     return HttpRouter.empty.pipe(
       HttpRouter.get(
