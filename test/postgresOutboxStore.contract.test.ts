@@ -4,7 +4,7 @@ import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore
 import { type ContractLayerOptions, outboxStoreContract } from "./contract/OutboxStoreContract.js"
 import { clientLayer, createDatabase } from "./support/PostgresServer.js"
 
-const capabilities = { staleReclaim: true, firstAttempt: true, multiIdAtomic: false } as const
+const capabilities = { multiIdAtomic: false } as const
 
 // one database for the file; every test uses its own partitions
 const url = await createDatabase(inject("postgresUrl"), "outbox_contract")

@@ -6,30 +6,26 @@
  * `(route_id, failed_at, id)` and `(category, failed_at, id)` serve the filters in age order.
  * `deleteWhere` and `purge` delete in chunks (one short statement each).
  *
- * Redrive persists through the `OutboxStore` service and deletes the entries in one transaction: with the
- * PostgreSQL outbox store on the same client (whose persist joins an enclosing transaction) either every
- * entry is redriven and deleted, or nothing is. The layer runs its migrations under an advisory lock
+ * These are the storage primitives of `DeadLetterStore.make`. A redrive runs in one transaction, its entries
+ * read `FOR UPDATE`: with the PostgreSQL outbox store on the same client (whose persist joins an enclosing
+ * transaction) either every entry is redriven and deleted, or nothing is. The layer runs its migrations under an advisory lock
  * (`<prefix>outbox_dead_letter_migrations`).
  *
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import { SqlError } from "@effect/sql/SqlError"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { DeadLetterCategory, DeadLetterEntry, type DeadLetterFilter } from "../../domain/DeadLetterEntry.js"
-import { DuplicateRecord, InvalidConfiguration, NotFound, type StoreUnavailable } from "../../domain/OutboxError.js"
+import { DeadLetterCategory, DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
+import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import { Headers } from "../../domain/OutboxRecord.js"
-import {
-  DeadLetterStore,
-  type DeadLetterStoreService,
-  redriveOne,
-  validateEntry
-} from "../../services/DeadLetterStore.js"
+import * as DeadLetterStore from "../../services/DeadLetterStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
 import { BigIntColumn } from "./PostgresOutboxSchema.js"
-import { decodeRows, migrate as runMigrations, unavailable } from "./PostgresOutboxStore.js"
+import { decodeRows, migrate as runMigrations } from "./PostgresOutboxStore.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
 
 /**
@@ -129,22 +125,19 @@ const fromRow = (row: Row): DeadLetterEntry =>
 const columns = `id, record_id, partition_key, envelope_id, binding_id, payload, headers, ordering_key, route_id,
   address, category, reason, error_code, last_error, attempts, failed_at`
 
-/** The filter's limit: absent or `+Infinity` → none (NULL); else floored, at least 0. */
-const limitOf = (filter: DeadLetterFilter): number | null => {
-  const limit = filter.limit
-  if (limit === undefined || limit === Number.POSITIVE_INFINITY) return null
-  return Number.isFinite(limit) && limit > 0 ? Math.floor(limit) : 0
-}
+/** The `LIMIT` of a selection (NULL is none). */
+const sqlLimit = (selection: DeadLetterStore.Selection): number | null =>
+  Number.isFinite(selection.limit) ? selection.limit : null
 
-/** The WHERE clause of a filter: `$1` route, `$2` category, `$3` since, `$4` before (NULL = unset). */
+/** The WHERE clause of a selection: `$1` route, `$2` category, `$3` since, `$4` before (NULL = unset). */
 const filterClause =
   "($1::text IS NULL OR route_id = $1) AND ($2::text IS NULL OR category = $2) AND ($3::bigint IS NULL OR failed_at >= $3) AND ($4::bigint IS NULL OR failed_at < $4)"
 
-const filterParams = (filter: DeadLetterFilter): ReadonlyArray<unknown> => [
-  filter.routeId ?? null,
-  filter.category ?? null,
-  filter.since === undefined ? null : DateTime.toEpochMillis(filter.since),
-  filter.before === undefined ? null : DateTime.toEpochMillis(filter.before)
+const filterParams = (selection: DeadLetterStore.Selection): ReadonlyArray<unknown> => [
+  selection.routeId ?? null,
+  selection.category ?? null,
+  selection.sinceMillis ?? null,
+  selection.beforeMillis ?? null
 ]
 
 /**
@@ -192,7 +185,7 @@ export const migrate = (
           ]
         ]
       ]
-    }).pipe(unavailable("migrate"))
+    }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
   })
 
 /**
@@ -203,7 +196,7 @@ export const migrate = (
  */
 export const make = (
   options: PostgresDeadLetterStoreOptions = {}
-): Effect.Effect<DeadLetterStoreService, InvalidConfiguration, SqlClient.SqlClient | OutboxStore> =>
+): Effect.Effect<DeadLetterStore.DeadLetterStoreService, InvalidConfiguration, SqlClient.SqlClient | OutboxStore> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const outbox = yield* OutboxStore
@@ -213,82 +206,68 @@ export const make = (
     const t = names.table
 
     const entries = (operation: string, text: string, params: ReadonlyArray<unknown>) =>
-      tx.standalone((conn) =>
-        Effect.flatMap(tx.run(conn, text, params), decodeRows(operation, Rows)).pipe(
-          Effect.map((rows) => rows.map(fromRow))
+      tx
+        .standalone((conn) => Effect.flatMap(tx.run(conn, text, params), decodeRows(operation, Rows)))
+        .pipe(
+          Effect.map((rows) => rows.map(fromRow)),
+          StoreUnavailable.refailTag("SqlError", operation)
         )
-      )
 
     const ids = (operation: string, text: string, params: ReadonlyArray<unknown>) =>
-      tx.standalone((conn) => Effect.flatMap(tx.run(conn, text, params), decodeRows(operation, IdRows)))
+      tx
+        .standalone((conn) => Effect.flatMap(tx.run(conn, text, params), decodeRows(operation, IdRows)))
+        .pipe(StoreUnavailable.refailTag("SqlError", operation))
 
-    const write = (entry: DeadLetterEntry) =>
-      Effect.gen(function* () {
-        const valid = yield* validateEntry(entry)
-        const inserted = yield* ids(
-          "write",
-          `INSERT INTO ${t} (${columns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+    const insert = (entry: DeadLetterEntry) =>
+      ids(
+        "write",
+        `INSERT INTO ${t} (${columns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 ON CONFLICT (id) DO NOTHING RETURNING id`,
-          [
-            valid.id,
-            valid.recordId,
-            valid.partitionKey,
-            valid.envelopeId,
-            valid.bindingId,
-            valid.payload,
-            JSON.stringify(valid.headers),
-            valid.orderingKey ?? null,
-            valid.routeId ?? null,
-            valid.address ?? null,
-            valid.category,
-            valid.reason,
-            valid.errorCode,
-            valid.lastError,
-            valid.attempts,
-            DateTime.toEpochMillis(valid.failedAt)
-          ]
-        )
-        if (inserted.length === 0) {
-          return yield* new DuplicateRecord({ ids: [valid.id], partitionKey: valid.partitionKey })
-        }
-      }).pipe(
-        unavailable("write"),
-        Effect.withSpan("DeadLetterStore.write", { attributes: { "outbox.partition": entry.partitionKey } })
+        [
+          entry.id,
+          entry.recordId,
+          entry.partitionKey,
+          entry.envelopeId,
+          entry.bindingId,
+          entry.payload,
+          JSON.stringify(entry.headers),
+          entry.orderingKey ?? null,
+          entry.routeId ?? null,
+          entry.address ?? null,
+          entry.category,
+          entry.reason,
+          entry.errorCode,
+          entry.lastError,
+          entry.attempts,
+          DateTime.toEpochMillis(entry.failedAt)
+        ]
+      ).pipe(Effect.map((inserted) => inserted.length > 0))
+
+    // a redrive reads its entries inside its transaction and locks them: a concurrent redrive of the same
+    // entries waits, then finds them gone
+    const get = (operation: string, toGet: ReadonlyArray<string>) =>
+      entries(
+        operation,
+        `SELECT ${columns} FROM ${t} WHERE id = ANY($1::text[])${operation === "redrive" ? " FOR UPDATE" : ""}`,
+        [toGet]
       )
 
-    const get = (id: string) =>
-      entries("get", `SELECT ${columns} FROM ${t} WHERE id = $1`, [id]).pipe(
-        Effect.flatMap((found) => {
-          const entry = found[0]
-          return entry === undefined
-            ? Effect.fail(new NotFound({ entity: "DeadLetterEntry", ids: [id] }))
-            : Effect.succeed(entry)
-        }),
-        unavailable("get"),
-        Effect.withSpan("DeadLetterStore.get")
-      )
+    const select = (selection: DeadLetterStore.Selection) =>
+      entries("list", `SELECT ${columns} FROM ${t} WHERE ${filterClause} ORDER BY failed_at, id LIMIT $5`, [
+        ...filterParams(selection),
+        sqlLimit(selection)
+      ])
 
-    const list = (filter: DeadLetterFilter) => {
-      const limit = limitOf(filter)
-      if (limit === 0) return Effect.succeed([])
-      return entries("list", `SELECT ${columns} FROM ${t} WHERE ${filterClause} ORDER BY failed_at, id LIMIT $5`, [
-        ...filterParams(filter),
-        limit
-      ]).pipe(unavailable("list"), Effect.withSpan("DeadLetterStore.list"))
-    }
-
-    const deleteIds = (toDelete: ReadonlyArray<string>) =>
-      ids("delete", `DELETE FROM ${t} WHERE id = ANY($1::text[]) RETURNING id`, [Array.from(new Set(toDelete))]).pipe(
-        Effect.map((rows) => rows.length),
-        unavailable("delete"),
-        Effect.withSpan("DeadLetterStore.delete", { attributes: { "outbox.ids": toDelete.length } })
+    const remove = (operation: string, toRemove: ReadonlyArray<string>) =>
+      Effect.map(
+        ids(operation, `DELETE FROM ${t} WHERE id = ANY($1::text[]) RETURNING id`, [toRemove]),
+        (rows) => rows.length
       )
 
     /** Deletes matching entries oldest first, `deleteChunk` per statement, until none match or `limit` is reached. */
-    const deleteMatching = (operation: string, filter: DeadLetterFilter) =>
+    const removeWhere = (operation: string, selection: DeadLetterStore.Selection) =>
       Effect.gen(function* () {
-        const limit = limitOf(filter)
-        let remaining = limit === null ? Number.POSITIVE_INFINITY : limit
+        let remaining = selection.limit
         let total = 0
         while (remaining > 0) {
           const n = Math.min(deleteChunk, remaining)
@@ -297,52 +276,26 @@ ON CONFLICT (id) DO NOTHING RETURNING id`,
             `DELETE FROM ${t} WHERE id IN (
   SELECT id FROM ${t} WHERE ${filterClause} ORDER BY failed_at, id LIMIT $5)
 RETURNING id`,
-            [...filterParams(filter), n]
+            [...filterParams(selection), n]
           )
           total += deleted.length
           remaining -= deleted.length
           if (deleted.length < n) break
         }
         return total
-      }).pipe(unavailable(operation))
+      })
 
-    const deleteWhere = (filter: DeadLetterFilter) =>
-      deleteMatching("deleteWhere", filter).pipe(Effect.withSpan("DeadLetterStore.deleteWhere"))
-
-    const purge = (before: DateTime.Utc) =>
-      deleteMatching("purge", { before }).pipe(Effect.withSpan("DeadLetterStore.purge"))
-
-    const redrive = (toRedrive: ReadonlyArray<string>) => {
-      const unique = Array.from(new Set(toRedrive))
-      if (unique.length === 0) return Effect.succeed([])
-      return tx
-        .transact((conn) =>
-          Effect.gen(function* () {
-            const rows = yield* Effect.flatMap(
-              tx.run(conn, `SELECT ${columns} FROM ${t} WHERE id = ANY($1::text[]) FOR UPDATE`, [unique]),
-              decodeRows("redrive", Rows)
-            )
-            const found = new Map(rows.map((row) => [row.id, fromRow(row)]))
-            const missing = unique.filter((id) => !found.has(id))
-            if (missing.length > 0) return yield* new NotFound({ entity: "DeadLetterEntry", ids: missing })
-            const recordIds: Array<string> = []
-            for (const id of unique) {
-              const entry = found.get(id)
-              if (entry === undefined) continue
-              // the outbox store's persist joins this transaction (SqlClient.TransactionConnection)
-              recordIds.push(yield* redriveOne(outbox, entry))
-              yield* tx.run(conn, `DELETE FROM ${t} WHERE id = $1`, [id])
-            }
-            return recordIds
-          })
-        )
+    /** One transaction (a savepoint inside a caller's); the outbox store's persist joins it. */
+    const redriveScope = <A, E>(redrive: Effect.Effect<A, E>): Effect.Effect<A, E | StoreUnavailable> =>
+      tx
+        .transact(() => redrive)
         .pipe(
-          unavailable("redrive"),
-          Effect.withSpan("DeadLetterStore.redrive", { attributes: { "outbox.ids": toRedrive.length } })
+          Effect.mapError((error): E | StoreUnavailable =>
+            error instanceof SqlError ? new StoreUnavailable({ operation: "redrive", cause: error }) : error
+          )
         )
-    }
 
-    return DeadLetterStore.of({ write, get, list, delete: deleteIds, deleteWhere, purge, redrive })
+    return DeadLetterStore.make({ insert, get, select, remove, removeWhere, redriveScope }, outbox)
   })
 
 /**
@@ -353,8 +306,11 @@ RETURNING id`,
  */
 export const layerWith = (
   options: PostgresDeadLetterStoreOptions
-): Layer.Layer<DeadLetterStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient | OutboxStore> =>
-  Layer.effect(DeadLetterStore, Effect.zipRight(migrate(options), make(options)))
+): Layer.Layer<
+  DeadLetterStore.DeadLetterStore,
+  StoreUnavailable | InvalidConfiguration,
+  SqlClient.SqlClient | OutboxStore
+> => Layer.effect(DeadLetterStore.DeadLetterStore, Effect.zipRight(migrate(options), make(options)))
 
 /**
  * The PostgreSQL dead-letter store layer with default names (schema `public`, no prefix).
@@ -362,7 +318,7 @@ export const layerWith = (
  * @since 0.1.0
  */
 export const layer: Layer.Layer<
-  DeadLetterStore,
+  DeadLetterStore.DeadLetterStore,
   StoreUnavailable | InvalidConfiguration,
   SqlClient.SqlClient | OutboxStore
 > = layerWith({})

@@ -5,38 +5,23 @@
  * released)`; `expires_at` is epoch milliseconds. Acquire is one conditional upsert that takes over only
  * a row that is released or expired and bumps its version: concurrent acquirers (in any process) queue on
  * the row and exactly one wins. Renew and release are conditional updates on `(owner, version, not
- * released)`. The row is kept after release, so the version high-water mark survives it. The layer runs
- * its migrations under an advisory lock (`<prefix>outbox_lease_migrations`). Time comes from `Clock`.
+ * released)`. The row is kept after release, so the version high-water mark survives it. A write that
+ * matches nothing reads the row on the same connection to report it. These are the storage primitives of
+ * `LeaseStore.make` (validation, tokens, expiry by `Clock`, spans). The layer runs its migrations under an
+ * advisory lock (`<prefix>outbox_lease_migrations`).
  *
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import type { SqlError } from "@effect/sql/SqlError"
-import * as Clock from "effect/Clock"
-import * as DateTime from "effect/DateTime"
-import type * as Duration from "effect/Duration"
+import type { Connection } from "@effect/sql/SqlConnection"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import * as LeaseTokenModule from "../../domain/LeaseToken.js"
-import {
-  InvalidConfiguration,
-  LeaseHeld,
-  LeaseNotFound,
-  type StaleFencingToken,
-  type StoreUnavailable
-} from "../../domain/OutboxError.js"
-import {
-  checkAcquire,
-  checkToken,
-  type Lease,
-  LeaseStore,
-  type LeaseStoreService,
-  notCurrentHolder,
-  ttlMillis
-} from "../../services/LeaseStore.js"
+import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
+import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
+import * as LeaseStore from "../../services/LeaseStore.js"
 import { BigIntColumn } from "./PostgresOutboxSchema.js"
-import { decodeRows, migrate as runMigrations, unavailable } from "./PostgresOutboxStore.js"
+import { decodeRows, migrate as runMigrations } from "./PostgresOutboxStore.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
 
 /**
@@ -82,14 +67,12 @@ const namesOf = (options: PostgresLeaseStoreOptions): Effect.Effect<Names, Inval
   })
 }
 
-const toLease = (partitionKey: string, row: LeaseRow): Lease => ({
-  partitionKey,
-  token: new LeaseTokenModule.LeaseToken({ owner: row.owner, version: row.version }, { disableValidation: true }),
-  expiresAt: DateTime.unsafeMake(row.expires_at)
+const storedOf = (row: LeaseRow): LeaseStore.StoredLease => ({
+  owner: row.owner,
+  version: row.version,
+  expiresAtMillis: row.expires_at,
+  released: row.released
 })
-
-/** How often an acquire re-reads when the row changed between its upsert and its read. */
-const acquireAttempts = 3
 
 /**
  * Creates the lease table when missing. Run by the layers; exposed for applications that run migrations
@@ -121,7 +104,7 @@ export const migrate = (
           ]
         ]
       ]
-    }).pipe(unavailable("migrate"))
+    }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
   })
 
 /**
@@ -132,119 +115,76 @@ export const migrate = (
  */
 export const make = (
   options: PostgresLeaseStoreOptions = {}
-): Effect.Effect<LeaseStoreService, InvalidConfiguration, SqlClient.SqlClient> =>
+): Effect.Effect<LeaseStore.LeaseStoreService, InvalidConfiguration, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
     const names = yield* namesOf(options)
     const tx = PostgresTransaction.make(sql)
     const columns = "owner, version, expires_at, released"
+    const select = `SELECT ${columns} FROM ${names.table} WHERE partition_key = $1`
 
-    const query = (operation: string, text: string, params: ReadonlyArray<unknown>) =>
-      tx.standalone((conn) => Effect.flatMap(tx.run(conn, text, params), decodeRows(operation, LeaseRows)))
-
-    const read = (operation: string, partitionKey: string) =>
-      Effect.map(
-        query(operation, `SELECT ${columns} FROM ${names.table} WHERE partition_key = $1`, [partitionKey]),
-        (rows) => rows[0]
+    /** The stored lease on a connection, `undefined` when the partition has none. */
+    const readOn = (conn: Connection, operation: string, partitionKey: string) =>
+      Effect.flatMap(tx.run(conn, select, [partitionKey]), decodeRows(operation, LeaseRows)).pipe(
+        Effect.map((rows) => (rows[0] === undefined ? undefined : storedOf(rows[0])))
       )
 
-    /** Explains why a conditional renew/release matched nothing: no live lease, or another holder. */
-    const rejected = (operation: string, partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
-      Effect.flatMap(read(operation, partitionKey), (row): Effect.Effect<never, LeaseNotFound | StaleFencingToken> =>
-        row === undefined || row.released
-          ? Effect.fail(new LeaseNotFound({ partitionKey }))
-          : Effect.fail(notCurrentHolder(operation, partitionKey, token, row))
-      )
+    /** Runs a conditional write (`RETURNING` the row it wrote); when it matched nothing, reads the row. */
+    const conditional = (
+      operation: string,
+      partitionKey: string,
+      text: string,
+      params: ReadonlyArray<unknown>
+    ): Effect.Effect<LeaseStore.WriteOutcome, StoreUnavailable> =>
+      tx
+        .standalone((conn) =>
+          Effect.gen(function* () {
+            const written = (yield* Effect.flatMap(tx.run(conn, text, params), decodeRows(operation, LeaseRows)))[0]
+            if (written !== undefined) return { _tag: "Written" as const, lease: storedOf(written) }
+            return { _tag: "Refused" as const, stored: yield* readOn(conn, operation, partitionKey) }
+          })
+        )
+        .pipe(StoreUnavailable.refailTag("SqlError", operation, partitionKey))
 
-    const acquire = (partitionKey: string, owner: string, ttl: Duration.DurationInput) =>
-      Effect.gen(function* () {
-        yield* checkAcquire(partitionKey, owner)
-        const millis = yield* ttlMillis(ttl)
-        for (let attempt = 1; ; attempt++) {
-          const now = yield* Clock.currentTimeMillis
-          const won = yield* query(
-            "acquire",
-            `INSERT INTO ${names.table} AS l (partition_key, owner, version, expires_at, released)
+    const tryAcquire = (partitionKey: string, owner: string, nowMillis: number, expiresAtMillis: number) =>
+      conditional(
+        "acquire",
+        partitionKey,
+        `INSERT INTO ${names.table} AS l (partition_key, owner, version, expires_at, released)
 VALUES ($1, $2, 1, $3, false)
 ON CONFLICT (partition_key) DO UPDATE SET owner = excluded.owner, version = l.version + 1,
   expires_at = excluded.expires_at, released = false
 WHERE l.released OR l.expires_at <= $4
 RETURNING ${columns}`,
-            [partitionKey, owner, now + millis, now]
-          )
-          const lease = won[0]
-          if (lease !== undefined) return toLease(partitionKey, lease)
-          const row = yield* read("acquire", partitionKey)
-          // the holder released or expired between the two statements: try again
-          if (row !== undefined && !row.released && row.expires_at > now) {
-            return yield* new LeaseHeld({
-              partitionKey,
-              heldBy: row.owner,
-              version: row.version,
-              expiresAt: DateTime.unsafeMake(row.expires_at)
-            })
-          }
-          if (attempt >= acquireAttempts) {
-            return yield* new LeaseHeld({
-              partitionKey,
-              heldBy: row?.owner ?? "",
-              version: row?.version ?? 0,
-              expiresAt: DateTime.unsafeMake(row?.expires_at ?? now)
-            })
-          }
-        }
-      }).pipe(
-        unavailable("acquire", partitionKey),
-        Effect.withSpan("LeaseStore.acquire", { attributes: { "outbox.partition": partitionKey } })
+        [partitionKey, owner, expiresAtMillis, nowMillis]
       )
 
-    const renew = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike, ttl: Duration.DurationInput) =>
-      Effect.gen(function* () {
-        yield* checkToken("renew", partitionKey, token)
-        const millis = yield* ttlMillis(ttl)
-        const now = yield* Clock.currentTimeMillis
-        const updated = yield* query(
-          "renew",
-          `UPDATE ${names.table} SET expires_at = $4
+    const extend = (partitionKey: string, token: LeaseTokenLike, expiresAtMillis: number) =>
+      conditional(
+        "renew",
+        partitionKey,
+        `UPDATE ${names.table} SET expires_at = $4
 WHERE partition_key = $1 AND owner = $2 AND version = $3 AND NOT released
 RETURNING ${columns}`,
-          [partitionKey, token.owner, token.version, now + millis]
-        )
-        const row = updated[0]
-        if (row !== undefined) return toLease(partitionKey, row)
-        return yield* rejected("renew", partitionKey, token)
-      }).pipe(
-        unavailable("renew", partitionKey),
-        Effect.withSpan("LeaseStore.renew", { attributes: { "outbox.partition": partitionKey } })
+        [partitionKey, token.owner, token.version, expiresAtMillis]
       )
 
-    const release = (partitionKey: string, token: LeaseTokenModule.LeaseTokenLike) =>
-      Effect.gen(function* () {
-        yield* checkToken("release", partitionKey, token)
-        const updated = yield* query(
-          "release",
-          `UPDATE ${names.table} SET released = true
+    const end = (partitionKey: string, token: LeaseTokenLike) =>
+      conditional(
+        "release",
+        partitionKey,
+        `UPDATE ${names.table} SET released = true
 WHERE partition_key = $1 AND owner = $2 AND version = $3 AND NOT released
 RETURNING ${columns}`,
-          [partitionKey, token.owner, token.version]
-        )
-        if (updated.length === 0) return yield* rejected("release", partitionKey, token)
-      }).pipe(
-        unavailable("release", partitionKey),
-        Effect.withSpan("LeaseStore.release", { attributes: { "outbox.partition": partitionKey } })
+        [partitionKey, token.owner, token.version]
       )
 
-    const current = (partitionKey: string) =>
-      read("current", partitionKey).pipe(
-        Effect.flatMap((row): Effect.Effect<Lease, LeaseNotFound | SqlError> =>
-          row === undefined || row.released
-            ? Effect.fail(new LeaseNotFound({ partitionKey }))
-            : Effect.succeed(toLease(partitionKey, row))
-        ),
-        unavailable("current", partitionKey)
-      )
+    const read = (partitionKey: string) =>
+      tx
+        .standalone((conn) => readOn(conn, "current", partitionKey))
+        .pipe(StoreUnavailable.refailTag("SqlError", "current", partitionKey))
 
-    return LeaseStore.of({ acquire, renew, release, current })
+    return LeaseStore.make({ tryAcquire, extend, end, read })
   })
 
 /**
@@ -255,14 +195,13 @@ RETURNING ${columns}`,
  */
 export const layerWith = (
   options: PostgresLeaseStoreOptions
-): Layer.Layer<LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
-  Layer.effect(LeaseStore, Effect.zipRight(migrate(options), make(options)))
+): Layer.Layer<LeaseStore.LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
+  Layer.effect(LeaseStore.LeaseStore, Effect.zipRight(migrate(options), make(options)))
 
 /**
  * The PostgreSQL lease store layer with default names (schema `public`, no prefix).
  *
  * @since 0.1.0
  */
-export const layer: Layer.Layer<LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> = layerWith(
-  {}
-)
+export const layer: Layer.Layer<LeaseStore.LeaseStore, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =
+  layerWith({})

@@ -61,7 +61,8 @@ import {
   notClaimedBy,
   OutboxStore,
   type PersistReport,
-  type StoreOptions
+  type StoreOptions,
+  validateStoreOptions
 } from "../../services/OutboxStore.js"
 import * as PostgresOutboxSchema from "./PostgresOutboxSchema.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
@@ -154,22 +155,6 @@ export const decodeRows =
     Effect.mapError(Schema.decodeUnknown(schema)(rows), (cause) => new StoreUnavailable({ operation, cause }))
 
 /**
- * Turns SQL failures into `StoreUnavailable` (the other failures pass through).
- *
- * @since 0.1.0
- */
-export const unavailable =
-  (operation: string, partitionKey?: string) =>
-  <A, E extends { readonly _tag: string }>(
-    effect: Effect.Effect<A, E | SqlError>
-  ): Effect.Effect<A, Exclude<E, SqlError> | StoreUnavailable> =>
-    Effect.catchIf(
-      effect,
-      (error): error is Extract<E | SqlError, SqlError> => error._tag === "SqlError",
-      (cause) => Effect.fail(new StoreUnavailable({ operation, partitionKey, cause }))
-    )
-
-/**
  * Builds the PostgreSQL outbox store on the `SqlClient` in context, running the migrations first.
  *
  * @since 0.1.0
@@ -184,16 +169,13 @@ export const make = (
       options.schema ?? "public",
       options.tablePrefix ?? ""
     )
-    const staleMillis =
-      options.staleClaimAfter === undefined ? undefined : Duration.toMillis(Duration.decode(options.staleClaimAfter))
-    const retentionMillis = Duration.toMillis(Duration.decode(options.retention ?? Duration.hours(1)))
+    const { retentionMillis, staleClaimAfterMillis: staleMillis } = yield* validateStoreOptions(
+      "PostgresOutboxStore",
+      options
+    )
     const sweepIntervalMillis = Duration.toMillis(Duration.decode(options.sweepInterval ?? Duration.minutes(1)))
     const sweepChunk = Math.max(1, Math.floor(options.sweepChunk ?? 500))
     const notify = options.notify ?? true
-    const problems: Array<string> = []
-    if (staleMillis !== undefined && !(staleMillis > 0)) problems.push("staleClaimAfter must be positive")
-    if (!(retentionMillis >= 0)) problems.push("retention must not be negative")
-    if (problems.length > 0) return yield* new InvalidConfiguration({ component: "PostgresOutboxStore", problems })
 
     const tx = PostgresTransaction.make(sql)
     const { run } = tx
@@ -202,7 +184,7 @@ export const make = (
       schema: names.schema,
       table: names.migrations,
       migrations: PostgresOutboxSchema.migrations(names)
-    }).pipe(unavailable("migrate"))
+    }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
 
     const st = PostgresOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
     let lastSweep = yield* Clock.currentTimeMillis
@@ -429,7 +411,7 @@ export const make = (
     const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
       tx
         .transact((conn) => persistIn(conn, batch, replaceTerminal))
-        .pipe(unavailable("persist", batch[0]?.partitionKey))
+        .pipe(StoreUnavailable.refailTag("SqlError", "persist", batch[0]?.partitionKey))
 
     const claimIn = (
       conn: Connection,
@@ -491,7 +473,7 @@ export const make = (
           Effect.catchIf(PostgresOutboxSchema.isConflict, (cause) =>
             Effect.fail(new TransactionConflict({ partitionKey, operation: "claim", cause }))
           ),
-          unavailable("claim", partitionKey),
+          StoreUnavailable.refailTag("SqlError", "claim", partitionKey),
           Effect.zipLeft(maybeSweep)
         )
 
@@ -511,7 +493,7 @@ export const make = (
           token,
           ids.filter((id) => !done.has(id))
         )
-      }).pipe(unavailable(operation))
+      }).pipe(StoreUnavailable.refailTag("SqlError", operation))
 
     const expire: Backend["expire"] = (before, partitionKey, token) =>
       tx
@@ -523,14 +505,14 @@ export const make = (
             return rows.length
           })
         )
-        .pipe(unavailable("expire", partitionKey))
+        .pipe(StoreUnavailable.refailTag("SqlError", "expire", partitionKey))
 
     const count = (operation: "countPending" | "countClaimed", text: string) => (partitionKey: string) =>
       tx
         .standalone((conn) => select(operation, CountRows, conn, text, [partitionKey]))
         .pipe(
           Effect.map((rows) => rows[0]?.n ?? 0),
-          unavailable(operation, partitionKey)
+          StoreUnavailable.refailTag("SqlError", operation, partitionKey)
         )
 
     const backend: Backend = {
@@ -549,7 +531,7 @@ export const make = (
       queryPending: (partitionKey, limit) =>
         tx
           .standalone((conn) => records(conn, st.queryPending, [partitionKey, limit]))
-          .pipe(unavailable("queryPending", partitionKey)),
+          .pipe(StoreUnavailable.refailTag("SqlError", "queryPending", partitionKey)),
       countPending: count("countPending", st.countPending),
       countClaimed: count("countClaimed", st.countClaimed),
       listPartitions: Stream.paginateChunkEffect("", (after: string) =>
@@ -558,7 +540,7 @@ export const make = (
             select("listPartitions", PartitionRows, conn, st.listPartitions, [after, partitionPage])
           )
           .pipe(
-            unavailable("listPartitions"),
+            StoreUnavailable.refailTag("SqlError", "listPartitions"),
             Effect.map((rows) => {
               const keys = rows.map((row) => row.partition_key)
               const last = keys[keys.length - 1]
