@@ -180,6 +180,31 @@ export interface DeadLetterBackend {
 }
 
 /**
+ * A `removeWhere` made of bounded statements: `deleteOldest(n)` deletes the oldest `n` entries matching the
+ * selection and returns how many it deleted; it runs with `n` at most `chunk` until fewer than `n` are
+ * deleted or the selection's limit is reached. Returns the total.
+ *
+ * @since 0.1.0
+ */
+export const removeInChunks = <E>(
+  selection: Selection,
+  chunk: number,
+  deleteOldest: (n: number) => Effect.Effect<number, E>
+): Effect.Effect<number, E> =>
+  Effect.gen(function* () {
+    let remaining = selection.limit
+    let total = 0
+    while (remaining > 0) {
+      const n = Math.min(chunk, remaining)
+      const deleted = yield* deleteOldest(n)
+      total += deleted
+      remaining -= deleted
+      if (deleted < n) break
+    }
+    return total
+  })
+
+/**
  * Oldest first by `(failedAt, id)`, ids compared by UTF-16 code units.
  *
  * @since 0.1.0

@@ -24,7 +24,7 @@ import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError
 import { Headers } from "../../domain/OutboxRecord.js"
 import * as DeadLetterStore from "../../services/DeadLetterStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
-import { BigIntColumn } from "./PostgresOutboxSchema.js"
+import { BigIntColumn, storeTableNames } from "./PostgresOutboxSchema.js"
 import { decodeRows, migrate as runMigrations } from "./PostgresOutboxStore.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
 
@@ -42,37 +42,13 @@ export interface PostgresDeadLetterStoreOptions {
   readonly deleteChunk?: number | undefined
 }
 
-const identifier = /^[A-Za-z_][A-Za-z0-9_]*$/
-
-interface Names {
-  readonly schema: string
-  readonly prefix: string
-  readonly table: string
-  readonly migrations: string
-  readonly lock: string
-}
-
-const namesOf = (options: PostgresDeadLetterStoreOptions): Effect.Effect<Names, InvalidConfiguration> => {
-  const schema = options.schema ?? "public"
-  const prefix = options.tablePrefix ?? ""
-  const problems: Array<string> = []
-  if (!identifier.test(schema)) problems.push(`schema ${JSON.stringify(schema)} must match ${identifier.source}`)
-  if (prefix.length > 0 && !identifier.test(prefix)) {
-    problems.push(`tablePrefix ${JSON.stringify(prefix)} must match ${identifier.source}`)
-  }
-  const deleteChunk = options.deleteChunk ?? 500
-  if (!Number.isFinite(deleteChunk)) problems.push("deleteChunk must be a finite number")
-  if (problems.length > 0) {
-    return Effect.fail(new InvalidConfiguration({ component: "PostgresDeadLetterStore", problems }))
-  }
-  return Effect.succeed({
-    schema,
-    prefix,
-    table: `"${schema}"."${prefix}outbox_dead_letter"`,
-    migrations: `"${schema}"."${prefix}outbox_dead_letter_migrations"`,
-    lock: `effect-outbox:${schema}.${prefix}outbox_dead_letter`
-  })
-}
+const namesOf = (options: PostgresDeadLetterStoreOptions) =>
+  storeTableNames(
+    "PostgresDeadLetterStore",
+    options,
+    "outbox_dead_letter",
+    Number.isFinite(options.deleteChunk ?? 500) ? [] : ["deleteChunk must be a finite number"]
+  )
 
 const Rows = Schema.Array(
   Schema.Struct({
@@ -266,24 +242,18 @@ ON CONFLICT (id) DO NOTHING RETURNING id`,
 
     /** Deletes matching entries oldest first, `deleteChunk` per statement, until none match or `limit` is reached. */
     const removeWhere = (operation: string, selection: DeadLetterStore.Selection) =>
-      Effect.gen(function* () {
-        let remaining = selection.limit
-        let total = 0
-        while (remaining > 0) {
-          const n = Math.min(deleteChunk, remaining)
-          const deleted = yield* ids(
+      DeadLetterStore.removeInChunks(selection, deleteChunk, (n) =>
+        Effect.map(
+          ids(
             operation,
             `DELETE FROM ${t} WHERE id IN (
   SELECT id FROM ${t} WHERE ${filterClause} ORDER BY failed_at, id LIMIT $5)
 RETURNING id`,
             [...filterParams(selection), n]
-          )
-          total += deleted.length
-          remaining -= deleted.length
-          if (deleted.length < n) break
-        }
-        return total
-      })
+          ),
+          (deleted) => deleted.length
+        )
+      )
 
     /** One transaction (a savepoint inside a caller's); the outbox store's persist joins it. */
     const redriveScope = <A, E>(redrive: Effect.Effect<A, E>): Effect.Effect<A, E | StoreUnavailable> =>

@@ -20,7 +20,7 @@ import * as Schema from "effect/Schema"
 import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import * as LeaseStore from "../../services/LeaseStore.js"
-import { BigIntColumn } from "./PostgresOutboxSchema.js"
+import { BigIntColumn, storeTableNames } from "./PostgresOutboxSchema.js"
 import { decodeRows, migrate as runMigrations } from "./PostgresOutboxStore.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
 
@@ -41,31 +41,7 @@ const LeaseRows = Schema.Array(
 )
 type LeaseRow = (typeof LeaseRows.Type)[number]
 
-const identifier = /^[A-Za-z_][A-Za-z0-9_]*$/
-
-interface Names {
-  readonly schema: string
-  readonly table: string
-  readonly migrations: string
-  readonly lock: string
-}
-
-const namesOf = (options: PostgresLeaseStoreOptions): Effect.Effect<Names, InvalidConfiguration> => {
-  const schema = options.schema ?? "public"
-  const prefix = options.tablePrefix ?? ""
-  const problems: Array<string> = []
-  if (!identifier.test(schema)) problems.push(`schema ${JSON.stringify(schema)} must match ${identifier.source}`)
-  if (prefix.length > 0 && !identifier.test(prefix)) {
-    problems.push(`tablePrefix ${JSON.stringify(prefix)} must match ${identifier.source}`)
-  }
-  if (problems.length > 0) return Effect.fail(new InvalidConfiguration({ component: "PostgresLeaseStore", problems }))
-  return Effect.succeed({
-    schema,
-    table: `"${schema}"."${prefix}outbox_lease"`,
-    migrations: `"${schema}"."${prefix}outbox_lease_migrations"`,
-    lock: `effect-outbox:${schema}.${prefix}outbox_lease`
-  })
-}
+const namesOf = (options: PostgresLeaseStoreOptions) => storeTableNames("PostgresLeaseStore", options, "outbox_lease")
 
 const storedOf = (row: LeaseRow): LeaseStore.StoredLease => ({
   owner: row.owner,

@@ -42,6 +42,20 @@ export interface TableNames {
 
 const identifierPattern = /^[A-Za-z_][A-Za-z0-9_]*$/
 
+/** Problems with a schema name and a table prefix, for `InvalidConfiguration`. */
+const namingProblems = (schema: string, prefix: string): Array<string> => {
+  const problems: Array<string> = []
+  if (!identifierPattern.test(schema) || schema.length > 40) {
+    problems.push(`schema ${JSON.stringify(schema)} must match ${identifierPattern.source} (at most 40 characters)`)
+  }
+  if (prefix.length > 0 && (!identifierPattern.test(prefix) || prefix.length > 20)) {
+    problems.push(
+      `tablePrefix ${JSON.stringify(prefix)} must match ${identifierPattern.source} (at most 20 characters)`
+    )
+  }
+  return problems
+}
+
 /**
  * Validates a schema name and a table prefix (letters, digits and `_`, not starting with a digit; the
  * prefix may be empty) and derives the names from them.
@@ -53,15 +67,7 @@ export const tableNames = (
   schema: string,
   prefix: string
 ): Either.Either<TableNames, InvalidConfiguration> => {
-  const problems: Array<string> = []
-  if (!identifierPattern.test(schema) || schema.length > 40) {
-    problems.push(`schema ${JSON.stringify(schema)} must match ${identifierPattern.source} (at most 40 characters)`)
-  }
-  if (prefix.length > 0 && (!identifierPattern.test(prefix) || prefix.length > 20)) {
-    problems.push(
-      `tablePrefix ${JSON.stringify(prefix)} must match ${identifierPattern.source} (at most 20 characters)`
-    )
-  }
+  const problems = namingProblems(schema, prefix)
   if (problems.length > 0) return Either.left(new InvalidConfiguration({ component, problems }))
   const q = (name: string) => `"${schema}"."${prefix}${name}"`
   return Either.right({
@@ -75,6 +81,45 @@ export const tableNames = (
     keyIndex: `${prefix}outbox_claimed_key`,
     channel: `${schema}.${prefix}outbox`,
     migrationLock: `effect-outbox:${schema}.${prefix}outbox`
+  })
+}
+
+/**
+ * The names of a store with one table (the lease and dead-letter stores): the quoted table
+ * `<schema>.<prefix><base>`, its migrations table and migration lock key.
+ *
+ * @since 0.1.0
+ */
+export interface StoreTableNames {
+  readonly schema: string
+  readonly prefix: string
+  readonly table: string
+  readonly migrations: string
+  readonly lock: string
+}
+
+/**
+ * Validates a schema name and a table prefix like {@link tableNames} (plus the store's own `problems`)
+ * and derives the names of a one-table store whose table is `<prefix><base>`.
+ *
+ * @since 0.1.0
+ */
+export const storeTableNames = (
+  component: string,
+  options: { readonly schema?: string | undefined; readonly tablePrefix?: string | undefined },
+  base: string,
+  problems: ReadonlyArray<string> = []
+): Either.Either<StoreTableNames, InvalidConfiguration> => {
+  const schema = options.schema ?? "public"
+  const prefix = options.tablePrefix ?? ""
+  const all = [...namingProblems(schema, prefix), ...problems]
+  if (all.length > 0) return Either.left(new InvalidConfiguration({ component, problems: all }))
+  return Either.right({
+    schema,
+    prefix,
+    table: `"${schema}"."${prefix}${base}"`,
+    migrations: `"${schema}"."${prefix}${base}_migrations"`,
+    lock: `effect-outbox:${schema}.${prefix}${base}`
   })
 }
 

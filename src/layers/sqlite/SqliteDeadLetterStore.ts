@@ -258,22 +258,13 @@ export const make = (
 
     /** Deletes matching entries oldest first, `deleteChunk` per statement, until none match or `limit` is reached. */
     const removeWhere = (operation: string, selection: DeadLetterStore.Selection) =>
-      Effect.gen(function* () {
-        let remaining = selection.limit
-        let total = 0
-        while (remaining > 0) {
-          const n = Math.min(deleteChunk, remaining)
-          const deleted = yield* retryBusyOutsideTransaction(
-            sql`DELETE FROM ${table} WHERE id IN (
-              SELECT id FROM ${table} WHERE ${where(selection)} ORDER BY failed_at, id LIMIT ${n}
-            ) RETURNING id`
-          )
-          total += deleted.length
-          remaining -= deleted.length
-          if (deleted.length < n) break
-        }
-        return total
-      }).pipe(Effect.mapError(unavailable(operation)))
+      DeadLetterStore.removeInChunks(selection, deleteChunk, (n) =>
+        retryBusyOutsideTransaction(
+          sql`DELETE FROM ${table} WHERE id IN (
+            SELECT id FROM ${table} WHERE ${where(selection)} ORDER BY failed_at, id LIMIT ${n}
+          ) RETURNING id`
+        ).pipe(Effect.map((deleted) => deleted.length))
+      ).pipe(Effect.mapError(unavailable(operation)))
 
     /** One transaction; retried as a whole on lock failures unless inside a caller's transaction. */
     const redriveScope = <A, E>(redrive: Effect.Effect<A, E>): Effect.Effect<A, E | StoreUnavailable> =>
