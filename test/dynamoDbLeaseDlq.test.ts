@@ -295,6 +295,29 @@ describe("DynamoDbDeadLetterStore", () => {
     }).pipe(Effect.provide(deadLetterLayer()))
   )
 
+  it.effect(
+    "key limits: an id over the age index's 1024-byte range key fails with InvalidRecord naming id, nothing stored",
+    () =>
+      Effect.gen(function* () {
+        const dlq = yield* DeadLetterStore
+        const failedAt = windowStart()
+        const longId = deadLetter({ id: `dlq-${"i".repeat(1100)}`, failedAt })
+        const error = yield* Effect.flip(dlq.write(longId))
+        expect(error._tag).toBe("InvalidRecord")
+        expect(error.message).toContain("id is 1104 bytes")
+        expect(
+          yield* dlq.list({ since: DateTime.unsafeMake(failedAt), before: DateTime.unsafeMake(failedAt + 1) })
+        ).toEqual([])
+        const longRoute = deadLetter({ routeId: "r".repeat(2100), failedAt })
+        expect((yield* Effect.flip(dlq.write(longRoute))).message).toContain("routeId is 2100 bytes")
+        expect((yield* Effect.flip(dlq.get(longRoute.id)))._tag).toBe("NotFound")
+        // the largest id that fits is stored and read back
+        const fits = deadLetter({ id: "f".repeat(1004), failedAt })
+        yield* dlq.write(fits)
+        expect((yield* dlq.get(fits.id)).id).toBe(fits.id)
+      }).pipe(Effect.provide(deadLetterLayer()))
+  )
+
   it.effect("the layer's preflight rejects a table of another layout, naming the problems", () =>
     Effect.gen(function* () {
       const error = yield* Effect.flip(

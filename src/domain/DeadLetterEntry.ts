@@ -3,7 +3,7 @@
  *
  * @since 0.1.0
  */
-import type * as DateTime from "effect/DateTime"
+import * as DateTime from "effect/DateTime"
 import * as Schema from "effect/Schema"
 import { Headers } from "./OutboxRecord.js"
 
@@ -57,3 +57,27 @@ export interface DeadLetterFilter {
   readonly before?: DateTime.Utc | undefined
   readonly limit?: number | undefined
 }
+
+/**
+ * The JSON view of an entry's facts for operators (`dlq list --json`, the dashboard): every field but the
+ * payload and the headers, absent optionals as `null`, `failedAt` as ISO-8601. Callers add the payload or
+ * header names as their exposure rules allow.
+ *
+ * @since 0.1.0
+ */
+export const toJson = (entry: DeadLetterEntry) => ({
+  id: entry.id,
+  recordId: entry.recordId,
+  partitionKey: entry.partitionKey,
+  envelopeId: entry.envelopeId,
+  bindingId: entry.bindingId,
+  orderingKey: entry.orderingKey ?? null,
+  routeId: entry.routeId ?? null,
+  address: entry.address ?? null,
+  category: entry.category,
+  reason: entry.reason,
+  errorCode: entry.errorCode,
+  lastError: entry.lastError,
+  attempts: entry.attempts,
+  failedAt: DateTime.formatIso(entry.failedAt)
+})

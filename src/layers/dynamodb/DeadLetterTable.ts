@@ -93,6 +93,37 @@ export const routeKey = (shard: number, routeId: string): string => `${shard}#${
 export const categoryKey = (shard: number, category: DeadLetterCategory): string => `${shard}#${category}`
 
 /**
+ * Why DynamoDB would refuse an entry's keys, naming the field and the limit, or `undefined` when they fit:
+ * the entry id is the table's hash key (2048 bytes) and part of the `age` range key of every index (1024
+ * bytes: 20 bytes of time prefix leave 1004 for the id); `route_key` is a hash key (2048 bytes); header names
+ * must not be empty. Checked before the write so the error names the field rather than DynamoDB's message.
+ *
+ * @since 0.1.0
+ */
+export const keyProblem = (entry: DeadLetterEntry): string | undefined => {
+  const idBytes = byteLength(entry.id)
+  const ageBytes = byteLength(ageKey(DateTime.toEpochMillis(entry.failedAt), entry.id))
+  if (ageBytes > MaxRangeKeyBytes) {
+    return `id is ${idBytes} bytes: DynamoDB dead-letter ids are at most ${MaxRangeKeyBytes - (ageBytes - idBytes)} bytes (UTF-8)`
+  }
+  if (entry.routeId !== undefined) {
+    const routeBytes = byteLength(routeKey(shardOf(entry.id), entry.routeId))
+    if (routeBytes > MaxHashKeyBytes) {
+      return `routeId is ${byteLength(entry.routeId)} bytes: DynamoDB dead-letter routes are at most ${MaxHashKeyBytes - (routeBytes - byteLength(entry.routeId))} bytes (UTF-8)`
+    }
+  }
+  for (const name of Object.keys(entry.headers)) {
+    if (name.length === 0) return "headers: an empty header name cannot be stored in DynamoDB"
+  }
+  return undefined
+}
+
+const MaxHashKeyBytes = 2048
+const MaxRangeKeyBytes = 1024
+const utf8 = new TextEncoder()
+const byteLength = (s: string): number => utf8.encode(s).length
+
+/**
  * The item of an entry.
  *
  * @since 0.1.0

@@ -322,8 +322,14 @@ export const fromServices = (
       return perShard.flatMap((chunk) => Chunk.toArray(chunk))
     })
 
-  const insert = (entry: DeadLetterEntry): Effect.Effect<boolean, InvalidRecord | StoreUnavailable> =>
-    dynamo
+  const insert = (entry: DeadLetterEntry): Effect.Effect<boolean, InvalidRecord | StoreUnavailable> => {
+    const problem = DeadLetterTable.keyProblem(entry)
+    if (problem !== undefined) {
+      return Effect.fail(
+        new InvalidRecord({ index: 0, recordId: entry.recordId, partitionKey: entry.partitionKey, reason: problem })
+      )
+    }
+    return dynamo
       .putItem({
         TableName: tableName,
         Item: DeadLetterTable.encode(entry),
@@ -344,6 +350,7 @@ export const fromServices = (
             : unavailable("write")(error)
         )
       )
+  }
 
   const readEntry = (operation: string, id: string): Effect.Effect<DeadLetterEntry | undefined, StoreUnavailable> =>
     dynamo.getItem({ TableName: tableName, Key: { entry_id: { S: id } }, ConsistentRead: true }).pipe(

@@ -6,11 +6,10 @@
  * @since 0.1.0
  */
 import * as Command from "@effect/cli/Command"
-import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import { opsApp, serve } from "./HttpOptions.js"
+import { httpOptions, opsApp, serve } from "./HttpOptions.js"
 import { httpConfig, load } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
 
@@ -23,17 +22,9 @@ export const command = Command.make(
   "dashboard",
   {
     ...storeOptions,
-    httpPort: Options.integer("http-port").pipe(
-      Options.withDescription("Port of the dashboard (default 8080; 0 picks a free one; env OUTBOX_HTTP_PORT)"),
-      Options.optional
-    ),
-    httpHost: Options.text("http-host").pipe(
-      Options.withDescription("Address it binds (default 127.0.0.1; env OUTBOX_HTTP_HOST)"),
-      Options.optional
-    ),
-    httpShowPayloads: Options.boolean("http-show-payloads").pipe(
-      Options.withDescription("Show dead-letter payloads (env OUTBOX_HTTP_SHOW_PAYLOADS)")
-    )
+    httpPort: httpOptions.httpPort,
+    httpHost: httpOptions.httpHost,
+    httpShowPayloads: httpOptions.httpShowPayloads
   },
   (flags) =>
     Effect.gen(function* () {
@@ -49,4 +40,8 @@ export const command = Command.make(
       const settings = { ...loaded, port: Option.orElseSome(loaded.port, () => 8080), allowMutations: false }
       return yield* withStores(store, Layer.launch(serve(settings, opsApp(settings, {}))), { readOnly: true })
     })
-).pipe(Command.withDescription("Serve the read-only operations dashboard for a store (no relay), until SIGINT/SIGTERM"))
+).pipe(
+  Command.withDescription(
+    "Serve the read-only operations dashboard for a store (no relay; default port 8080), until SIGINT/SIGTERM"
+  )
+)

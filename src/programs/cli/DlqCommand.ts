@@ -19,7 +19,12 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import type { DeadLetterCategory, DeadLetterEntry, DeadLetterFilter } from "../../domain/DeadLetterEntry.js"
+import {
+  type DeadLetterCategory,
+  type DeadLetterEntry,
+  type DeadLetterFilter,
+  toJson
+} from "../../domain/DeadLetterEntry.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import { count, table } from "./Format.js"
 import { CliFailure } from "./Settings.js"
@@ -100,20 +105,7 @@ const isEmptyFilter = (filter: DeadLetterFilter): boolean =>
   filter.limit === undefined
 
 const entryJson = (entry: DeadLetterEntry) => ({
-  id: entry.id,
-  recordId: entry.recordId,
-  partitionKey: entry.partitionKey,
-  envelopeId: entry.envelopeId,
-  bindingId: entry.bindingId,
-  orderingKey: entry.orderingKey ?? null,
-  routeId: entry.routeId ?? null,
-  address: entry.address ?? null,
-  category: entry.category,
-  reason: entry.reason,
-  errorCode: entry.errorCode,
-  lastError: entry.lastError,
-  attempts: entry.attempts,
-  failedAt: DateTime.formatIso(entry.failedAt),
+  ...toJson(entry),
   payload: Buffer.from(entry.payload).toString("base64")
 })
 

@@ -17,7 +17,12 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { DeadLetterCategory, type DeadLetterEntry, type DeadLetterFilter } from "../../domain/DeadLetterEntry.js"
+import {
+  DeadLetterCategory,
+  type DeadLetterEntry,
+  type DeadLetterFilter,
+  toJson
+} from "../../domain/DeadLetterEntry.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import { OutboxInspection, type PartitionInspection } from "../../services/OutboxInspection.js"
 import * as DashboardPage from "./DashboardPage.js"
@@ -74,18 +79,7 @@ const partitionJson = (p: PartitionInspection, nowMillis: number) => {
 const utf8 = new TextDecoder("utf-8", { fatal: false })
 
 const entryJson = (entry: DeadLetterEntry, showPayloads: boolean) => ({
-  id: entry.id,
-  recordId: entry.recordId,
-  partitionKey: entry.partitionKey,
-  envelopeId: entry.envelopeId,
-  bindingId: entry.bindingId,
-  orderingKey: entry.orderingKey ?? null,
-  routeId: entry.routeId ?? null,
-  category: entry.category,
-  reason: entry.reason,
-  errorCode: entry.errorCode,
-  attempts: entry.attempts,
-  failedAt: DateTime.formatIso(entry.failedAt),
+  ...toJson(entry),
   headerNames: Object.keys(entry.headers).sort(),
   ...(showPayloads ? { payload: utf8.decode(entry.payload.subarray(0, 4096)) } : {})
 })
