@@ -25,7 +25,7 @@ import { Headers } from "../../domain/OutboxRecord.js"
 import * as DeadLetterStore from "../../services/DeadLetterStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
 import { BigIntColumn, storeTableNames } from "./PostgresOutboxSchema.js"
-import { decodeRows, migrate as runMigrations } from "./PostgresOutboxStore.js"
+import { decodeRows, migrateStore } from "./PostgresOutboxStore.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
 
 /**
@@ -127,17 +127,12 @@ export const migrate = (
 ): Effect.Effect<void, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const names = yield* namesOf(options)
-    const sql = yield* SqlClient.SqlClient
     const p = names.prefix
-    yield* runMigrations(PostgresTransaction.make(sql), {
-      lockKey: names.lock,
-      schema: names.schema,
-      table: names.migrations,
-      migrations: [
+    yield* migrateStore(names, [
+      [
+        "0001_create_outbox_dead_letter",
         [
-          "0001_create_outbox_dead_letter",
-          [
-            `CREATE TABLE IF NOT EXISTS ${names.table} (
+          `CREATE TABLE IF NOT EXISTS ${names.table} (
   id text PRIMARY KEY,
   record_id text NOT NULL,
   partition_key text NOT NULL,
@@ -155,13 +150,12 @@ export const migrate = (
   attempts integer NOT NULL,
   failed_at bigint NOT NULL
 )`,
-            `CREATE INDEX IF NOT EXISTS "${p}outbox_dead_letter_age" ON ${names.table} (failed_at, id)`,
-            `CREATE INDEX IF NOT EXISTS "${p}outbox_dead_letter_route" ON ${names.table} (route_id, failed_at, id)`,
-            `CREATE INDEX IF NOT EXISTS "${p}outbox_dead_letter_category" ON ${names.table} (category, failed_at, id)`
-          ]
+          `CREATE INDEX IF NOT EXISTS "${p}outbox_dead_letter_age" ON ${names.table} (failed_at, id)`,
+          `CREATE INDEX IF NOT EXISTS "${p}outbox_dead_letter_route" ON ${names.table} (route_id, failed_at, id)`,
+          `CREATE INDEX IF NOT EXISTS "${p}outbox_dead_letter_category" ON ${names.table} (category, failed_at, id)`
         ]
       ]
-    }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+    ])
   })
 
 /**

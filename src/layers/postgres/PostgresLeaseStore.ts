@@ -21,7 +21,7 @@ import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import * as LeaseStore from "../../services/LeaseStore.js"
 import { BigIntColumn, storeTableNames } from "./PostgresOutboxSchema.js"
-import { decodeRows, migrate as runMigrations } from "./PostgresOutboxStore.js"
+import { decodeRows, migrateStore } from "./PostgresOutboxStore.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
 
 /**
@@ -61,26 +61,20 @@ export const migrate = (
 ): Effect.Effect<void, StoreUnavailable | InvalidConfiguration, SqlClient.SqlClient> =>
   Effect.gen(function* () {
     const names = yield* namesOf(options)
-    const sql = yield* SqlClient.SqlClient
-    yield* runMigrations(PostgresTransaction.make(sql), {
-      lockKey: names.lock,
-      schema: names.schema,
-      table: names.migrations,
-      migrations: [
+    yield* migrateStore(names, [
+      [
+        "0001_create_outbox_lease",
         [
-          "0001_create_outbox_lease",
-          [
-            `CREATE TABLE IF NOT EXISTS ${names.table} (
+          `CREATE TABLE IF NOT EXISTS ${names.table} (
   partition_key text PRIMARY KEY,
   owner text NOT NULL,
   version bigint NOT NULL,
   expires_at bigint NOT NULL,
   released boolean NOT NULL DEFAULT false
 )`
-          ]
         ]
       ]
-    }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+    ])
   })
 
 /**

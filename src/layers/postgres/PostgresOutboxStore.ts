@@ -145,6 +145,25 @@ export const migrate = (
   )
 
 /**
+ * Runs the migrations of a one-table store (names from `PostgresOutboxSchema.storeTableNames`) with
+ * {@link migrate}, on the `SqlClient` in context.
+ *
+ * @since 0.1.0
+ */
+export const migrateStore = (
+  names: PostgresOutboxSchema.StoreTableNames,
+  migrations: ReadonlyArray<readonly [string, ReadonlyArray<string>]>
+): Effect.Effect<void, StoreUnavailable, SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) =>
+    migrate(PostgresTransaction.make(sql), {
+      lockKey: names.lock,
+      schema: names.schema,
+      table: names.migrations,
+      migrations
+    })
+  ).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+
+/**
  * Decodes result rows with a schema; a mismatch is `StoreUnavailable` naming the operation.
  *
  * @since 0.1.0
