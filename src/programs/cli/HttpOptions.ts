@@ -1,7 +1,7 @@
 /**
  * The operations endpoint options of the CLI (`--http-port`, `--http-host`, `--http-allow-mutations`,
  * `--http-show-payloads`; config paths under `http.`, env `OUTBOX_HTTP_*`) and the layer that serves it
- * on Node's HTTP server. Loopback by default: any other host must be given explicitly and logs a WARN.
+ * on Node's HTTP server. Loopback by default: another host must be given explicitly and logs a WARN.
  *
  * @since 0.1.0
  */
