@@ -19,14 +19,14 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { DeadLetterCategory, DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
+import type { DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
-import { Headers } from "../../domain/OutboxRecord.js"
 import * as DeadLetterStore from "../../services/DeadLetterStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
 import { BigIntColumn, storeTableNames } from "./PostgresOutboxSchema.js"
 import { decodeRows, migrateStore } from "./PostgresOutboxStore.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
+import * as SqlDeadLetterRow from "../sql/SqlDeadLetterRow.js"
 
 /**
  * Options of the PostgreSQL dead-letter store.
@@ -50,56 +50,9 @@ const namesOf = (options: PostgresDeadLetterStoreOptions) =>
     Number.isFinite(options.deleteChunk ?? 500) ? [] : ["deleteChunk must be a finite number"]
   )
 
-const Rows = Schema.Array(
-  Schema.Struct({
-    id: Schema.String,
-    record_id: Schema.String,
-    partition_key: Schema.String,
-    envelope_id: Schema.String,
-    binding_id: Schema.String,
-    payload: Schema.Uint8ArrayFromSelf,
-    headers: Schema.parseJson(Headers),
-    ordering_key: Schema.NullOr(Schema.String),
-    route_id: Schema.NullOr(Schema.String),
-    address: Schema.NullOr(Schema.String),
-    category: DeadLetterCategory,
-    reason: Schema.String,
-    error_code: Schema.String,
-    last_error: Schema.String,
-    attempts: Schema.NonNegativeInt,
-    failed_at: BigIntColumn
-  })
-)
-type Row = (typeof Rows.Type)[number]
+const Rows = Schema.Array(SqlDeadLetterRow.row(BigIntColumn))
 
 const IdRows = Schema.Array(Schema.Struct({ id: Schema.String }))
-
-/** A row as an entry; the payload is copied out of the driver's buffer into a plain `Uint8Array`. */
-const fromRow = (row: Row): DeadLetterEntry =>
-  new DeadLetterEntry(
-    {
-      id: row.id,
-      recordId: row.record_id,
-      partitionKey: row.partition_key,
-      envelopeId: row.envelope_id,
-      bindingId: row.binding_id,
-      payload: Uint8Array.from(row.payload),
-      headers: row.headers,
-      ...(row.ordering_key === null ? {} : { orderingKey: row.ordering_key }),
-      ...(row.route_id === null ? {} : { routeId: row.route_id }),
-      ...(row.address === null ? {} : { address: row.address }),
-      category: row.category,
-      reason: row.reason,
-      errorCode: row.error_code,
-      lastError: row.last_error,
-      attempts: row.attempts,
-      failedAt: DateTime.unsafeMake(row.failed_at)
-    },
-    { disableValidation: true }
-  )
-
-const columns = `id, record_id, partition_key, envelope_id, binding_id, payload, headers, ordering_key, route_id,
-  address, category, reason, error_code, last_error, attempts, failed_at`
 
 /** The `LIMIT` of a selection (NULL is none). */
 const sqlLimit = (selection: DeadLetterStore.Selection): number | null =>
@@ -179,7 +132,7 @@ export const make = (
       tx
         .standalone((conn) => Effect.flatMap(tx.run(conn, text, params), decodeRows(operation, Rows)))
         .pipe(
-          Effect.map((rows) => rows.map(fromRow)),
+          Effect.map((rows) => rows.map(SqlDeadLetterRow.toEntry)),
           StoreUnavailable.refailTag("SqlError", operation)
         )
 
@@ -191,7 +144,7 @@ export const make = (
     const insert = (entry: DeadLetterEntry) =>
       ids(
         "write",
-        `INSERT INTO ${t} (${columns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
+        `INSERT INTO ${t} (${SqlDeadLetterRow.columns}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)
 ON CONFLICT (id) DO NOTHING RETURNING id`,
         [
           entry.id,
@@ -218,15 +171,16 @@ ON CONFLICT (id) DO NOTHING RETURNING id`,
     const get = (operation: string, toGet: ReadonlyArray<string>) =>
       entries(
         operation,
-        `SELECT ${columns} FROM ${t} WHERE id = ANY($1::text[])${operation === "redrive" ? " FOR UPDATE" : ""}`,
+        `SELECT ${SqlDeadLetterRow.columns} FROM ${t} WHERE id = ANY($1::text[])${operation === "redrive" ? " FOR UPDATE" : ""}`,
         [toGet]
       )
 
     const select = (selection: DeadLetterStore.Selection) =>
-      entries("list", `SELECT ${columns} FROM ${t} WHERE ${filterClause} ORDER BY failed_at, id LIMIT $5`, [
-        ...filterParams(selection),
-        sqlLimit(selection)
-      ])
+      entries(
+        "list",
+        `SELECT ${SqlDeadLetterRow.columns} FROM ${t} WHERE ${filterClause} ORDER BY failed_at, id LIMIT $5`,
+        [...filterParams(selection), sqlLimit(selection)]
+      )
 
     const remove = (operation: string, toRemove: ReadonlyArray<string>) =>
       Effect.map(

@@ -23,12 +23,12 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
-import { DeadLetterCategory, DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
+import type { DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
-import { Headers } from "../../domain/OutboxRecord.js"
 import * as DeadLetterStore from "../../services/DeadLetterStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
 import { isBusy, retryBusy, retryBusyOutsideTransaction, tablePrefix } from "./SqliteSupport.js"
+import * as SqlDeadLetterRow from "../sql/SqlDeadLetterRow.js"
 
 /**
  * Options of the SQLite dead-letter store.
@@ -63,57 +63,12 @@ const namesOf = (options: SqliteDeadLetterStoreOptions): Either.Either<Names, In
     categoryIndex: `${prefix}outbox_dead_letter_category`
   }))
 
-const Row = Schema.Struct({
-  id: Schema.String,
-  record_id: Schema.String,
-  partition_key: Schema.String,
-  envelope_id: Schema.String,
-  binding_id: Schema.String,
-  payload: Schema.Uint8ArrayFromSelf,
-  headers: Schema.parseJson(Headers),
-  ordering_key: Schema.NullOr(Schema.String),
-  route_id: Schema.NullOr(Schema.String),
-  address: Schema.NullOr(Schema.String),
-  category: DeadLetterCategory,
-  reason: Schema.String,
-  error_code: Schema.String,
-  last_error: Schema.String,
-  attempts: Schema.NonNegativeInt,
-  failed_at: Schema.Int
-})
-type Row = typeof Row.Type
+const Row = SqlDeadLetterRow.row(Schema.Int)
 
 const decodeRows = Schema.decodeUnknown(Schema.Array(Row))
 
 const IdRow = Schema.Struct({ id: Schema.String })
 const decodeIds = Schema.decodeUnknown(Schema.Array(IdRow))
-
-/** A row as an entry; the payload is copied out of the driver's buffer into a plain `Uint8Array`. */
-const fromRow = (row: Row): DeadLetterEntry =>
-  new DeadLetterEntry(
-    {
-      id: row.id,
-      recordId: row.record_id,
-      partitionKey: row.partition_key,
-      envelopeId: row.envelope_id,
-      bindingId: row.binding_id,
-      payload: new Uint8Array(row.payload),
-      headers: row.headers,
-      ...(row.ordering_key === null ? {} : { orderingKey: row.ordering_key }),
-      ...(row.route_id === null ? {} : { routeId: row.route_id }),
-      ...(row.address === null ? {} : { address: row.address }),
-      category: row.category,
-      reason: row.reason,
-      errorCode: row.error_code,
-      lastError: row.last_error,
-      attempts: row.attempts,
-      failedAt: DateTime.unsafeMake(row.failed_at)
-    },
-    { disableValidation: true }
-  )
-
-const columns = `id, record_id, partition_key, envelope_id, binding_id, payload, headers, ordering_key, route_id,
-  address, category, reason, error_code, last_error, attempts, failed_at`
 
 /** Driver and row-decoding failures are the store being unavailable. */
 const unavailable =
@@ -214,7 +169,7 @@ export const make = (
 
     const insert = (entry: DeadLetterEntry) =>
       retryBusyOutsideTransaction(
-        sql`INSERT INTO ${table} (${sql.literal(columns)}) VALUES (
+        sql`INSERT INTO ${table} (${sql.literal(SqlDeadLetterRow.columns)}) VALUES (
           ${entry.id}, ${entry.recordId}, ${entry.partitionKey}, ${entry.envelopeId}, ${entry.bindingId},
           ${entry.payload}, ${JSON.stringify(entry.headers)}, ${entry.orderingKey ?? null}, ${entry.routeId ?? null},
           ${entry.address ?? null}, ${entry.category}, ${entry.reason}, ${entry.errorCode}, ${entry.lastError},
@@ -229,20 +184,20 @@ export const make = (
     const get = (operation: string, ids: ReadonlyArray<string>) =>
       Effect.forEach(chunksOf(ids, idChunk), (chunk) =>
         retryBusyOutsideTransaction(
-          sql`SELECT ${sql.literal(columns)} FROM ${table} WHERE id IN ${sql.in(chunk)}`
+          sql`SELECT ${sql.literal(SqlDeadLetterRow.columns)} FROM ${table} WHERE id IN ${sql.in(chunk)}`
         ).pipe(Effect.flatMap(decodeRows))
       ).pipe(
-        Effect.map((pages) => pages.flat().map(fromRow)),
+        Effect.map((pages) => pages.flat().map(SqlDeadLetterRow.toEntry)),
         Effect.mapError(unavailable(operation))
       )
 
     const select = (selection: DeadLetterStore.Selection) =>
       retryBusyOutsideTransaction(
-        sql`SELECT ${sql.literal(columns)} FROM ${table} WHERE ${where(selection)}
+        sql`SELECT ${sql.literal(SqlDeadLetterRow.columns)} FROM ${table} WHERE ${where(selection)}
           ORDER BY failed_at, id LIMIT ${sqlLimit(selection)}`
       ).pipe(
         Effect.flatMap(decodeRows),
-        Effect.map((rows) => rows.map(fromRow)),
+        Effect.map((rows) => rows.map(SqlDeadLetterRow.toEntry)),
         Effect.mapError(unavailable("list"))
       )
 
