@@ -189,6 +189,23 @@ export const fact = <A>(effect: Effect.Effect<A, DepthUnsupported | InvalidArgum
 export const noDeadLetters = (): { [C in DeadLetterCategory]: number } => ({ poison: 0, permanent: 0, expired: 0 })
 
 /**
+ * Dead-letter counts from `(category, count)` rows (a SQL `GROUP BY category`); unknown categories are
+ * ignored and missing ones count 0.
+ *
+ * @since 0.1.0
+ */
+export const deadLetterCounts = (
+  rows: Iterable<{ readonly category: string; readonly n: number }>
+): { [C in DeadLetterCategory]: number } => {
+  const counts = noDeadLetters()
+  for (const row of rows) {
+    const category = DeadLetterCategory.literals.find((c) => c === row.category)
+    if (category !== undefined) counts[category] = row.n
+  }
+  return counts
+}
+
+/**
  * The dead-letter categories, in report order.
  *
  * @since 0.1.0

@@ -132,14 +132,7 @@ export const make = (
             `SELECT category, count(*) AS n FROM ${deadLetter} GROUP BY category`,
             []
           ),
-          (found) => {
-            const counts = OutboxInspection.noDeadLetters()
-            for (const row of found) {
-              const category = OutboxInspection.categories.find((c) => c === row.category)
-              if (category !== undefined) counts[category] = row.n
-            }
-            return counts
-          }
+          OutboxInspection.deadLetterCounts
         )
       },
       leases
