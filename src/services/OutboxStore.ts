@@ -14,6 +14,7 @@ import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Chunk from "effect/Chunk"
 import * as Option from "effect/Option"
 import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
@@ -614,3 +615,17 @@ export const notClaimedBy = (
     recordIds,
     reason: `records are not claimed by ${token.owner} at version ${token.version}`
   })
+
+/**
+ * One keyset page of `listPartitions` for `Stream.paginateChunkEffect`: the keys read, and the cursor of
+ * the next page (the last key) unless the page came back short.
+ *
+ * @since 0.1.0
+ */
+export const partitionPage = (
+  keys: ReadonlyArray<string>,
+  pageSize: number
+): readonly [Chunk.Chunk<string>, Option.Option<string>] => {
+  const last = keys[keys.length - 1]
+  return [Chunk.fromIterable(keys), keys.length < pageSize || last === undefined ? Option.none() : Option.some(last)]
+}

@@ -31,14 +31,12 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import * as ClaimOrder from "../../domain/ClaimOrder.js"
@@ -60,6 +58,7 @@ import {
   make as makeStore,
   notClaimedBy,
   OutboxStore,
+  partitionPage as keysetPage,
   type PersistReport,
   type StoreOptions,
   validateStoreOptions
@@ -560,14 +559,12 @@ export const make = (
           )
           .pipe(
             StoreUnavailable.refailTag("SqlError", "listPartitions"),
-            Effect.map((rows) => {
-              const keys = rows.map((row) => row.partition_key)
-              const last = keys[keys.length - 1]
-              return [
-                Chunk.fromIterable(keys),
-                keys.length < partitionPage || last === undefined ? Option.none<string>() : Option.some(last)
-              ] as const
-            })
+            Effect.map((rows) =>
+              keysetPage(
+                rows.map((row) => row.partition_key),
+                partitionPage
+              )
+            )
           )
       )
     }

@@ -20,7 +20,6 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Chunk from "effect/Chunk"
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
 import * as Deferred from "effect/Deferred"
@@ -47,6 +46,7 @@ import {
   make as makeStore,
   notClaimedBy,
   OutboxStore,
+  partitionPage as keysetPage,
   type StoreOptions,
   validateStoreOptions
 } from "../../services/OutboxStore.js"
@@ -499,15 +499,7 @@ export const make = (
       listPartitions: Stream.paginateChunkEffect("", (after: string) =>
         standalone("listPartitions", undefined, (conn) =>
           select(partitionsOf, "listPartitions", conn, st.listPartitions, [after, partitionPage])
-        ).pipe(
-          Effect.map((keys) => {
-            const last = keys[keys.length - 1]
-            return [
-              Chunk.fromIterable(keys),
-              keys.length < partitionPage || last === undefined ? Option.none<string>() : Option.some(last)
-            ] as const
-          })
-        )
+        ).pipe(Effect.map((keys) => keysetPage(keys, partitionPage)))
       )
     }
     return makeStore(backend)
