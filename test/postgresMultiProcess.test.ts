@@ -1,6 +1,6 @@
 /**
  * Several OS processes drain one PostgreSQL database at the same time (SPEC §3.4): 2,000 records in 4
- * partitions with ordering keys, 3 worker processes (test/support/postgresDrainWorker.ts) contending for
+ * partitions with ordering keys, 3 worker processes (test/support/drainWorker.ts) contending for
  * the same partitions with rising versions. Every record must be completed exactly once, none lost, no
  * failure may reach a caller, and per ordering key the completion order must equal age order.
  */
@@ -20,7 +20,7 @@ import { OutboxStore } from "../src/services/OutboxStore.js"
 import { clientLayer, createDatabase } from "./support/PostgresServer.js"
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const workerScript = path.join(projectRoot, "test", "support", "postgresDrainWorker.ts")
+const workerScript = path.join(projectRoot, "test", "support", "drainWorker.ts")
 
 const WORKERS = 3
 const PARTITIONS = ["mp-0", "mp-1", "mp-2", "mp-3"]
@@ -58,7 +58,7 @@ const runWorker = (databaseUrl: string, index: number): Promise<WorkerResult> =>
   new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", workerScript, databaseUrl, String(index), String(WORKERS), ...PARTITIONS],
+      ["--import", "tsx", workerScript, "postgres", databaseUrl, String(index), String(WORKERS), ...PARTITIONS],
       { cwd: projectRoot, stdio: ["ignore", "pipe", "pipe"] }
     )
     let stdout = ""

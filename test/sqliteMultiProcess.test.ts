@@ -1,6 +1,6 @@
 /**
  * Several OS processes drain one SQLite WAL file at the same time (SPEC §3.2): 2,000 records in 4
- * partitions with ordering keys, 3 worker processes (test/support/sqliteDrainWorker.ts) contending for
+ * partitions with ordering keys, 3 worker processes (test/support/drainWorker.ts) contending for
  * the same partitions with rising versions. Every record must be completed exactly once, none lost,
  * no SQLITE_BUSY may reach a caller, and per ordering key the completion order must equal age order.
  */
@@ -21,7 +21,7 @@ import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const workerScript = path.join(projectRoot, "test", "support", "sqliteDrainWorker.ts")
+const workerScript = path.join(projectRoot, "test", "support", "drainWorker.ts")
 
 const WORKERS = 3
 const PARTITIONS = ["mp-0", "mp-1", "mp-2", "mp-3"]
@@ -59,7 +59,7 @@ const runWorker = (dbFile: string, index: number): Promise<WorkerResult> =>
   new Promise((resolve, reject) => {
     const child = spawn(
       process.execPath,
-      ["--import", "tsx", workerScript, dbFile, String(index), String(WORKERS), ...PARTITIONS],
+      ["--import", "tsx", workerScript, "sqlite", dbFile, String(index), String(WORKERS), ...PARTITIONS],
       { cwd: projectRoot, stdio: ["ignore", "pipe", "pipe"] }
     )
     let stdout = ""

@@ -1,7 +1,8 @@
 /**
- * One OS process of the multi-process PostgreSQL drain test (test/postgresMultiProcess.test.ts).
+ * One OS process of the multi-process drain tests (test/sqliteMultiProcess.test.ts,
+ * test/postgresMultiProcess.test.ts).
  *
- * Usage: `node --import tsx test/support/postgresDrainWorker.ts <databaseUrl> <workerIndex> <workers> <partitions…>`
+ * Usage: `node --import tsx test/support/drainWorker.ts sqlite|postgres <dbFile|databaseUrl> <workerIndex> <workers> <partitions…>`
  *
  * The worker waits until every worker has registered (so they really run at the same time), then
  * loops: pick the next partition round-robin, take a fresh version from the shared `drain_version`
@@ -18,12 +19,22 @@ import * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
 import * as PostgresOutboxStore from "../../src/layers/postgres/PostgresOutboxStore.js"
+import * as SqliteDatabase from "../../src/layers/sqlite/SqliteDatabase.js"
+import * as SqliteOutboxStore from "../../src/layers/sqlite/SqliteOutboxStore.js"
 import { OutboxStore } from "../../src/services/OutboxStore.js"
 import { clientLayer } from "./PostgresServer.js"
 
-const [databaseUrl, indexArg, workersArg, ...partitions] = process.argv.slice(2)
-if (databaseUrl === undefined || indexArg === undefined || workersArg === undefined || partitions.length === 0) {
-  process.stderr.write("usage: postgresDrainWorker <databaseUrl> <workerIndex> <workers> <partitions…>\n")
+const [backend, target, indexArg, workersArg, ...partitions] = process.argv.slice(2)
+if (
+  (backend !== "sqlite" && backend !== "postgres") ||
+  target === undefined ||
+  indexArg === undefined ||
+  workersArg === undefined ||
+  partitions.length === 0
+) {
+  process.stderr.write(
+    "usage: drainWorker sqlite|postgres <dbFile|databaseUrl> <workerIndex> <workers> <partitions…>\n"
+  )
   process.exit(2)
 }
 const workerIndex = Number(indexArg)
@@ -64,7 +75,7 @@ const program = Effect.gen(function* () {
   yield* sql`INSERT INTO drain_ready (worker) VALUES (${workerIndex})`
   for (;;) {
     const ready = yield* Effect.flatMap(
-      sql`SELECT count(*)::int AS n FROM drain_ready`,
+      sql`SELECT CAST(count(*) AS INTEGER) AS n FROM drain_ready`,
       Schema.decodeUnknown(Schema.Array(CountRow))
     )
     if ((ready[0]?.n ?? 0) >= workers) break
@@ -145,7 +156,10 @@ const program = Effect.gen(function* () {
   return summary
 })
 
-const layer = Layer.provideMerge(PostgresOutboxStore.layer, clientLayer(databaseUrl))
+const layer: Layer.Layer<OutboxStore | SqlClient.SqlClient, unknown> =
+  backend === "postgres"
+    ? Layer.provideMerge(PostgresOutboxStore.layer, clientLayer(target))
+    : Layer.provideMerge(SqliteOutboxStore.layer, SqliteDatabase.layer({ filename: target }))
 
 Effect.runPromise(program.pipe(Effect.provide(layer))).then(
   (summary) => {
