@@ -118,21 +118,29 @@ class RawStore {
       if (Number(fence.rows[0]?.["max_version"]) < token.version) {
         await this.client.query(this.st.raiseFence, [partitionKey, token.version])
       }
-      const candidates = await this.client.query(this.st.selectClaimable, [partitionKey, token.version, limit])
+      const candidates = await this.client.query(this.st.selectClaimable, [
+        partitionKey,
+        token.version,
+        token.version,
+        limit
+      ])
       if (candidates.rows.length === 0) return []
       const ids = candidates.rows.map((row) => String(row["id"]))
+      const now = Date.now()
       const claimed = await this.client.query(this.st.claimUpdate, [
-        ids,
-        token.version,
         token.owner,
-        Date.now(),
-        partitionKey
+        token.version,
+        now,
+        now,
+        ids,
+        partitionKey,
+        token.version
       ])
       return claimed.rows.map((row) => String(row["id"]))
     })
   }
   async complete(ids: ReadonlyArray<string>): Promise<void> {
-    const done = await this.client.query(this.st.complete, [ids, token.owner, token.version, Date.now()])
+    const done = await this.client.query(this.st.complete, [Date.now(), Date.now(), ids, token.owner, token.version])
     if (done.rows.length !== ids.length) throw new Error("complete mismatch")
   }
 }

@@ -100,7 +100,7 @@ describe("PostgresOutboxStore", () => {
           const st = PostgresOutboxSchema.statements(t, { staleReclaim })
           const stale = staleReclaim ? [1700000000000] : []
           const plans = [
-            yield* explain(st.selectClaimable, ["hot", 1, 100, ...stale]),
+            yield* explain(st.selectClaimable, ["hot", 1, ...stale, 1, ...stale, 100]),
             yield* explain(st.queryPending, ["hot", 100]),
             yield* explain(st.countPending, ["hot"])
           ]

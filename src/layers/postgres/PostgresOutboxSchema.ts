@@ -17,6 +17,8 @@ import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CorruptRecord, InvalidConfiguration } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
+import * as SqlDialect from "../sql/SqlDialect.js"
+import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 
 /**
  * The quoted, schema-qualified names of the outbox tables and the bare names of their indexes.
@@ -124,11 +126,6 @@ export const storeTableNames = (
 }
 
 /**
- * The non-terminal predicate, written identically everywhere so the partial claim index applies.
- */
-const live = (alias: string): string => `${alias}.status IN ('pending', 'claimed')`
-
-/**
  * The migrations, in order: each is a list of statements run in one transaction under the migration
  * advisory lock, and recorded in `<prefix>outbox_migrations`.
  *
@@ -191,36 +188,18 @@ export const migrations = (
  *
  * @since 0.1.0
  */
-export const columns: ReadonlyArray<string> = [
-  "id",
-  "partition_key",
-  "envelope_id",
-  "binding_id",
-  "route_id",
-  "address",
-  "payload",
-  "headers",
-  "ordering_key",
-  "created_at",
-  "expires_at",
-  "seq",
-  "status",
-  "claimed_by",
-  "claim_version",
-  "claimed_at",
-  "first_attempted_at",
-  "replay_count",
-  "completed_at"
-]
+export const columns: ReadonlyArray<string> = SqlOutboxStatements.columns
 
 /**
- * The SQL text of every statement the store issues. Exposed so tests can `EXPLAIN` them and the
- * benchmark can issue the very same statements on a raw connection. Every value is a `$n` parameter;
- * only validated names are interpolated.
+ * The SQL text of every statement the store issues: the shared statements (`SqlOutboxStatements`, bound
+ * with `SqlOutboxStatements.binds(SqlDialect.postgres)`; their id lists are one `text[]` parameter, so
+ * their text does not depend on the list's length) and PostgreSQL's own fence, seq allocation, insert and
+ * notify. Exposed so tests can `EXPLAIN` them and the benchmark can issue the very same statements on a
+ * raw connection. Every value is a `$n` parameter; only validated names are interpolated.
  *
  * @since 0.1.0
  */
-export interface Statements {
+export interface Statements extends Omit<SqlOutboxStatements.Statements, "claimUpdate" | "complete" | "release"> {
   /** Params: partitionKey. Locks the fence row; returns `max_version`. */
   readonly lockFence: string
   /** Params: partitionKey. Creates the fence row when missing. */
@@ -237,39 +216,16 @@ export interface Statements {
   readonly insert: string
   /** Params: channel, partitionKeys[]. */
   readonly notify: string
-  /** Params: partitionKey, envelopeId, bindingId. Returns `id`. */
-  readonly findIdentity: string
-  /** Params: id. Returns the identity columns of the record holding the id. */
-  readonly findById: string
-  /** Params: partitionKey, envelopeId, bindingId. Deletes a terminal holder of the identity. */
-  readonly deleteTerminalIdentity: string
-  /**
-   * The claim selection: claimable candidates in age order that no claimed older sibling blocks.
-   * Params: partitionKey, version, limit, [staleCutoff].
-   */
-  readonly selectClaimable: string
-  /**
-   * The guarded claim update. Params: ids[], version, owner, now, partitionKey, [staleCutoff]. Returns the
-   * claimed ids.
-   */
+  /** The guarded claim update. Params: `SqlOutboxStatements.Binds.claimUpdate`. Returns the claimed ids. */
   readonly claimUpdate: string
-  /** Params: ids[], owner, version, now. Returns the completed ids. */
+  /** Params: `SqlOutboxStatements.Binds.complete`. Returns the completed ids. */
   readonly complete: string
-  /** Params: ids[], owner, version. Returns the released ids. */
+  /** Params: `SqlOutboxStatements.Binds.release`. Returns the released ids. */
   readonly release: string
-  /** Params: now, partitionKey, before. Returns the expired ids. */
-  readonly expire: string
-  /** Params: partitionKey, limit. */
-  readonly queryPending: string
-  /** Params: partitionKey. Returns `n`. */
-  readonly countPending: string
-  /** Params: partitionKey. Returns `n`. */
-  readonly countClaimed: string
-  /** Params: after (exclusive), limit. Returns `partition_key`. */
-  readonly listPartitions: string
-  /** Params: cutoff, chunk. Deletes terminal rows older than the cutoff; returns the deleted ids. */
-  readonly sweep: string
 }
+
+/** Any length: PostgreSQL binds an id list as one array parameter. */
+const anyLength = 0
 
 /**
  * Builds the {@link Statements} for a set of names.
@@ -277,15 +233,22 @@ export interface Statements {
  * @since 0.1.0
  */
 export const statements = (t: TableNames, options: { readonly staleReclaim: boolean }): Statements => {
-  const oCols = columns.map((c) => `o.${c}`).join(", ")
-  const claimable = (stale: string) =>
-    options.staleReclaim
-      ? `(o.status = 'pending' OR o.claim_version < $2 OR o.claimed_at IS NULL OR o.claimed_at < ${stale})`
-      : "(o.status = 'pending' OR o.claim_version < $2)"
-  const blocking = options.staleReclaim
-    ? "b.claim_version >= $2 AND b.claimed_at IS NOT NULL AND b.claimed_at >= $4"
-    : "b.claim_version >= $2"
+  const shared = SqlOutboxStatements.statements(
+    SqlDialect.postgres,
+    {
+      outbox: t.outbox,
+      partitions: t.seq,
+      claimIndex: t.claimIndex,
+      keyIndex: t.keyIndex,
+      terminalIndex: `${t.prefix}outbox_terminal`
+    },
+    options
+  )
   return {
+    ...shared,
+    claimUpdate: shared.claimUpdate(anyLength),
+    complete: shared.complete(anyLength),
+    release: shared.release(anyLength),
     lockFence: `SELECT max_version FROM ${t.fence} WHERE partition_key = $1 FOR UPDATE`,
     createFence: `INSERT INTO ${t.fence} (partition_key, max_version) VALUES ($1, 0) ON CONFLICT DO NOTHING`,
     raiseFence: `UPDATE ${t.fence} SET max_version = $2 WHERE partition_key = $1`,
@@ -302,48 +265,7 @@ FROM unnest($1::text[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text
 ORDER BY ord
 ON CONFLICT DO NOTHING
 RETURNING id`,
-    notify: `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`,
-    findIdentity: `SELECT id FROM ${t.outbox} WHERE partition_key = $1 AND envelope_id = $2 AND binding_id = $3`,
-    findById: `SELECT partition_key, envelope_id, binding_id FROM ${t.outbox} WHERE id = $1`,
-    deleteTerminalIdentity: `DELETE FROM ${t.outbox}
-WHERE partition_key = $1 AND envelope_id = $2 AND binding_id = $3 AND status IN ('completed', 'expired')`,
-    selectClaimable: `SELECT ${oCols} FROM ${t.outbox} AS o
-WHERE o.partition_key = $1 AND ${live("o")} AND ${claimable("$4")}
-  AND (o.ordering_key IS NULL OR NOT EXISTS (
-    SELECT 1 FROM ${t.outbox} AS b
-    WHERE b.partition_key = o.partition_key AND b.ordering_key IS NOT NULL AND b.ordering_key = o.ordering_key
-      AND b.status = 'claimed' AND (b.created_at, b.seq) < (o.created_at, o.seq) AND ${blocking}))
-ORDER BY o.created_at, o.seq
-LIMIT $3`,
-    claimUpdate: `UPDATE ${t.outbox} AS o SET status = 'claimed', claimed_by = $3, claim_version = $2,
-  claimed_at = $4, first_attempted_at = coalesce(o.first_attempted_at, $4), replay_count = o.replay_count + 1
-WHERE o.id = ANY($1::text[]) AND o.partition_key = $5 AND ${live("o")} AND ${claimable("$6")}
-RETURNING o.id`,
-    complete: `UPDATE ${t.outbox} SET status = 'completed', completed_at = $4, terminal_at = $4
-WHERE id = ANY($1::text[]) AND status = 'claimed' AND claimed_by = $2 AND claim_version = $3
-RETURNING id`,
-    release: `UPDATE ${t.outbox} SET status = 'pending', claimed_by = NULL, claimed_at = NULL
-WHERE id = ANY($1::text[]) AND status = 'claimed' AND claimed_by = $2 AND claim_version = $3
-RETURNING id`,
-    expire: `UPDATE ${t.outbox} SET status = 'expired', terminal_at = $1
-WHERE partition_key = $2 AND expires_at IS NOT NULL AND status = 'pending' AND expires_at < $3
-RETURNING id`,
-    queryPending: `SELECT ${oCols} FROM ${t.outbox} AS o
-WHERE o.partition_key = $1 AND ${live("o")} AND o.status = 'pending'
-ORDER BY o.created_at, o.seq
-LIMIT $2`,
-    countPending: `SELECT count(*) AS n FROM ${t.outbox} AS o
-WHERE o.partition_key = $1 AND ${live("o")} AND o.status = 'pending'`,
-    countClaimed: `SELECT count(*) AS n FROM ${t.outbox} AS o
-WHERE o.partition_key = $1 AND ${live("o")} AND o.status = 'claimed'`,
-    listPartitions: `SELECT s.partition_key FROM ${t.seq} AS s
-WHERE s.partition_key > $1 AND EXISTS (
-  SELECT 1 FROM ${t.outbox} AS o WHERE o.partition_key = s.partition_key AND ${live("o")})
-ORDER BY s.partition_key
-LIMIT $2`,
-    sweep: `DELETE FROM ${t.outbox} WHERE id IN (
-  SELECT id FROM ${t.outbox} WHERE terminal_at IS NOT NULL AND terminal_at < $1 LIMIT $2)
-RETURNING id`
+    notify: `SELECT pg_notify($1, p) FROM unnest($2::text[]) AS p`
   }
 }
 

@@ -63,6 +63,8 @@ import {
   type StoreOptions,
   validateStoreOptions
 } from "../../services/OutboxStore.js"
+import * as SqlDialect from "../sql/SqlDialect.js"
+import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import * as PostgresOutboxSchema from "./PostgresOutboxSchema.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
 
@@ -205,6 +207,7 @@ export const make = (
     }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
 
     const st = PostgresOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
+    const bind = SqlOutboxStatements.binds(SqlDialect.postgres)
     let lastSweep = yield* Clock.currentTimeMillis
 
     const select = <A, I>(
@@ -441,22 +444,31 @@ export const make = (
         yield* fence(conn, "claim", partitionKey, token)
         if (limit <= 0) return ClaimBatch([])
         const now = yield* Clock.currentTimeMillis
-        const stale = staleMillis === undefined ? [] : [now - staleMillis]
-        const candidates = yield* records(conn, st.selectClaimable, [partitionKey, token.version, limit, ...stale])
+        const staleCutoff = staleMillis === undefined ? undefined : now - staleMillis
+        const candidates = yield* records(
+          conn,
+          st.selectClaimable,
+          bind.selectClaimable(partitionKey, token.version, staleCutoff, limit)
+        )
         const chosen = ClaimOrder.selectFrom(candidates, limit, {
           version: token.version,
           nowMillis: now,
           staleClaimAfterMillis: staleMillis
         })
         if (chosen.length === 0) return ClaimBatch([])
-        const updated = yield* select("claim", IdRows, conn, st.claimUpdate, [
-          chosen.map((record) => record.id),
-          token.version,
-          token.owner,
-          now,
-          partitionKey,
-          ...stale
-        ])
+        const updated = yield* select(
+          "claim",
+          IdRows,
+          conn,
+          st.claimUpdate,
+          bind.claimUpdate(
+            chosen.map((record) => record.id),
+            token,
+            now,
+            partitionKey,
+            staleCutoff
+          )
+        )
         // read back: the candidates were read under the partition's fence lock, and nothing but a claim (which
         // needs that lock) changes the fields a claim does not set, so the claimed records are the candidates
         // with the claim applied
@@ -501,8 +513,8 @@ export const make = (
         const now = yield* Clock.currentTimeMillis
         const matched = yield* tx.standalone((conn) =>
           operation === "complete"
-            ? select(operation, IdRows, conn, st.complete, [unique, token.owner, token.version, now])
-            : select(operation, IdRows, conn, st.release, [unique, token.owner, token.version])
+            ? select(operation, IdRows, conn, st.complete, bind.complete(unique, token, now))
+            : select(operation, IdRows, conn, st.release, bind.release(unique, token))
         )
         const done = new Set(matched.map((row) => row.id))
         if (done.size === unique.length) return

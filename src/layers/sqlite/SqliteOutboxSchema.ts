@@ -18,6 +18,8 @@ import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
+import * as SqlDialect from "../sql/SqlDialect.js"
+import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import { tablePrefix } from "./SqliteSupport.js"
 
 /**
@@ -60,12 +62,6 @@ export const tableNames = (prefix: string): Either.Either<TableNames, InvalidCon
     terminalIndex: `${prefix}outbox_terminal`
   })
 }
-
-/**
- * The non-terminal predicate, written identically everywhere so the partial indexes apply. A row with an
- * unknown (corrupt) status counts as live, so the claim walk reports it.
- */
-const live = (alias: string): string => `${alias}.status NOT IN ('completed', 'expired')`
 
 /** The head-of-line index (see {@link createStatements}). */
 const keyIndexStatement = (t: TableNames): string =>
@@ -147,27 +143,7 @@ export const migrate = (
  *
  * @since 0.1.0
  */
-export const columns: ReadonlyArray<string> = [
-  "id",
-  "partition_key",
-  "envelope_id",
-  "binding_id",
-  "route_id",
-  "address",
-  "payload",
-  "headers",
-  "ordering_key",
-  "created_at",
-  "expires_at",
-  "seq",
-  "status",
-  "claimed_by",
-  "claim_version",
-  "claimed_at",
-  "first_attempted_at",
-  "replay_count",
-  "completed_at"
-]
+export const columns: ReadonlyArray<string> = SqlOutboxStatements.columns
 
 /** The columns a persist writes, in bind order. */
 const insertColumns = [
@@ -201,78 +177,23 @@ export const insertWidth = insertColumns.length
 export const insertChunk = 500
 
 /**
- * The SQL text of every statement the store issues, for one table prefix and stale-reclaim setting.
- * Exposed so tests can `EXPLAIN QUERY PLAN` them and the benchmark can issue the very same statements
- * on a raw connection. Every value is a `?` parameter; only validated table names are interpolated.
+ * The SQL text of every statement the store issues, for one table prefix and stale-reclaim setting: the
+ * shared statements (`SqlOutboxStatements`, bound with `SqlOutboxStatements.binds(SqlDialect.sqlite)`)
+ * and SQLite's own seq allocation, insert and fence. Exposed so tests can `EXPLAIN QUERY PLAN` them and
+ * the benchmark can issue the very same statements on a raw connection. Every value is a `?` parameter;
+ * only validated table names are interpolated.
  *
  * @since 0.1.0
  */
-export interface Statements {
+export interface Statements extends SqlOutboxStatements.Statements {
   /** Params: partitionKey, count. Returns `seq_counter` (the last seq of the allocated block). */
   readonly allocateSeq: string
   /** Multi-row insert of `rows` records (`insertWidth` params each); returns the inserted ids. */
   readonly insert: (rows: number) => string
-  /** Params: partitionKey, envelopeId, bindingId. Returns `id`. */
-  readonly findIdentity: string
-  /** Params: id. Returns the identity columns of the record holding the id. */
-  readonly findById: string
-  /** Params: partitionKey, envelopeId, bindingId. Deletes a terminal holder of the identity. */
-  readonly deleteTerminalIdentity: string
   /** Params: partitionKey, version. Raises the fence; returns `max_version` only when accepted. */
   readonly raiseFence: string
   /** Params: partitionKey. Returns `max_version`. */
   readonly readFence: string
-  /**
-   * The claim selection: candidate rows in age order (rows with an unknown status come back too, so
-   * decoding reports them as corrupt). Params: partitionKey, version, [staleCutoff],
-   * version, [staleCutoff], limit (the stale cutoff only when stale reclaim is configured).
-   */
-  readonly selectClaimable: string
-  /**
-   * The guarded claim update for `n` ids. Params: owner, version, now, now, ids…, partitionKey, version,
-   * [staleCutoff]. Returns the ids it claimed (the records are the candidates read in the same
-   * transaction with the claim applied).
-   */
-  readonly claimUpdate: (n: number) => string
-  /** Complete `n` ids: params now, now, ids…, owner, version. Returns the completed ids. */
-  readonly complete: (n: number) => string
-  /** Release `n` ids: params ids…, owner, version. Returns the released ids. */
-  readonly release: (n: number) => string
-  /** Params: now, partitionKey, before. Returns the expired ids. */
-  readonly expire: string
-  /** Params: partitionKey, limit. */
-  readonly queryPending: string
-  /** Params: partitionKey. Returns `n`. */
-  readonly countPending: string
-  /** Params: partitionKey. Returns `n`. */
-  readonly countClaimed: string
-  /** Params: after (exclusive), limit. Returns `partition_key`. */
-  readonly listPartitions: string
-  /** Params: cutoff, chunk. Deletes terminal rows older than the cutoff; returns the deleted ids. */
-  readonly sweep: string
-}
-
-/**
- * `n` comma-separated `?` placeholders, without spaces: the SQL client keys its prepared-statement
- * cache by the statement text and hashes the whole text on every execution, so long lists stay short.
- */
-const placeholders = (n: number): string => (n <= 0 ? "" : "?" + ",?".repeat(n - 1))
-
-/**
- * Memoises a statement builder by its size argument (a handful of sizes recur: full batches and the
- * last partial one), so the text of a large statement is not rebuilt on every call. Bounded.
- */
-const bySize = (build: (n: number) => string): ((n: number) => string) => {
-  const built = new Map<number, string>()
-  return (n) => {
-    let text = built.get(n)
-    if (text === undefined) {
-      if (built.size >= 64) built.clear()
-      text = build(n)
-      built.set(n, text)
-    }
-    return text
-  }
 }
 
 /**
@@ -281,74 +202,31 @@ const bySize = (build: (n: number) => string): ((n: number) => string) => {
  * @since 0.1.0
  */
 export const statements = (t: TableNames, options: { readonly staleReclaim: boolean }): Statements => {
-  const oCols = columns.map((c) => `o.${c}`).join(", ")
-  const claimable = options.staleReclaim
-    ? "(o.status <> 'claimed' OR o.claim_version < ? OR o.claimed_at IS NULL OR o.claimed_at < ?)"
-    : "(o.status <> 'claimed' OR o.claim_version < ?)"
-  const blocking = options.staleReclaim
-    ? "b.status = 'claimed' AND b.claim_version >= ? AND b.claimed_at IS NOT NULL AND b.claimed_at >= ?"
-    : "b.status = 'claimed' AND b.claim_version >= ?"
-  const row = `(${placeholders(insertWidth)})`
+  const row = `(?${",?".repeat(insertWidth - 1)})`
   return {
+    ...SqlOutboxStatements.statements(
+      SqlDialect.sqlite,
+      {
+        outbox: t.outbox,
+        partitions: t.fence,
+        claimIndex: t.claimIndex,
+        keyIndex: t.keyIndex,
+        terminalIndex: t.terminalIndex
+      },
+      options
+    ),
     allocateSeq: `INSERT INTO ${t.fence} (partition_key, max_version, seq_counter) VALUES (?, 0, ?)
 ON CONFLICT (partition_key) DO UPDATE SET seq_counter = seq_counter + excluded.seq_counter
 RETURNING seq_counter`,
-    insert: bySize(
+    insert: SqlOutboxStatements.bySize(
       (rows) =>
         `INSERT INTO ${t.outbox} (${insertColumns.join(", ")}) VALUES ${row}${`,${row}`.repeat(Math.max(0, rows - 1))}
 ON CONFLICT DO NOTHING RETURNING id`
     ),
-    findIdentity: `SELECT id FROM ${t.outbox} WHERE partition_key = ? AND envelope_id = ? AND binding_id = ?`,
-    findById: `SELECT partition_key, envelope_id, binding_id FROM ${t.outbox} WHERE id = ?`,
-    deleteTerminalIdentity: `DELETE FROM ${t.outbox}
-WHERE partition_key = ? AND envelope_id = ? AND binding_id = ? AND status IN ('completed', 'expired')`,
     raiseFence: `INSERT INTO ${t.fence} (partition_key, max_version, seq_counter) VALUES (?, ?, 0)
 ON CONFLICT (partition_key) DO UPDATE SET max_version = excluded.max_version WHERE max_version <= excluded.max_version
 RETURNING max_version`,
-    readFence: `SELECT max_version FROM ${t.fence} WHERE partition_key = ?`,
-    selectClaimable: `SELECT ${oCols} FROM ${t.outbox} AS o INDEXED BY ${t.claimIndex}
-WHERE o.partition_key = ? AND ${live("o")} AND ${claimable}
-  AND (o.ordering_key IS NULL OR NOT EXISTS (
-    SELECT 1 FROM ${t.outbox} AS b INDEXED BY ${t.keyIndex}
-    WHERE b.partition_key = o.partition_key AND b.ordering_key = o.ordering_key AND b.status = 'claimed'
-      AND (b.created_at, b.seq) < (o.created_at, o.seq) AND ${blocking}))
-ORDER BY o.created_at, o.seq
-LIMIT ?`,
-    claimUpdate: bySize(
-      (n) => `UPDATE ${t.outbox} AS o SET status = 'claimed', claimed_by = ?, claim_version = ?,
-  claimed_at = ?, first_attempted_at = coalesce(first_attempted_at, ?), replay_count = replay_count + 1
-WHERE o.id IN (${placeholders(n)}) AND +o.partition_key = ? AND +o.status IN ('pending', 'claimed') AND ${claimable}
-RETURNING id`
-    ),
-    complete: bySize(
-      (n) => `UPDATE ${t.outbox} SET status = 'completed', completed_at = ?, terminal_at = ?
-WHERE id IN (${placeholders(n)}) AND status = 'claimed' AND claimed_by = ? AND claim_version = ?
-RETURNING id`
-    ),
-    release: bySize(
-      (n) => `UPDATE ${t.outbox} SET status = 'pending', claimed_by = NULL, claimed_at = NULL
-WHERE id IN (${placeholders(n)}) AND status = 'claimed' AND claimed_by = ? AND claim_version = ?
-RETURNING id`
-    ),
-    expire: `UPDATE ${t.outbox} SET status = 'expired', terminal_at = ?
-WHERE partition_key = ? AND expires_at IS NOT NULL AND status = 'pending' AND expires_at < ?
-RETURNING id`,
-    queryPending: `SELECT ${oCols} FROM ${t.outbox} AS o INDEXED BY ${t.claimIndex}
-WHERE o.partition_key = ? AND ${live("o")} AND o.status = 'pending'
-ORDER BY o.created_at, o.seq
-LIMIT ?`,
-    countPending: `SELECT count(*) AS n FROM ${t.outbox} AS o INDEXED BY ${t.claimIndex}
-WHERE o.partition_key = ? AND ${live("o")} AND o.status = 'pending'`,
-    countClaimed: `SELECT count(*) AS n FROM ${t.outbox} AS o INDEXED BY ${t.claimIndex}
-WHERE o.partition_key = ? AND ${live("o")} AND o.status = 'claimed'`,
-    listPartitions: `SELECT f.partition_key FROM ${t.fence} AS f
-WHERE f.partition_key > ? AND EXISTS (
-  SELECT 1 FROM ${t.outbox} AS o INDEXED BY ${t.claimIndex} WHERE o.partition_key = f.partition_key AND ${live("o")})
-ORDER BY f.partition_key
-LIMIT ?`,
-    sweep: `DELETE FROM ${t.outbox} WHERE rowid IN (
-  SELECT rowid FROM ${t.outbox} INDEXED BY ${t.terminalIndex} WHERE terminal_at IS NOT NULL AND terminal_at < ? LIMIT ?)
-RETURNING id`
+    readFence: `SELECT max_version FROM ${t.fence} WHERE partition_key = ?`
   }
 }
 

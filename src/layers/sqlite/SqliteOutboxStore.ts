@@ -51,6 +51,8 @@ import {
   validateStoreOptions
 } from "../../services/OutboxStore.js"
 import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
+import * as SqlDialect from "../sql/SqlDialect.js"
+import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
 import * as SqliteOutboxRows from "./SqliteOutboxRows.js"
 import { persistIn } from "./SqlitePersist.js"
@@ -181,6 +183,7 @@ export const make = (
     )
 
     const st = SqliteOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
+    const bind = SqlOutboxStatements.binds(SqlDialect.sqlite)
     /** When the last retention sweep ran (plain state: only read and set between effects). */
     let lastSweep = yield* Clock.currentTimeMillis
 
@@ -309,15 +312,12 @@ export const make = (
         yield* raiseFence(conn, "claim", partitionKey, token)
         if (limit <= 0) return ClaimBatch([])
         const now = yield* Clock.currentTimeMillis
-        const stale = staleMillis === undefined ? [] : [now - staleMillis]
-        const rows = yield* run(conn, st.selectClaimable, [
-          partitionKey,
-          token.version,
-          ...stale,
-          token.version,
-          ...stale,
-          limit
-        ])
+        const staleCutoff = staleMillis === undefined ? undefined : now - staleMillis
+        const rows = yield* run(
+          conn,
+          st.selectClaimable,
+          bind.selectClaimable(partitionKey, token.version, staleCutoff, limit)
+        )
         const candidates: Array<Candidate> = []
         for (const row of rows) {
           const decoded = SqliteOutboxRows.decodeRowFields(row)
@@ -336,16 +336,13 @@ export const make = (
           chosen.map((c) => c.decoded.row.id),
           idChunk
         )) {
-          const claimedIds = yield* select(idsOf, "claim", conn, st.claimUpdate(ids.length), [
-            token.owner,
-            token.version,
-            now,
-            now,
-            ...ids,
-            partitionKey,
-            token.version,
-            ...stale
-          ])
+          const claimedIds = yield* select(
+            idsOf,
+            "claim",
+            conn,
+            st.claimUpdate(ids.length),
+            bind.claimUpdate(ids, token, now, partitionKey, staleCutoff)
+          )
           for (const id of claimedIds) updated.add(id)
         }
         // read back: the candidates were read under this transaction's write lock; the update changed
@@ -377,14 +374,8 @@ export const make = (
         for (const chunk of chunksOf(request.ids, idChunk)) {
           const done =
             operation === "complete"
-              ? yield* select(idsOf, operation, conn, st.complete(chunk.length), [
-                  now,
-                  now,
-                  ...chunk,
-                  token.owner,
-                  token.version
-                ])
-              : yield* select(idsOf, operation, conn, st.release(chunk.length), [...chunk, token.owner, token.version])
+              ? yield* select(idsOf, operation, conn, st.complete(chunk.length), bind.complete(chunk, token, now))
+              : yield* select(idsOf, operation, conn, st.release(chunk.length), bind.release(chunk, token))
           for (const id of done) matched.add(id)
         }
         return matched
