@@ -45,7 +45,6 @@ import type * as LeaseToken from "../../domain/LeaseToken.js"
 import {
   type CorruptRecord,
   InvalidConfiguration,
-  InvalidRecord,
   type StaleFencingToken,
   StoreUnavailable,
   TransactionConflict
@@ -59,12 +58,12 @@ import {
   notClaimedBy,
   OutboxStore,
   partitionPage as keysetPage,
-  type PersistReport,
   type StoreOptions,
   validateStoreOptions
 } from "../../services/OutboxStore.js"
 import * as SqlDialect from "../sql/SqlDialect.js"
 import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
+import * as SqlPersist from "../sql/SqlPersist.js"
 import * as PostgresOutboxSchema from "./PostgresOutboxSchema.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
 
@@ -259,31 +258,6 @@ export const make = (
         }
       })
 
-    const idReused = (record: OutboxRecord.PreparedRecord, index: number): InvalidRecord =>
-      new InvalidRecord({
-        index,
-        recordId: record.id,
-        partitionKey: record.partitionKey,
-        reason: `id ${record.id} is already used by a record with another identity`
-      })
-
-    const sameIdentity = (
-      a: { readonly partitionKey: string; readonly envelopeId: string; readonly bindingId: string },
-      b: { readonly partition_key: string; readonly envelope_id: string; readonly binding_id: string }
-    ) => a.partitionKey === b.partition_key && a.envelopeId === b.envelope_id && a.bindingId === b.binding_id
-
-    /** Fails with `InvalidRecord` when the record's id is stored under another identity. */
-    const rejectIdHeldByOther = (conn: Connection, record: OutboxRecord.PreparedRecord, index: number) =>
-      Effect.flatMap(
-        select("persist", IdentityRows, conn, st.findById, [record.id]),
-        (holders): Effect.Effect<void, InvalidRecord> => {
-          const holder = holders[0]
-          return holder !== undefined && !sameIdentity(record, holder)
-            ? Effect.fail(idReused(record, index))
-            : Effect.void
-        }
-      )
-
     /** Allocates seq blocks per partition and inserts the records; returns the ids inserted. */
     const insertRecords = (
       conn: Connection,
@@ -327,111 +301,27 @@ export const make = (
         return ids
       })
 
-    /** The records of a batch by first occurrence of their identity (R-PERSIST-3: the first one wins). */
-    const dedupe = (batch: ReadonlyArray<OutboxRecord.PreparedRecord>) => {
-      const firstOfIdentity = new Map<string, number>()
-      const unique: Array<{ readonly record: OutboxRecord.PreparedRecord; readonly index: number }> = []
-      const duplicateOf: Array<{ readonly index: number; readonly first: number }> = []
-      batch.forEach((record, index) => {
-        const key = `${record.partitionKey.length}:${record.partitionKey}|${record.envelopeId.length}:${record.envelopeId}|${record.bindingId}`
-        const first = firstOfIdentity.get(key)
-        if (first === undefined) {
-          firstOfIdentity.set(key, index)
-          unique.push({ record, index })
-        } else {
-          duplicateOf.push({ index, first })
-        }
-      })
-      return { unique, duplicateOf }
-    }
-
-    /**
-     * The report of a batch some of whose records were not inserted: each is an existing identity or a
-     * repeat of an earlier record of the batch (skipped), or uses an id held by another identity (the
-     * whole batch fails with `InvalidRecord`).
-     */
-    const reportOf = (
-      conn: Connection,
-      batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
-      { duplicateOf, unique }: ReturnType<typeof dedupe>,
-      inserted: ReadonlySet<string>,
-      idsChecked: boolean
-    ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
-      Effect.gen(function* () {
-        if (!idsChecked) {
-          const notInserted = [
-            ...unique.filter(({ record }) => !inserted.has(record.id)),
-            ...duplicateOf.flatMap(({ index }) => {
-              const record = batch[index]
-              return record === undefined ? [] : [{ record, index }]
-            })
-          ].sort((a, b) => a.index - b.index)
-          for (const { record, index } of notInserted) yield* rejectIdHeldByOther(conn, record, index)
-        }
-        const holderOf = new Map<number, string>()
-        for (const { record, index } of unique) {
-          if (inserted.has(record.id)) {
-            holderOf.set(index, record.id)
-            continue
-          }
-          const holder = yield* select("persist", IdRows, conn, st.findIdentity, [
-            record.partitionKey,
-            record.envelopeId,
-            record.bindingId
-          ])
-          const existing = holder[0]
-          if (existing === undefined) return yield* idReused(record, index)
-          holderOf.set(index, existing.id)
-        }
-        const skipped: Array<{ readonly index: number; readonly id: string; readonly existing: string }> = []
-        for (const { record, index } of unique) {
-          if (!inserted.has(record.id)) skipped.push({ index, id: record.id, existing: holderOf.get(index) ?? "" })
-        }
-        for (const { index, first } of duplicateOf) {
-          const record = batch[index]
-          if (record !== undefined) skipped.push({ index, id: record.id, existing: holderOf.get(first) ?? "" })
-        }
-        skipped.sort((a, b) => a.index - b.index)
-        return {
-          persisted: unique.filter(({ record }) => inserted.has(record.id)).map(({ record }) => record.id),
-          skipped: skipped.map((s) => s.id),
-          existingIds: skipped.map((s) => s.existing)
-        }
-      })
-
-    const persistIn = (
-      conn: Connection,
-      batch: ReadonlyArray<OutboxRecord.PreparedRecord>,
-      replaceTerminal: boolean
-    ): Effect.Effect<PersistReport, SqlError | StoreUnavailable | InvalidRecord> =>
-      Effect.gen(function* () {
-        if (!replaceTerminal) {
-          const inserted = yield* insertRecords(conn, batch)
-          if (inserted.size === batch.length) {
-            return { persisted: batch.map((record) => record.id), skipped: [], existingIds: [] }
-          }
-          return yield* reportOf(conn, batch, dedupe(batch), inserted, false)
-        }
-        const identities = dedupe(batch)
-        // ids are checked against the state before the batch, also when their holder is a terminal record
-        // this batch replaces
-        for (let index = 0; index < batch.length; index++) {
-          const record = batch[index]
-          if (record !== undefined) yield* rejectIdHeldByOther(conn, record, index)
-        }
-        for (const { record } of identities.unique) {
-          yield* run(conn, st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])
-        }
-        const inserted = yield* insertRecords(
-          conn,
-          identities.unique.map(({ record }) => record)
-        )
-        return yield* reportOf(conn, batch, identities, inserted, true)
-      })
+    const persistPath = SqlPersist.make<Connection, SqlError | StoreUnavailable>({
+      holderOfId: (conn, id) =>
+        Effect.map(select("persist", IdentityRows, conn, st.findById, [id]), (rows) => {
+          const holder = rows[0]
+          return holder === undefined
+            ? undefined
+            : { partitionKey: holder.partition_key, envelopeId: holder.envelope_id, bindingId: holder.binding_id }
+        }),
+      idOfIdentity: (conn, record) =>
+        Effect.map(
+          select("persist", IdRows, conn, st.findIdentity, [record.partitionKey, record.envelopeId, record.bindingId]),
+          (rows) => rows[0]?.id
+        ),
+      deleteTerminal: (conn, record) =>
+        Effect.asVoid(run(conn, st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])),
+      insert: insertRecords
+    })
 
     const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
       tx
-        .transact((conn) => persistIn(conn, batch, replaceTerminal))
+        .transact((conn) => persistPath.persistIn(conn, batch, replaceTerminal))
         .pipe(StoreUnavailable.refailTag("SqlError", "persist", batch[0]?.partitionKey))
 
     const claimIn = (

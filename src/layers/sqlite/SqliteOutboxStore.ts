@@ -55,7 +55,7 @@ import * as SqlDialect from "../sql/SqlDialect.js"
 import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
 import * as SqliteOutboxRows from "./SqliteOutboxRows.js"
-import { persistIn } from "./SqlitePersist.js"
+import * as SqlitePersist from "./SqlitePersist.js"
 import { chunksOf, countOf, fenceOf, idsOf, partitionsOf, records, run, select } from "./SqliteStatement.js"
 import { busyRetry, isBusy, retryBusy } from "./SqliteSupport.js"
 
@@ -184,6 +184,7 @@ export const make = (
 
     const st = SqliteOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
     const bind = SqlOutboxStatements.binds(SqlDialect.sqlite)
+    const persistPath = SqlitePersist.make(st)
     /** When the last retention sweep ran (plain state: only read and set between effects). */
     let lastSweep = yield* Clock.currentTimeMillis
 
@@ -300,7 +301,7 @@ export const make = (
     })
 
     const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
-      transact("persist", batch[0]?.partitionKey, (conn) => persistIn(st, conn, batch, replaceTerminal))
+      transact("persist", batch[0]?.partitionKey, (conn) => persistPath.persistIn(conn, batch, replaceTerminal))
 
     const claimIn = (
       conn: Connection,
