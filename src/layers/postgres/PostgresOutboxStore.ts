@@ -33,27 +33,14 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
-import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
-import * as ClaimOrder from "../../domain/ClaimOrder.js"
-import * as Fence from "../../domain/Fence.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
-import {
-  type CorruptRecord,
-  InvalidConfiguration,
-  type StaleFencingToken,
-  StoreUnavailable,
-  TransactionConflict
-} from "../../domain/OutboxError.js"
-import * as OutboxRecord from "../../domain/OutboxRecord.js"
+import { InvalidConfiguration, StoreUnavailable, TransactionConflict } from "../../domain/OutboxError.js"
 import {
   type Backend,
-  belowHighWaterMark,
-  ClaimBatch,
   make as makeStore,
   notClaimedBy,
   OutboxStore,
@@ -63,8 +50,10 @@ import {
 } from "../../services/OutboxStore.js"
 import * as SqlDialect from "../sql/SqlDialect.js"
 import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
-import * as SqlPersist from "../sql/SqlPersist.js"
+import * as SqlSweep from "../sql/SqlSweep.js"
+import * as PostgresClaim from "./PostgresClaim.js"
 import * as PostgresOutboxSchema from "./PostgresOutboxSchema.js"
+import * as PostgresPersist from "./PostgresPersist.js"
 import * as PostgresTransaction from "./PostgresTransaction.js"
 
 /**
@@ -72,34 +61,20 @@ import * as PostgresTransaction from "./PostgresTransaction.js"
  *
  * @since 0.1.0
  */
-export interface PostgresOutboxStoreOptions extends StoreOptions {
+export interface PostgresOutboxStoreOptions extends StoreOptions, SqlSweep.SweepOptions {
   /** Schema of the tables (created when missing; letters, digits, `_`). Default `public`. */
   readonly schema?: string | undefined
   /** Prefix of every table and index name (letters, digits, `_`). Default none. */
   readonly tablePrefix?: string | undefined
-  /** Minimum time between two retention sweeps (default 1 minute). */
-  readonly sweepInterval?: Duration.DurationInput | undefined
-  /** Rows deleted per sweep statement (default 500); a sweep runs at most 20 of them. */
-  readonly sweepChunk?: number | undefined
   /** `pg_notify` the store's channel on commit of a persist (default true; see `PostgresWakeSignal`). */
   readonly notify?: boolean | undefined
 }
 
 /** Partition keys per `listPartitions` page. */
 const partitionPage = 100
-/** Statements per retention sweep. */
-const sweepStatements = 20
 
-const IdRows = Schema.Array(Schema.Struct({ id: Schema.String }))
-const FenceRows = Schema.Array(Schema.Struct({ max_version: PostgresOutboxSchema.BigIntColumn }))
-const SeqRows = Schema.Array(
-  Schema.Struct({ partition_key: Schema.String, seq_counter: PostgresOutboxSchema.BigIntColumn })
-)
 const PartitionRows = Schema.Array(Schema.Struct({ partition_key: Schema.String }))
 const CountRows = Schema.Array(Schema.Struct({ n: PostgresOutboxSchema.BigIntColumn }))
-const IdentityRows = Schema.Array(
-  Schema.Struct({ partition_key: Schema.String, envelope_id: Schema.String, binding_id: Schema.String })
-)
 
 /**
  * Runs migrations (a list of named statement lists) once per database, in one transaction holding an
@@ -192,8 +167,6 @@ export const make = (
       "PostgresOutboxStore",
       options
     )
-    const sweepIntervalMillis = Duration.toMillis(Duration.decode(options.sweepInterval ?? Duration.minutes(1)))
-    const sweepChunk = Math.max(1, Math.floor(options.sweepChunk ?? 500))
     const notify = options.notify ?? true
 
     const tx = PostgresTransaction.make(sql)
@@ -207,188 +180,27 @@ export const make = (
 
     const st = PostgresOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
     const bind = SqlOutboxStatements.binds(SqlDialect.postgres)
-    let lastSweep = yield* Clock.currentTimeMillis
-
+    const ctx: PostgresClaim.StoreContext = { run, st, bind, staleMillis }
     const select = <A, I>(
       operation: string,
       schema: Schema.Schema<A, I>,
       conn: Connection,
       text: string,
       params: ReadonlyArray<unknown>
-    ): Effect.Effect<A, SqlError | StoreUnavailable> =>
-      Effect.flatMap(run(conn, text, params), decodeRows(operation, schema))
-
-    const records = (
-      conn: Connection,
-      text: string,
-      params: ReadonlyArray<unknown>
-    ): Effect.Effect<Array<OutboxRecord.OutboxRecord>, SqlError | CorruptRecord> =>
-      Effect.flatMap(run(conn, text, params), (rows) => {
-        const out: Array<OutboxRecord.OutboxRecord> = []
-        for (const row of rows) {
-          const decoded = PostgresOutboxSchema.decodeRow(row)
-          if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-          out.push(decoded.right)
-        }
-        return Effect.succeed(out)
-      })
-
-    /** Locks the partition's fence row, admits the token and raises the mark (R-CLAIM-2, R-EXP-1). */
-    const fence = (
-      conn: Connection,
-      operation: string,
-      partitionKey: string,
-      token: LeaseToken.LeaseTokenLike
-    ): Effect.Effect<void, SqlError | StoreUnavailable | StaleFencingToken> =>
-      Effect.gen(function* () {
-        let rows = yield* select(operation, FenceRows, conn, st.lockFence, [partitionKey])
-        if (rows.length === 0) {
-          yield* run(conn, st.createFence, [partitionKey])
-          rows = yield* select(operation, FenceRows, conn, st.lockFence, [partitionKey])
-        }
-        const mark = rows[0]?.max_version ?? 0
-        switch (Fence.admit(mark, token.version)) {
-          case "stale":
-            return yield* belowHighWaterMark(operation, partitionKey, token, mark)
-          case "raise":
-            yield* run(conn, st.raiseFence, [partitionKey, token.version])
-            return
-          case "keep":
-            return
-        }
-      })
-
-    /** Allocates seq blocks per partition and inserts the records; returns the ids inserted. */
-    const insertRecords = (
-      conn: Connection,
-      batch: ReadonlyArray<OutboxRecord.PreparedRecord>
-    ): Effect.Effect<Set<string>, SqlError | StoreUnavailable> =>
-      Effect.gen(function* () {
-        if (batch.length === 0) return new Set<string>()
-        const perPartition = new Map<string, number>()
-        for (const record of batch) {
-          perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
-        }
-        const keys = Array.from(perPartition.keys())
-        const blocks = yield* select("persist", SeqRows, conn, st.allocateSeq, [
-          keys,
-          keys.map((k) => perPartition.get(k) ?? 0)
-        ])
-        const nextSeq = new Map<string, number>()
-        for (const block of blocks) {
-          nextSeq.set(block.partition_key, block.seq_counter - (perPartition.get(block.partition_key) ?? 0) + 1)
-        }
-        const withSeq: Array<readonly [OutboxRecord.PreparedRecord, number]> = []
-        for (const record of batch) {
-          const seq = nextSeq.get(record.partitionKey)
-          if (seq === undefined) {
-            return yield* new StoreUnavailable({
-              operation: "persist",
-              partitionKey: record.partitionKey,
-              cause: "no seq block allocated"
-            })
-          }
-          nextSeq.set(record.partitionKey, seq + 1)
-          withSeq.push([record, seq])
-        }
-        const inserted = yield* select("persist", IdRows, conn, st.insert, PostgresOutboxSchema.insertParams(withSeq))
-        const ids = new Set(inserted.map((row) => row.id))
-        if (notify && ids.size > 0) {
-          const notified = new Set<string>()
-          for (const record of batch) if (ids.has(record.id)) notified.add(record.partitionKey)
-          yield* run(conn, st.notify, [names.channel, Array.from(notified)])
-        }
-        return ids
-      })
-
-    const persistPath = SqlPersist.make<Connection, SqlError | StoreUnavailable>({
-      holderOfId: (conn, id) =>
-        Effect.map(select("persist", IdentityRows, conn, st.findById, [id]), (rows) => {
-          const holder = rows[0]
-          return holder === undefined
-            ? undefined
-            : { partitionKey: holder.partition_key, envelopeId: holder.envelope_id, bindingId: holder.binding_id }
-        }),
-      idOfIdentity: (conn, record) =>
-        Effect.map(
-          select("persist", IdRows, conn, st.findIdentity, [record.partitionKey, record.envelopeId, record.bindingId]),
-          (rows) => rows[0]?.id
-        ),
-      deleteTerminal: (conn, record) =>
-        Effect.asVoid(run(conn, st.deleteTerminalIdentity, [record.partitionKey, record.envelopeId, record.bindingId])),
-      insert: insertRecords
-    })
+    ) => PostgresClaim.select(ctx, operation, schema, conn, text, params)
+    const persistPath = PostgresPersist.make(ctx, notify ? names.channel : undefined)
+    const maybeSweep = yield* SqlSweep.make("postgres", retentionMillis, options, (cutoff, chunk) =>
+      tx.standalone((conn) => Effect.map(run(conn, st.sweep, [cutoff, chunk]), (rows) => rows.length))
+    )
 
     const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
       tx
         .transact((conn) => persistPath.persistIn(conn, batch, replaceTerminal))
         .pipe(StoreUnavailable.refailTag("SqlError", "persist", batch[0]?.partitionKey))
 
-    const claimIn = (
-      conn: Connection,
-      partitionKey: string,
-      token: LeaseToken.LeaseTokenLike,
-      limit: number
-    ): Effect.Effect<ClaimBatch, SqlError | StoreUnavailable | StaleFencingToken | CorruptRecord> =>
-      Effect.gen(function* () {
-        yield* fence(conn, "claim", partitionKey, token)
-        if (limit <= 0) return ClaimBatch([])
-        const now = yield* Clock.currentTimeMillis
-        const staleCutoff = staleMillis === undefined ? undefined : now - staleMillis
-        const candidates = yield* records(
-          conn,
-          st.selectClaimable,
-          bind.selectClaimable(partitionKey, token.version, staleCutoff, limit)
-        )
-        const chosen = ClaimOrder.selectFrom(candidates, limit, {
-          version: token.version,
-          nowMillis: now,
-          staleClaimAfterMillis: staleMillis
-        })
-        if (chosen.length === 0) return ClaimBatch([])
-        const updated = yield* select(
-          "claim",
-          IdRows,
-          conn,
-          st.claimUpdate,
-          bind.claimUpdate(
-            chosen.map((record) => record.id),
-            token,
-            now,
-            partitionKey,
-            staleCutoff
-          )
-        )
-        // read back: the candidates were read under the partition's fence lock, and nothing but a claim (which
-        // needs that lock) changes the fields a claim does not set, so the claimed records are the candidates
-        // with the claim applied
-        const claimedIds = new Set(updated.map((row) => row.id))
-        const at = DateTime.unsafeMake(now)
-        const claimed = chosen
-          .filter((record) => claimedIds.has(record.id))
-          .map((record) => OutboxRecord.update(record, { ...Fence.stampClaim(record, token, at), status: "claimed" }))
-        claimed.sort(ClaimOrder.compareAge)
-        return ClaimBatch(claimed)
-      })
-
-    /** Deletes terminal records older than the retention, at most once per sweep interval. */
-    const maybeSweep = Effect.flatMap(Clock.currentTimeMillis, (now) => {
-      if (now - lastSweep < sweepIntervalMillis) return Effect.void
-      lastSweep = now
-      return Effect.gen(function* () {
-        for (let i = 0; i < sweepStatements; i++) {
-          const deleted = yield* tx.standalone((conn) => run(conn, st.sweep, [now - retentionMillis, sweepChunk]))
-          if (deleted.length < sweepChunk) break
-        }
-      }).pipe(
-        Effect.catchAll((error) => Effect.logWarning("outbox retention sweep failed", error)),
-        Effect.annotateLogs("backend", "postgres")
-      )
-    })
-
     const claim: Backend["claim"] = (partitionKey, token, limit) =>
       tx
-        .transact((conn) => claimIn(conn, partitionKey, token, limit))
+        .transact((conn) => PostgresClaim.claimIn(ctx, conn, partitionKey, token, limit))
         .pipe(
           Effect.catchIf(PostgresOutboxSchema.isConflict, (cause) =>
             Effect.fail(new TransactionConflict({ partitionKey, operation: "claim", cause }))
@@ -403,8 +215,8 @@ export const make = (
         const now = yield* Clock.currentTimeMillis
         const matched = yield* tx.standalone((conn) =>
           operation === "complete"
-            ? select(operation, IdRows, conn, st.complete, bind.complete(unique, token, now))
-            : select(operation, IdRows, conn, st.release, bind.release(unique, token))
+            ? select(operation, PostgresClaim.IdRows, conn, st.complete, bind.complete(unique, token, now))
+            : select(operation, PostgresClaim.IdRows, conn, st.release, bind.release(unique, token))
         )
         const done = new Set(matched.map((row) => row.id))
         if (done.size === unique.length) return
@@ -419,7 +231,7 @@ export const make = (
       tx
         .transact((conn) =>
           Effect.gen(function* () {
-            yield* fence(conn, "expire", partitionKey, token)
+            yield* PostgresClaim.fence(ctx, conn, "expire", partitionKey, token)
             const now = yield* Clock.currentTimeMillis
             const rows = yield* run(conn, st.expire, [now, partitionKey, DateTime.toEpochMillis(before)])
             return rows.length
@@ -450,7 +262,7 @@ export const make = (
       expire,
       queryPending: (partitionKey, limit) =>
         tx
-          .standalone((conn) => records(conn, st.queryPending, [partitionKey, limit]))
+          .standalone((conn) => PostgresClaim.records(ctx, conn, st.queryPending, [partitionKey, limit]))
           .pipe(StoreUnavailable.refailTag("SqlError", "queryPending", partitionKey)),
       countPending: count("countPending", st.countPending),
       countClaimed: count("countClaimed", st.countClaimed),
