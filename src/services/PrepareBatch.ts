@@ -1,0 +1,180 @@
+/**
+ * Preparing a batch of new records for a store (R-PERSIST-2/4/5): validation of every record (a
+ * structural check accepting exactly what the `NewOutboxRecordFields` schema accepts, the schema itself
+ * only to name a problem), defaults, time-ordered ids, and the rejection of one id used by two identities
+ * of the batch. Used by the `OutboxStore` core, and by backends that persist outside it.
+ *
+ * @since 0.1.0
+ */
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Option from "effect/Option"
+import * as ParseResult from "effect/ParseResult"
+import * as Schema from "effect/Schema"
+import { InvalidRecord } from "../domain/OutboxError.js"
+import * as OutboxRecord from "../domain/OutboxRecord.js"
+
+const decodeNew = Schema.decodeUnknownEither(Schema.Struct(OutboxRecord.NewOutboxRecordFields))
+
+const inputId = (input: unknown): string | undefined => {
+  if (typeof input !== "object" || input === null) return undefined
+  const id: unknown = Reflect.get(input, "id")
+  return typeof id === "string" && id.length > 0 ? id : undefined
+}
+
+const inputPartition = (input: unknown): string | undefined => {
+  if (typeof input !== "object" || input === null) return undefined
+  const pk: unknown = Reflect.get(input, "partitionKey")
+  return typeof pk === "string" && pk.length > 0 ? pk : undefined
+}
+
+/**
+ * Validates a batch of new records and fills every default (R-PERSIST-4/5): ids (time-ordered),
+ * `createdAt = now`, empty headers, `""` route and address, empty ordering key → none. Also rejects a
+ * batch that uses one id for two different identities. Fails with `InvalidRecord` naming the first bad
+ * record.
+ *
+ * @since 0.1.0
+ */
+export const prepare = Effect.fnUntraced(function* (
+  records: ReadonlyArray<unknown>,
+  validate?: (record: OutboxRecord.PreparedRecord) => string | undefined
+) {
+  const now = yield* DateTime.now
+  const prepared: Array<OutboxRecord.PreparedRecord> = []
+  const idOwners = new Map<string, string>()
+  let nextId: (() => string) | undefined
+  for (let index = 0; index < records.length; index++) {
+    const input = records[index]
+    let value = quickFields(input)
+    if (value === undefined) {
+      const decoded = decodeNew(input)
+      if (Either.isLeft(decoded)) {
+        return yield* new InvalidRecord({
+          index,
+          recordId: inputId(input),
+          partitionKey: inputPartition(input),
+          reason: ParseResult.TreeFormatter.formatErrorSync(decoded.left)
+        })
+      }
+      value = decoded.right
+    }
+    let id = value.id
+    const generatedId = id === undefined
+    if (id === undefined) {
+      nextId ??= yield* OutboxRecord.idGenerator
+      id = nextId()
+    }
+    const record: OutboxRecord.PreparedRecord = {
+      id,
+      partitionKey: value.partitionKey,
+      envelopeId: value.envelopeId,
+      bindingId: value.bindingId,
+      routeId: value.routeId ?? "",
+      address: value.address ?? "",
+      payload: value.payload,
+      headers: value.headers === undefined ? {} : { ...value.headers },
+      orderingKey:
+        value.orderingKey === undefined || value.orderingKey.length === 0
+          ? Option.none()
+          : Option.some(value.orderingKey),
+      createdAt: value.createdAt ?? now,
+      expiresAt: Option.fromNullable(value.expiresAt),
+      generatedId
+    }
+    const identity = OutboxRecord.identityKey(record)
+    const owner = idOwners.get(id)
+    if (owner !== undefined && owner !== identity) {
+      return yield* new InvalidRecord({
+        index,
+        recordId: id,
+        partitionKey: record.partitionKey,
+        reason: "the same id is used by two different records of the batch"
+      })
+    }
+    idOwners.set(id, identity)
+    const problem = validate?.(record)
+    if (problem !== undefined) {
+      return yield* new InvalidRecord({ index, recordId: id, partitionKey: record.partitionKey, reason: problem })
+    }
+    prepared.push(record)
+  }
+  return prepared
+})
+
+/** The fields of a new record after validation (what the Schema decode yields). */
+interface NewFields {
+  readonly id?: string | undefined
+  readonly partitionKey: string
+  readonly envelopeId: string
+  readonly bindingId: string
+  readonly payload: Uint8Array
+  readonly headers?: OutboxRecord.Headers | undefined
+  readonly orderingKey?: string | undefined
+  readonly address?: string | undefined
+  readonly routeId?: string | undefined
+  readonly createdAt?: DateTime.Utc | undefined
+  readonly expiresAt?: DateTime.Utc | undefined
+}
+
+const nonEmpty = (u: unknown): u is string => typeof u === "string" && u.length > 0
+const optionalString = (u: unknown): u is string | undefined => u === undefined || typeof u === "string"
+const optionalUtc = (u: unknown): u is DateTime.Utc | undefined =>
+  u === undefined || (DateTime.isDateTime(u) && DateTime.isUtc(u))
+const optionalHeaders = (u: unknown): u is OutboxRecord.Headers | undefined => {
+  if (u === undefined) return true
+  if (typeof u !== "object" || u === null || Array.isArray(u)) return false
+  for (const key in u) {
+    if (Object.hasOwn(u, key) && typeof Reflect.get(u, key) !== "string") return false
+  }
+  return true
+}
+
+/**
+ * The hot-path check of a new record: accepts exactly what the `NewOutboxRecordFields` schema accepts
+ * for well-formed input without running the decoder. Anything it does not accept goes through the
+ * schema, which then names the problem.
+ */
+const quickFields = (input: unknown): NewFields | undefined => {
+  if (typeof input !== "object" || input === null) return undefined
+  const id: unknown = Reflect.get(input, "id")
+  const partitionKey: unknown = Reflect.get(input, "partitionKey")
+  const envelopeId: unknown = Reflect.get(input, "envelopeId")
+  const bindingId: unknown = Reflect.get(input, "bindingId")
+  const payload: unknown = Reflect.get(input, "payload")
+  const headers: unknown = Reflect.get(input, "headers")
+  const orderingKey: unknown = Reflect.get(input, "orderingKey")
+  const address: unknown = Reflect.get(input, "address")
+  const routeId: unknown = Reflect.get(input, "routeId")
+  const createdAt: unknown = Reflect.get(input, "createdAt")
+  const expiresAt: unknown = Reflect.get(input, "expiresAt")
+  if (
+    (id === undefined || nonEmpty(id)) &&
+    nonEmpty(partitionKey) &&
+    nonEmpty(envelopeId) &&
+    nonEmpty(bindingId) &&
+    payload instanceof Uint8Array &&
+    optionalHeaders(headers) &&
+    optionalString(orderingKey) &&
+    optionalString(address) &&
+    optionalString(routeId) &&
+    optionalUtc(createdAt) &&
+    optionalUtc(expiresAt)
+  ) {
+    return {
+      id,
+      partitionKey,
+      envelopeId,
+      bindingId,
+      payload,
+      headers,
+      orderingKey,
+      address,
+      routeId,
+      createdAt,
+      expiresAt
+    }
+  }
+  return undefined
+}
