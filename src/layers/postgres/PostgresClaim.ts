@@ -9,17 +9,15 @@
  */
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Clock from "effect/Clock"
-import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
-import * as ClaimOrder from "../../domain/ClaimOrder.js"
 import * as Fence from "../../domain/Fence.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import { type CorruptRecord, type StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
-import { belowHighWaterMark, ClaimBatch } from "../../services/OutboxStore.js"
+import { belowHighWaterMark } from "../../services/OutboxStore.js"
+import * as SqlClaim from "../sql/SqlClaim.js"
 import type * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import * as PostgresOutboxSchema from "./PostgresOutboxSchema.js"
 import type { Transactions } from "./PostgresTransaction.js"
@@ -116,52 +114,36 @@ export const fence = (
   })
 
 /**
- * The claim of up to `limit` records of a partition for the token, on `conn` inside a transaction.
+ * The claim of up to `limit` records of a partition for a token (`SqlClaim.claimWith` over PostgreSQL's
+ * steps), on a connection inside a transaction.
  *
  * @since 0.1.0
  */
-export const claimIn = (
-  ctx: StoreContext,
-  conn: Connection,
-  partitionKey: string,
-  token: LeaseToken.LeaseTokenLike,
-  limit: number
-): Effect.Effect<ClaimBatch, SqlError | StoreUnavailable | StaleFencingToken | CorruptRecord> =>
-  Effect.gen(function* () {
-    const { bind, st, staleMillis } = ctx
-    yield* fence(ctx, conn, "claim", partitionKey, token)
-    if (limit <= 0) return ClaimBatch([])
-    const now = yield* Clock.currentTimeMillis
-    const staleCutoff = staleMillis === undefined ? undefined : now - staleMillis
-    const candidates = yield* records(
-      ctx,
-      conn,
-      st.selectClaimable,
-      bind.selectClaimable(partitionKey, token.version, staleCutoff, limit)
-    )
-    const chosen = ClaimOrder.selectFrom(candidates, limit, {
-      version: token.version,
-      nowMillis: now,
-      staleClaimAfterMillis: staleMillis
-    })
-    if (chosen.length === 0) return ClaimBatch([])
-    const ids = chosen.map((record) => record.id)
-    const updated = yield* select(
-      ctx,
-      "claim",
-      IdRows,
-      conn,
-      st.claimUpdate,
-      bind.claimUpdate(ids, token, now, partitionKey, staleCutoff)
-    )
-    // read back: the candidates were read under the partition's fence lock, and nothing but a claim (which
-    // needs that lock) changes the fields a claim does not set, so the claimed records are the candidates
-    // with the claim applied
-    const claimedIds = new Set(updated.map((row) => row.id))
-    const at = DateTime.unsafeMake(now)
-    const claimed = chosen
-      .filter((record) => claimedIds.has(record.id))
-      .map((record) => OutboxRecord.update(record, { ...Fence.stampClaim(record, token, at), status: "claimed" }))
-    claimed.sort(ClaimOrder.compareAge)
-    return ClaimBatch(claimed)
-  })
+export const makeClaim = (ctx: StoreContext) =>
+  SqlClaim.claimWith<
+    Connection,
+    OutboxRecord.OutboxRecord,
+    SqlError | StoreUnavailable | StaleFencingToken | CorruptRecord
+  >(
+    {
+      fence: (conn, partitionKey, token) => fence(ctx, conn, "claim", partitionKey, token),
+      candidates: (conn, partitionKey, version, staleCutoff, limit) =>
+        records(ctx, conn, ctx.st.selectClaimable, ctx.bind.selectClaimable(partitionKey, version, staleCutoff, limit)),
+      idOf: (record) => record.id,
+      update: (conn, ids, token, now, partitionKey, staleCutoff) =>
+        Effect.map(
+          select(
+            ctx,
+            "claim",
+            IdRows,
+            conn,
+            ctx.st.claimUpdate,
+            ctx.bind.claimUpdate(ids, token, now, partitionKey, staleCutoff)
+          ),
+          (rows) => new Set(rows.map((row) => row.id))
+        ),
+      claimed: (record, token, at) =>
+        OutboxRecord.update(record, { ...Fence.stampClaim(record, token, at), status: "claimed" })
+    },
+    ctx.staleMillis
+  )

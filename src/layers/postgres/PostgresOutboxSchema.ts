@@ -478,22 +478,11 @@ const quickRow = (u: unknown): Row | undefined => {
 export const insertParams = (
   records: ReadonlyArray<readonly [OutboxRecord.PreparedRecord, number]>
 ): ReadonlyArray<ReadonlyArray<unknown>> => {
-  const cols: Array<Array<unknown>> = Array.from({ length: 12 }, () => [])
+  const cols: Array<Array<unknown>> = SqlOutboxStatements.recordColumns.map(() => [])
+  const values: Array<unknown> = []
   for (const [record, seq] of records) {
-    const values = [
-      record.id,
-      record.partitionKey,
-      record.envelopeId,
-      record.bindingId,
-      record.routeId,
-      record.address,
-      record.payload,
-      JSON.stringify(record.headers),
-      Option.getOrNull(record.orderingKey),
-      DateTime.toEpochMillis(record.createdAt),
-      Option.isSome(record.expiresAt) ? DateTime.toEpochMillis(record.expiresAt.value) : null,
-      seq
-    ]
+    values.length = 0
+    SqlOutboxStatements.pushRecordValues(values, record, seq)
     values.forEach((value, i) => cols[i]?.push(value))
   }
   return cols

@@ -189,6 +189,7 @@ export const make = (
       params: ReadonlyArray<unknown>
     ) => PostgresClaim.select(ctx, operation, schema, conn, text, params)
     const persistPath = PostgresPersist.make(ctx, notify ? names.channel : undefined)
+    const claimIn = PostgresClaim.makeClaim(ctx)
     const maybeSweep = yield* SqlSweep.make("postgres", retentionMillis, options, (cutoff, chunk) =>
       tx.standalone((conn) => Effect.map(run(conn, st.sweep, [cutoff, chunk]), (rows) => rows.length))
     )
@@ -200,7 +201,7 @@ export const make = (
 
     const claim: Backend["claim"] = (partitionKey, token, limit) =>
       tx
-        .transact((conn) => PostgresClaim.claimIn(ctx, conn, partitionKey, token, limit))
+        .transact((conn) => claimIn(conn, partitionKey, token, limit))
         .pipe(
           Effect.catchIf(PostgresOutboxSchema.isConflict, (cause) =>
             Effect.fail(new TransactionConflict({ partitionKey, operation: "claim", cause }))

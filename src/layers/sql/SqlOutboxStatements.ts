@@ -8,7 +8,10 @@
  *
  * @since 0.1.0
  */
+import * as DateTime from "effect/DateTime"
+import * as Option from "effect/Option"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
+import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import type { SqlDialect } from "./SqlDialect.js"
 
 /**
@@ -54,6 +57,42 @@ export const columns: ReadonlyArray<string> = [
   "replay_count",
   "completed_at"
 ]
+
+/**
+ * The columns a persist writes besides `status` (always `pending`), in bind order
+ * ({@link pushRecordValues}).
+ *
+ * @since 0.1.0
+ */
+export const recordColumns: ReadonlyArray<string> = columns.slice(0, columns.indexOf("status"))
+
+/** The stored text of headers (`{}` without serialising when there are none). */
+const headersText = (headers: OutboxRecord.Headers): string => {
+  for (const _ in headers) return JSON.stringify(headers)
+  return "{}"
+}
+
+/**
+ * Appends the values of {@link recordColumns} for a record with its seq to `values`.
+ *
+ * @since 0.1.0
+ */
+export const pushRecordValues = (values: Array<unknown>, record: OutboxRecord.PreparedRecord, seq: number): void => {
+  values.push(
+    record.id,
+    record.partitionKey,
+    record.envelopeId,
+    record.bindingId,
+    record.routeId,
+    record.address,
+    record.payload,
+    headersText(record.headers),
+    Option.getOrNull(record.orderingKey),
+    DateTime.toEpochMillis(record.createdAt),
+    Option.isSome(record.expiresAt) ? DateTime.toEpochMillis(record.expiresAt.value) : null,
+    seq
+  )
+}
 
 /**
  * The shared statements. Statements over an id list take its length (PostgreSQL binds the list as one

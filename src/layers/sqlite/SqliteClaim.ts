@@ -8,17 +8,16 @@
  */
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Clock from "effect/Clock"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as ClaimOrder from "../../domain/ClaimOrder.js"
+import type * as ClaimOrder from "../../domain/ClaimOrder.js"
 import * as Fence from "../../domain/Fence.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import { type CorruptRecord, type StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
-import type * as OutboxRecord from "../../domain/OutboxRecord.js"
-import { belowHighWaterMark, ClaimBatch } from "../../services/OutboxStore.js"
+import { belowHighWaterMark } from "../../services/OutboxStore.js"
+import * as SqlClaim from "../sql/SqlClaim.js"
 import type * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import type * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
 import * as SqliteOutboxRows from "./SqliteOutboxRows.js"
@@ -91,78 +90,51 @@ export const raiseFence = (
         )
   )
 
-/** Reads and decodes the claim candidates (a row that does not decode fails the claim). */
-const candidates = (
-  { bind, st }: ClaimContext,
-  conn: Connection,
-  partitionKey: string,
-  version: number,
-  staleCutoff: number | undefined,
-  limit: number
-): Effect.Effect<Array<Candidate>, SqlError | CorruptRecord> =>
-  Effect.flatMap(
-    run(conn, st.selectClaimable, bind.selectClaimable(partitionKey, version, staleCutoff, limit)),
-    (rows) => {
-      const out: Array<Candidate> = []
-      for (const row of rows) {
-        const decoded = SqliteOutboxRows.decodeRowFields(row)
-        if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-        out.push(candidateOf(decoded.right))
-      }
-      return Effect.succeed(out)
-    }
-  )
-
 /**
- * The claim of up to `limit` records of a partition for the token, on `conn` inside a transaction.
+ * The claim of up to `limit` records of a partition for a token (`SqlClaim.claimWith` over SQLite's
+ * steps), on a connection inside a transaction.
  *
  * @since 0.1.0
  */
-export const claimIn = (
-  ctx: ClaimContext,
-  conn: Connection,
-  partitionKey: string,
-  token: LeaseToken.LeaseTokenLike,
-  limit: number
-): Effect.Effect<ClaimBatch, SqlError | StoreUnavailable | StaleFencingToken | CorruptRecord> =>
-  Effect.gen(function* () {
-    const { bind, st, staleMillis } = ctx
-    yield* raiseFence(st, conn, "claim", partitionKey, token)
-    if (limit <= 0) return ClaimBatch([])
-    const now = yield* Clock.currentTimeMillis
-    const staleCutoff = staleMillis === undefined ? undefined : now - staleMillis
-    const found = yield* candidates(ctx, conn, partitionKey, token.version, staleCutoff, limit)
-    const chosen = ClaimOrder.selectFrom(found, limit, {
-      version: token.version,
-      nowMillis: now,
-      staleClaimAfterMillis: staleMillis
-    })
-    if (chosen.length === 0) return ClaimBatch([])
-    const updated = new Set<string>()
-    for (const ids of chunksOf(
-      chosen.map((c) => c.decoded.row.id),
-      idChunk
-    )) {
-      const claimedIds = yield* select(
-        idsOf,
-        "claim",
-        conn,
-        st.claimUpdate(ids.length),
-        bind.claimUpdate(ids, token, now, partitionKey, staleCutoff)
-      )
-      for (const id of claimedIds) updated.add(id)
-    }
-    // read back: the candidates were read under this transaction's write lock; the update changed
-    // exactly the claim fields, which are applied to them here
-    const applied: SqliteOutboxRows.AppliedClaim = {
-      owner: token.owner,
-      version: token.version,
-      at: DateTime.unsafeMake(now)
-    }
-    const claimed: Array<OutboxRecord.OutboxRecord> = []
-    for (const c of chosen) {
-      if (updated.has(c.decoded.row.id)) claimed.push(SqliteOutboxRows.toRecord(c.decoded, applied, c.createdAt))
-    }
-    claimed.sort(ClaimOrder.compareAge)
-    return ClaimBatch(claimed)
-  })
+export const make = ({ bind, st, staleMillis }: ClaimContext) =>
+  SqlClaim.claimWith<Connection, Candidate, SqlError | StoreUnavailable | StaleFencingToken | CorruptRecord>(
+    {
+      fence: (conn, partitionKey, token) => raiseFence(st, conn, "claim", partitionKey, token),
+      candidates: (conn, partitionKey, version, staleCutoff, limit) =>
+        Effect.flatMap(
+          run(conn, st.selectClaimable, bind.selectClaimable(partitionKey, version, staleCutoff, limit)),
+          (rows) => {
+            const out: Array<Candidate> = []
+            for (const row of rows) {
+              const decoded = SqliteOutboxRows.decodeRowFields(row)
+              if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
+              out.push(candidateOf(decoded.right))
+            }
+            return Effect.succeed(out)
+          }
+        ),
+      idOf: (candidate) => candidate.decoded.row.id,
+      update: (conn, ids, token, now, partitionKey, staleCutoff) =>
+        Effect.gen(function* () {
+          const updated = new Set<string>()
+          for (const chunk of chunksOf(ids, idChunk)) {
+            const claimedIds = yield* select(
+              idsOf,
+              "claim",
+              conn,
+              st.claimUpdate(chunk.length),
+              bind.claimUpdate(chunk, token, now, partitionKey, staleCutoff)
+            )
+            for (const id of claimedIds) updated.add(id)
+          }
+          return updated
+        }),
+      claimed: (candidate, token, at) =>
+        SqliteOutboxRows.toRecord(
+          candidate.decoded,
+          { owner: token.owner, version: token.version, at },
+          candidate.createdAt
+        )
+    },
+    staleMillis
+  )

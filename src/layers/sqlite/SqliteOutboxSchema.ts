@@ -12,10 +12,8 @@
 import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Option from "effect/Option"
 import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
 import * as SqlDialect from "../sql/SqlDialect.js"
@@ -146,21 +144,7 @@ export const migrate = (
 export const columns: ReadonlyArray<string> = SqlOutboxStatements.columns
 
 /** The columns a persist writes, in bind order. */
-const insertColumns = [
-  "id",
-  "partition_key",
-  "envelope_id",
-  "binding_id",
-  "route_id",
-  "address",
-  "payload",
-  "headers",
-  "ordering_key",
-  "created_at",
-  "expires_at",
-  "seq",
-  "status"
-] as const
+const insertColumns = [...SqlOutboxStatements.recordColumns, "status"]
 
 /**
  * Number of bound values per inserted row.
@@ -230,12 +214,6 @@ RETURNING max_version`,
   }
 }
 
-/** The stored text of headers (`{}` without serialising when there are none). */
-const headersText = (headers: OutboxRecord.Headers): string => {
-  for (const _ in headers) return JSON.stringify(headers)
-  return "{}"
-}
-
 /**
  * The bound values of one record for {@link Statements.insert}, in column order.
  *
@@ -254,19 +232,6 @@ export const insertValues = (record: OutboxRecord.PreparedRecord, seq: number): 
  * @since 0.1.0
  */
 export const pushInsertValues = (values: Array<unknown>, record: OutboxRecord.PreparedRecord, seq: number): void => {
-  values.push(
-    record.id,
-    record.partitionKey,
-    record.envelopeId,
-    record.bindingId,
-    record.routeId,
-    record.address,
-    record.payload,
-    headersText(record.headers),
-    Option.getOrNull(record.orderingKey),
-    DateTime.toEpochMillis(record.createdAt),
-    Option.isSome(record.expiresAt) ? DateTime.toEpochMillis(record.expiresAt.value) : null,
-    seq,
-    "pending"
-  )
+  SqlOutboxStatements.pushRecordValues(values, record, seq)
+  values.push("pending")
 }

@@ -96,7 +96,7 @@ export const make = (
     const tx = SqliteTransaction.make(sql)
     const { standalone, transact } = tx
     const persistPath = SqlitePersist.make(st)
-    const claimContext: SqliteClaim.ClaimContext = { st, bind, staleMillis }
+    const claimIn = SqliteClaim.make({ st, bind, staleMillis })
     const settle = SqliteSettle.make(st, bind, tx, options.groupCommit ?? true)
     const maybeSweep = yield* SqlSweep.make("sqlite", retentionMillis, options, (cutoff, chunk) =>
       standalone("sweep", undefined, (conn) => Effect.map(run(conn, st.sweep, [cutoff, chunk]), (rows) => rows.length))
@@ -113,9 +113,7 @@ export const make = (
         transact("persist", batch[0]?.partitionKey, (conn) => persistPath.persistIn(conn, batch, replaceTerminal)),
       claim: (partitionKey, token, limit) =>
         Effect.zipLeft(
-          transact("claim", partitionKey, (conn) =>
-            SqliteClaim.claimIn(claimContext, conn, partitionKey, token, limit)
-          ),
+          transact("claim", partitionKey, (conn) => claimIn(conn, partitionKey, token, limit)),
           maybeSweep
         ),
       /**

@@ -1,0 +1,78 @@
+/**
+ * The claim both SQL backends run inside one transaction (R-CLAIM-2..6): admit the token at the partition's
+ * fence, read the candidates (the SQL applies claimability and the head-of-line check), let
+ * `ClaimOrder.selectFrom` make the final choice, claim the chosen ids with a guarded update, and return the
+ * candidates the update changed with the claim applied, in age order. The candidates were read under the
+ * partition's fence (or write) lock, so nothing but this claim changed them in between.
+ *
+ * @since 0.1.0
+ */
+import * as Clock from "effect/Clock"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as ClaimOrder from "../../domain/ClaimOrder.js"
+import type * as LeaseToken from "../../domain/LeaseToken.js"
+import type * as OutboxRecord from "../../domain/OutboxRecord.js"
+import { ClaimBatch } from "../../services/OutboxStore.js"
+
+/**
+ * A backend's claim steps on its connection `C`, over its candidate type `A`; `E` are its failures.
+ *
+ * @since 0.1.0
+ */
+export interface ClaimSteps<C, A extends ClaimOrder.ClaimFacts, E> {
+  /** Admits the token at the partition's fence and raises the high-water mark (R-CLAIM-2). */
+  readonly fence: (conn: C, partitionKey: string, token: LeaseToken.LeaseTokenLike) => Effect.Effect<void, E>
+  /** Reads the claim candidates, oldest first (the stale cutoff only with stale reclaim on). */
+  readonly candidates: (
+    conn: C,
+    partitionKey: string,
+    version: number,
+    staleCutoff: number | undefined,
+    limit: number
+  ) => Effect.Effect<ReadonlyArray<A>, E>
+  /** The id of a candidate. */
+  readonly idOf: (candidate: A) => string
+  /** The guarded claim update of the chosen ids; returns the ids it claimed. */
+  readonly update: (
+    conn: C,
+    ids: ReadonlyArray<string>,
+    token: LeaseToken.LeaseTokenLike,
+    now: number,
+    partitionKey: string,
+    staleCutoff: number | undefined
+  ) => Effect.Effect<ReadonlySet<string>, E>
+  /** A claimed candidate as a record, with the claim applied (see `Fence.stampClaim`). */
+  readonly claimed: (candidate: A, token: LeaseToken.LeaseTokenLike, at: DateTime.Utc) => OutboxRecord.OutboxRecord
+}
+
+/**
+ * The claim of up to `limit` records of a partition over a backend's steps; `staleMillis` is the
+ * stale-claim threshold when stale reclaim is on (R-CLAIM-6).
+ *
+ * @since 0.1.0
+ */
+export const claimWith =
+  <C, A extends ClaimOrder.ClaimFacts, E>(steps: ClaimSteps<C, A, E>, staleMillis: number | undefined) =>
+  (conn: C, partitionKey: string, token: LeaseToken.LeaseTokenLike, limit: number): Effect.Effect<ClaimBatch, E> =>
+    Effect.gen(function* () {
+      yield* steps.fence(conn, partitionKey, token)
+      if (limit <= 0) return ClaimBatch([])
+      const now = yield* Clock.currentTimeMillis
+      const staleCutoff = staleMillis === undefined ? undefined : now - staleMillis
+      const found = yield* steps.candidates(conn, partitionKey, token.version, staleCutoff, limit)
+      const chosen = ClaimOrder.selectFrom(found, limit, {
+        version: token.version,
+        nowMillis: now,
+        staleClaimAfterMillis: staleMillis
+      })
+      if (chosen.length === 0) return ClaimBatch([])
+      const updated = yield* steps.update(conn, chosen.map(steps.idOf), token, now, partitionKey, staleCutoff)
+      const at = DateTime.unsafeMake(now)
+      const claimed: Array<OutboxRecord.OutboxRecord> = []
+      for (const candidate of chosen) {
+        if (updated.has(steps.idOf(candidate))) claimed.push(steps.claimed(candidate, token, at))
+      }
+      claimed.sort(ClaimOrder.compareAge)
+      return ClaimBatch(claimed)
+    })
