@@ -157,6 +157,14 @@ export class StoreUnavailable extends Schema.TaggedError<StoreUnavailable>()("St
   }
 
   /**
+   * The `StoreUnavailable` of an operation (and partition) with a given cause, as a function of the
+   * cause (for `Effect.try`'s `catch` and for failures chosen case by case).
+   */
+  static wrap(operation: string, partitionKey?: string | undefined): (cause: unknown) => StoreUnavailable {
+    return (cause) => new StoreUnavailable({ operation, partitionKey, cause })
+  }
+
+  /**
    * Fails with `StoreUnavailable` (the original failure as its `cause`) in place of every failure of
    * the effect.
    */

@@ -73,11 +73,6 @@ export interface DynamoDbDeadLetterStoreOptions {
 
 type Item = DeadLetterTable.Item
 
-const unavailable =
-  (operation: string) =>
-  (cause: unknown): StoreUnavailable =>
-    new StoreUnavailable({ operation, cause })
-
 const isConditionFailure = (error: DynamoDbError): boolean => error.kind === "ConditionalCheckFailed"
 
 /** An expression and the values it uses. */
@@ -268,7 +263,7 @@ export const fromServices = (
           ...(cursor !== undefined ? { ExclusiveStartKey: cursor } : {})
         })
         .pipe(
-          Effect.mapError(unavailable(operation)),
+          StoreUnavailable.refail(operation),
           Effect.map(
             (output: QueryCommandOutput) =>
               [
@@ -347,14 +342,14 @@ export const fromServices = (
                 partitionKey: entry.partitionKey,
                 reason: `DynamoDB rejected dead-letter entry ${entry.id}: ${error.detail}`
               })
-            : unavailable("write")(error)
+            : StoreUnavailable.wrap("write")(error)
         )
       )
   }
 
   const readEntry = (operation: string, id: string): Effect.Effect<DeadLetterEntry | undefined, StoreUnavailable> =>
     dynamo.getItem({ TableName: tableName, Key: { entry_id: { S: id } }, ConsistentRead: true }).pipe(
-      Effect.mapError(unavailable(operation)),
+      StoreUnavailable.refail(operation),
       Effect.flatMap((output) => {
         if (output.Item === undefined) return Effect.succeed(undefined)
         return Either.match(DeadLetterTable.decode(output.Item), {
@@ -368,7 +363,7 @@ export const fromServices = (
   const deleteOne = (operation: string, id: string): Effect.Effect<boolean, StoreUnavailable> =>
     dynamo.deleteItem({ TableName: tableName, Key: { entry_id: { S: id } }, ReturnValues: "ALL_OLD" }).pipe(
       Effect.map((output) => output.Attributes !== undefined),
-      Effect.mapError(unavailable(operation))
+      StoreUnavailable.refail(operation)
     )
 
   /** Deletes one entry if it still matches the filter; `true` when it did. */
@@ -388,7 +383,7 @@ export const fromServices = (
       .pipe(
         Effect.as(true),
         Effect.catchIf(isConditionFailure, () => Effect.succeed(false)),
-        Effect.mapError(unavailable(operation))
+        StoreUnavailable.refail(operation)
       )
 
   const countTrue = (results: ReadonlyArray<boolean>): number => results.filter((deleted) => deleted).length

@@ -56,12 +56,6 @@ export const make = (
     const tableName = options.tableName ?? DefaultTableName
     const deadLetterTable = options.deadLetterTableName ?? DeadLetterTable.DefaultTableName
     const name = "dynamodb"
-    const unavailable = (operation: string, partitionKey?: string) => (cause: unknown) =>
-      new StoreUnavailable({
-        operation: `inspect.${operation}`,
-        ...(partitionKey !== undefined ? { partitionKey } : {}),
-        cause
-      })
 
     const oldestPendingAt = (partitionKey: string): Effect.Effect<Option.Option<DateTime.Utc>, StoreUnavailable> =>
       Effect.gen(function* () {
@@ -79,13 +73,16 @@ export const make = (
               Limit: 100,
               ...(startKey !== undefined ? { ExclusiveStartKey: startKey } : {})
             })
-            .pipe(Effect.mapError(unavailable("oldestPending", partitionKey)))
+            .pipe(StoreUnavailable.refail("inspect.oldestPending", partitionKey))
           const first = page.Items?.[0]?.["created_at"]?.N
           if (first !== undefined) {
             const millis = decodeMillis(first)
             const at = Option.flatMap(millis, (ms) => DateTime.make(ms))
             if (Option.isNone(at)) {
-              return yield* unavailable("oldestPending", partitionKey)(`created_at ${first} is not an instant`)
+              return yield* StoreUnavailable.wrap(
+                "inspect.oldestPending",
+                partitionKey
+              )(`created_at ${first} is not an instant`)
             }
             return at
           }
@@ -96,12 +93,12 @@ export const make = (
 
     const fence = (partitionKey: string): Effect.Effect<number, StoreUnavailable> =>
       dynamo.getItem({ TableName: tableName, Key: RecordItem.fenceKey(partitionKey), ConsistentRead: true }).pipe(
-        Effect.mapError(unavailable("fence", partitionKey)),
+        StoreUnavailable.refail("inspect.fence", partitionKey),
         Effect.flatMap((output) => {
           const decoded = RecordItem.decodeFence(output.Item)
           return decoded._tag === "Right"
             ? Effect.succeed(decoded.right.highWaterMark)
-            : Effect.fail(unavailable("fence", partitionKey)(decoded.left))
+            : Effect.fail(StoreUnavailable.wrap("inspect.fence", partitionKey)(decoded.left))
         })
       )
 
@@ -119,7 +116,7 @@ export const make = (
               Select: "COUNT",
               ...(startKey !== undefined ? { ExclusiveStartKey: startKey } : {})
             })
-            .pipe(Effect.mapError(unavailable("deadLetters")))
+            .pipe(StoreUnavailable.refail("inspect.deadLetters"))
           total += page.Count ?? 0
           if (page.LastEvaluatedKey === undefined) return total
           startKey = page.LastEvaluatedKey

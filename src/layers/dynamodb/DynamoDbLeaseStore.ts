@@ -92,11 +92,6 @@ const LeaseItem = Schema.Struct({
 
 const decodeLeaseItem = Schema.decodeUnknownEither(LeaseItem)
 
-const unavailable =
-  (operation: string, partitionKey: string) =>
-  (cause: unknown): StoreUnavailable =>
-    new StoreUnavailable({ operation, partitionKey, cause })
-
 /** Decodes a lease item (absent → `undefined`); a malformed one is `StoreUnavailable`. */
 const decodeStored = (
   operation: string,
@@ -169,7 +164,7 @@ export const checkTable = Effect.fn("DynamoDbLeaseStore.checkTable")(function* (
 export const fromService = (dynamo: DynamoDbService, tableName: string): LeaseStore.LeaseStoreService => {
   const read = (operation: string, partitionKey: string) =>
     dynamo.getItem({ TableName: tableName, Key: leaseKey(partitionKey), ConsistentRead: true }).pipe(
-      Effect.mapError(unavailable(operation, partitionKey)),
+      StoreUnavailable.refail(operation, partitionKey),
       Effect.flatMap((output) => decodeStored(operation, partitionKey, output.Item))
     )
 
@@ -198,7 +193,7 @@ export const fromService = (dynamo: DynamoDbService, tableName: string): LeaseSt
       .pipe(
         Effect.map((output) => output.Attributes),
         Effect.catchIf(isConditionFailure, () => Effect.succeed("refused" as const)),
-        Effect.mapError(unavailable(operation, partitionKey)),
+        StoreUnavailable.refail(operation, partitionKey),
         Effect.flatMap((result): Effect.Effect<LeaseStore.WriteOutcome, StoreUnavailable> => {
           if (result === "refused") {
             return Effect.map(read(operation, partitionKey), (stored) => ({ _tag: "Refused", stored }))

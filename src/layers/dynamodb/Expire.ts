@@ -16,14 +16,14 @@ import {
   ExpireIncomplete,
   type InvalidArgument,
   type StaleFencingToken,
-  type StoreUnavailable
+  StoreUnavailable
 } from "../../domain/OutboxError.js"
 import type * as OutboxStore from "../../services/OutboxStore.js"
 import { claimOutcome } from "./ClaimTransaction.js"
 import { fenceCheck, raiseFence, staleToken } from "./FenceItem.js"
 import * as OutboxTable from "./OutboxTable.js"
 import * as RecordItem from "./RecordItem.js"
-import { checkPartitionKey, queryPage, type StoreContext, unavailable } from "./StoreContext.js"
+import { checkPartitionKey, queryPage, type StoreContext } from "./StoreContext.js"
 
 /**
  * The outcome of expiring one record: done, skipped (no longer pending or due), or the sweep stops.
@@ -102,7 +102,7 @@ export const expire =
       const cut = (cause: unknown): Effect.Effect<never, ExpireIncomplete | StoreUnavailable> =>
         expired > 0
           ? Effect.fail(new ExpireIncomplete({ partitionKey, expired, cause }))
-          : Effect.fail(unavailable("expire", partitionKey)(cause))
+          : Effect.fail(StoreUnavailable.wrap("expire", partitionKey)(cause))
       for (;;) {
         const page: Either.Either<QueryCommandOutput, InvalidArgument | StoreUnavailable> = yield* Effect.either(
           queryPage(

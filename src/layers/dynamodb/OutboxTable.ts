@@ -21,7 +21,7 @@ import type {
 } from "@aws-sdk/client-dynamodb"
 import * as Effect from "effect/Effect"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
-import { DynamoDb, type DynamoDbError } from "../../services/DynamoDb.js"
+import { DynamoDb } from "../../services/DynamoDb.js"
 
 /** Name of the age-ordered index over non-terminal records. @since 0.1.0 */
 export const ClaimIndex = "ClaimIndex"
@@ -243,8 +243,6 @@ export const schemaProblems = (
   return problems
 }
 
-const unavailable = (operation: string) => (cause: DynamoDbError) => new StoreUnavailable({ operation, cause })
-
 /**
  * DescribeTable, with a missing table as `undefined`.
  *
@@ -258,7 +256,7 @@ export const describeTable = Effect.fnUntraced(function* (tableName: string) {
       (error) => error.kind === "ResourceNotFound",
       () => Effect.succeed(undefined)
     ),
-    Effect.mapError(unavailable("describeTable"))
+    StoreUnavailable.refail("describeTable")
   )
 })
 
@@ -266,7 +264,7 @@ const describeTtl = Effect.fnUntraced(function* (tableName: string) {
   const dynamo = yield* DynamoDb
   const output = yield* dynamo
     .describeTimeToLive({ TableName: tableName })
-    .pipe(Effect.mapError(unavailable("describeTimeToLive")))
+    .pipe(StoreUnavailable.refail("describeTimeToLive"))
   return {
     status: output.TimeToLiveDescription?.TimeToLiveStatus,
     attribute: output.TimeToLiveDescription?.AttributeName
@@ -327,7 +325,7 @@ export const createIfMissing = Effect.fnUntraced(function* (definition: CreateTa
         (error) => error.kind === "ResourceInUse",
         () => Effect.void
       ),
-      Effect.mapError(unavailable("createTable"))
+      StoreUnavailable.refail("createTable")
     )
   }
   yield* waitActive(tableName)
@@ -362,7 +360,7 @@ export const ensureTable = Effect.fn("DynamoDbOutboxTable.ensureTable")(function
             Effect.flatMap((now) =>
               now.status === "ENABLED" || now.status === "ENABLING"
                 ? Effect.void
-                : Effect.fail(unavailable("updateTimeToLive")(error))
+                : Effect.fail(StoreUnavailable.wrap("updateTimeToLive")(error))
             )
           )
         )

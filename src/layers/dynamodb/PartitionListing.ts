@@ -10,10 +10,10 @@ import * as Chunk from "effect/Chunk"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Stream from "effect/Stream"
-import type { StoreUnavailable } from "../../domain/OutboxError.js"
+import { StoreUnavailable } from "../../domain/OutboxError.js"
 import * as OutboxTable from "./OutboxTable.js"
 import * as RecordItem from "./RecordItem.js"
-import { nextCursor, noCursor, queryPage, type StoreContext, unavailable } from "./StoreContext.js"
+import { nextCursor, noCursor, queryPage, type StoreContext } from "./StoreContext.js"
 
 /**
  * How long after its last persist a partition may be de-listed on the word of `ClaimIndex` alone (an
@@ -110,7 +110,9 @@ export const listPartitions = (ctx: StoreContext): Stream.Stream<string, StoreUn
         },
         cursor
       ).pipe(
-        Effect.mapError((error) => (error._tag === "StoreUnavailable" ? error : unavailable("listPartitions")(error))),
+        Effect.mapError((error) =>
+          error._tag === "StoreUnavailable" ? error : StoreUnavailable.wrap("listPartitions")(error)
+        ),
         Effect.map(
           (output) =>
             [

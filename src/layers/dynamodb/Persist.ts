@@ -23,8 +23,7 @@ import {
   isConditionFailure,
   resolve,
   retryFenceConflicts,
-  type StoreContext,
-  unavailable
+  type StoreContext
 } from "./StoreContext.js"
 
 /**
@@ -43,7 +42,7 @@ export const persistFailure =
           partitionKey: record.partitionKey,
           reason: `DynamoDB rejected the record: ${error.detail}`
         })
-      : unavailable("persist", record.partitionKey)(error)
+      : StoreUnavailable.wrap("persist", record.partitionKey)(error)
 
 /**
  * Fails with `InvalidRecord` when an id of the batch is already used by a stored record of another
@@ -263,7 +262,7 @@ export const persist = (
       storedPartitions,
       (partitionKey) =>
         retryFenceConflicts(ctx.dynamo.updateItem(listingUpdate(ctx.options.tableName, partitionKey, now))).pipe(
-          Effect.mapError(unavailable("persist", partitionKey))
+          StoreUnavailable.refail("persist", partitionKey)
         ),
       { discard: true }
     )
@@ -278,7 +277,7 @@ const seqFailure =
     const position = records.findIndex((record) => record.partitionKey === partitionKey)
     const record = records[position]
     return record === undefined
-      ? unavailable("persist", partitionKey)(error)
+      ? StoreUnavailable.wrap("persist", partitionKey)(error)
       : persistFailure(batchIndex(position), record)(error)
   }
 

@@ -11,7 +11,7 @@ import { StoreUnavailable } from "../../domain/OutboxError.js"
 import type { DynamoDbError } from "../../services/DynamoDb.js"
 import * as OutboxTable from "./OutboxTable.js"
 import * as RecordItem from "./RecordItem.js"
-import { retryFenceConflicts, type StoreContext, unavailable } from "./StoreContext.js"
+import { retryFenceConflicts, type StoreContext } from "./StoreContext.js"
 
 /**
  * How many seqs each partition needs, in first-appearance order.
@@ -53,7 +53,7 @@ export const reserve = <E = StoreUnavailable>(
   n: number,
   now: number,
   failure: (partitionKey: string) => (error: DynamoDbError) => E | StoreUnavailable = (partitionKey) =>
-    unavailable("persist", partitionKey)
+    StoreUnavailable.wrap("persist", partitionKey)
 ): Effect.Effect<number, E | StoreUnavailable> =>
   retryFenceConflicts(
     ctx.dynamo.updateItem({

@@ -11,11 +11,11 @@ import type { AttributeValue } from "@aws-sdk/client-dynamodb"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
-import type { InvalidArgument, StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
+import { type InvalidArgument, type StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
 import * as OutboxStore from "../../services/OutboxStore.js"
 import * as OutboxTable from "./OutboxTable.js"
 import * as RecordItem from "./RecordItem.js"
-import { isConditionFailure, requestFailure, type StoreContext, unavailable } from "./StoreContext.js"
+import { isConditionFailure, requestFailure, type StoreContext } from "./StoreContext.js"
 
 /** How many ids a {@link KeyCache} remembers. */
 const CacheCapacity = 100_000
@@ -82,7 +82,7 @@ export const lookupKey = (
       ExpressionAttributeValues: { ":id": RecordItem.str(id) }
     })
     .pipe(
-      Effect.mapError(unavailable(operation)),
+      StoreUnavailable.refail(operation),
       Effect.map((output) => {
         const item = output.Items?.[0]
         const partitionKey = item?.["PK"]?.S

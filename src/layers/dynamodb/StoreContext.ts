@@ -152,16 +152,6 @@ export interface StoreContext {
 }
 
 /**
- * Wraps a failed request as `StoreUnavailable` for an operation (and partition).
- *
- * @since 0.1.0
- */
-export const unavailable =
-  (operation: string, partitionKey?: string) =>
-  (cause: unknown): StoreUnavailable =>
-    new StoreUnavailable({ operation, ...(partitionKey !== undefined ? { partitionKey } : {}), cause })
-
-/**
  * Maps a failed request of a store operation: DynamoDB's `ValidationException` (the same request can
  * never succeed) is `InvalidArgument`; anything else is `StoreUnavailable`.
  *
@@ -176,7 +166,7 @@ export const requestFailure =
           argument: "request",
           reason: `DynamoDB rejected the request: ${error.detail}`
         })
-      : unavailable(operation, partitionKey)(error)
+      : StoreUnavailable.wrap(operation, partitionKey)(error)
 
 /**
  * Fails with `InvalidArgument` when a partition key is longer than the store accepts

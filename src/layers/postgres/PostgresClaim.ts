@@ -44,6 +44,16 @@ export interface StoreContext {
 }
 
 /**
+ * Decodes result rows with a schema; a mismatch is `StoreUnavailable` naming the operation.
+ *
+ * @since 0.1.0
+ */
+export const decodeRows =
+  <A, I>(operation: string, schema: Schema.Schema<A, I>) =>
+  (rows: ReadonlyArray<unknown>): Effect.Effect<A, StoreUnavailable> =>
+    StoreUnavailable.refail(operation)(Schema.decodeUnknown(schema)(rows))
+
+/**
  * Runs a statement and decodes its rows with a schema (`StoreUnavailable` naming the operation on a
  * mismatch).
  *
@@ -57,9 +67,7 @@ export const select = <A, I>(
   text: string,
   params: ReadonlyArray<unknown>
 ): Effect.Effect<A, SqlError | StoreUnavailable> =>
-  Effect.flatMap(ctx.run(conn, text, params), (rows) =>
-    Effect.mapError(Schema.decodeUnknown(schema)(rows), (cause) => new StoreUnavailable({ operation, cause }))
-  )
+  Effect.flatMap(ctx.run(conn, text, params), decodeRows(operation, schema))
 
 /**
  * Runs a statement returning outbox rows and decodes them into records (`CorruptRecord` on a bad row).

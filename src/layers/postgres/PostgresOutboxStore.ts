@@ -143,10 +143,7 @@ export const migrateStore = (
  *
  * @since 0.1.0
  */
-export const decodeRows =
-  <A, I>(operation: string, schema: Schema.Schema<A, I>) =>
-  (rows: ReadonlyArray<unknown>): Effect.Effect<A, StoreUnavailable> =>
-    Effect.mapError(Schema.decodeUnknown(schema)(rows), (cause) => new StoreUnavailable({ operation, cause }))
+export const decodeRows = PostgresClaim.decodeRows
 
 /**
  * Builds the PostgreSQL outbox store on the `SqlClient` in context, running the migrations first.

@@ -64,7 +64,7 @@ const ensureParentDirectory = (filename: string): Effect.Effect<void, StoreUnava
     ? Effect.void
     : Effect.try({
         try: () => makeParents(path.dirname(path.resolve(filename))),
-        catch: (cause) => new StoreUnavailable({ operation: "open", cause })
+        catch: StoreUnavailable.wrap("open")
       })
 
 /**
@@ -92,7 +92,7 @@ export const layer = (
       yield* sql.unsafe(`PRAGMA busy_timeout = ${busyMillis}`)
       yield* sql.unsafe("PRAGMA foreign_keys = ON")
       if (!memory) yield* sql.unsafe(`PRAGMA synchronous = ${synchronous}`)
-    }).pipe(Effect.mapError((cause) => new StoreUnavailable({ operation: "open", cause })))
+    }).pipe(StoreUnavailable.refail("open"))
   )
   return Layer.provideMerge(pragmas, client)
 }

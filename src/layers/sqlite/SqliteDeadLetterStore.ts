@@ -21,7 +21,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
@@ -70,12 +69,6 @@ const decodeRows = Schema.decodeUnknown(Schema.Array(Row))
 const IdRow = Schema.Struct({ id: Schema.String })
 const decodeIds = Schema.decodeUnknown(Schema.Array(IdRow))
 
-/** Driver and row-decoding failures are the store being unavailable. */
-const unavailable =
-  (operation: string) =>
-  (cause: SqlError | ParseResult.ParseError): StoreUnavailable =>
-    new StoreUnavailable({ operation, cause })
-
 /** A failure a redrive transaction is retried on: a lock failure, also as the cause of `StoreUnavailable`. */
 const isBusyFailure = (error: unknown): boolean =>
   isBusy(error) || (error instanceof StoreUnavailable && isBusy(error.cause))
@@ -120,7 +113,7 @@ export const migrate = (
     const names = yield* namesOf(options)
     yield* Migrator.make({})({ loader: Migrator.fromRecord(migrations(names)), table: names.migrations }).pipe(
       retryBusyOutsideTransaction,
-      Effect.mapError((cause) => new StoreUnavailable({ operation: "migrate", cause }))
+      StoreUnavailable.refail("migrate")
     )
   })
 
@@ -178,7 +171,7 @@ export const make = (
       ).pipe(
         Effect.flatMap(decodeIds),
         Effect.map((inserted) => inserted.length > 0),
-        Effect.mapError(unavailable("write"))
+        StoreUnavailable.refail("write")
       )
 
     const get = (operation: string, ids: ReadonlyArray<string>) =>
@@ -188,7 +181,7 @@ export const make = (
         ).pipe(Effect.flatMap(decodeRows))
       ).pipe(
         Effect.map((pages) => pages.flat().map(SqlDeadLetterRow.toEntry)),
-        Effect.mapError(unavailable(operation))
+        StoreUnavailable.refail(operation)
       )
 
     const select = (selection: DeadLetterStore.Selection) =>
@@ -198,7 +191,7 @@ export const make = (
       ).pipe(
         Effect.flatMap(decodeRows),
         Effect.map((rows) => rows.map(SqlDeadLetterRow.toEntry)),
-        Effect.mapError(unavailable("list"))
+        StoreUnavailable.refail("list")
       )
 
     const remove = (operation: string, ids: ReadonlyArray<string>) =>
@@ -208,7 +201,7 @@ export const make = (
         )
       ).pipe(
         Effect.map((counts) => counts.reduce((a, b) => a + b, 0)),
-        Effect.mapError(unavailable(operation))
+        StoreUnavailable.refail(operation)
       )
 
     /** Deletes matching entries oldest first, `deleteChunk` per statement, until none match or `limit` is reached. */
@@ -219,7 +212,7 @@ export const make = (
             SELECT id FROM ${table} WHERE ${where(selection)} ORDER BY failed_at, id LIMIT ${n}
           ) RETURNING id`
         ).pipe(Effect.map((deleted) => deleted.length))
-      ).pipe(Effect.mapError(unavailable(operation)))
+      ).pipe(StoreUnavailable.refail(operation))
 
     /** One transaction; retried as a whole on lock failures unless inside a caller's transaction. */
     const redriveScope = <A, E>(redrive: Effect.Effect<A, E>): Effect.Effect<A, E | StoreUnavailable> =>

@@ -77,12 +77,6 @@ const isLeaseRow = (u: unknown): u is LeaseRow =>
 const isKeyedLeaseRow = (u: unknown): u is KeyedLeaseRow =>
   isLeaseRow(u) && typeof Reflect.get(u, "partition_key") === "string"
 
-/** Driver and row-decoding failures are the store being unavailable. */
-const unavailable =
-  (operation: string, partitionKey?: string) =>
-  (cause: SqlError | ParseResult.ParseError): StoreUnavailable =>
-    new StoreUnavailable({ operation, partitionKey, cause })
-
 const storedOf = (row: LeaseRow): LeaseStore.StoredLease => ({
   owner: row.owner,
   version: row.version,
@@ -117,10 +111,7 @@ export const migrate = (
     yield* Migrator.make({})({
       loader: Migrator.fromRecord(migrations(`${prefix}outbox_lease`)),
       table: `${prefix}outbox_lease_migrations`
-    }).pipe(
-      retryBusyOutsideTransaction,
-      Effect.mapError((cause) => new StoreUnavailable({ operation: "migrate", cause }))
-    )
+    }).pipe(retryBusyOutsideTransaction, StoreUnavailable.refail("migrate"))
   })
 
 const validPrefix = (options: SqliteLeaseStoreOptions): Effect.Effect<string, InvalidConfiguration> =>
@@ -163,7 +154,7 @@ export const make = (
             return { _tag: "Refused" as const, stored: row === undefined ? undefined : storedOf(row) }
           })
         )
-        .pipe(retryBusyOutsideTransaction, Effect.mapError(unavailable(operation, partitionKey)))
+        .pipe(retryBusyOutsideTransaction, StoreUnavailable.refail(operation, partitionKey))
 
     const tryAcquire = (partitionKey: string, owner: string, nowMillis: number, expiresAtMillis: number) =>
       conditional(
@@ -270,7 +261,7 @@ export const make = (
     const readStored = (partitionKey: string) =>
       readCurrent(partitionKey).pipe(
         Effect.map((row) => (row === undefined ? undefined : storedOf(row))),
-        Effect.mapError(unavailable("current", partitionKey))
+        StoreUnavailable.refail("current", partitionKey)
       )
 
     return LeaseStore.make({ tryAcquire, extend, end, read: readStored })
