@@ -3,28 +3,19 @@
  * `PgClient.layer({ url: Redacted.make("postgres://…") })` from `@effect/sql-pg/PgClient` (it provides
  * both `PgClient` and `SqlClient`).
  *
- * - The layer runs its migrations at start, in one transaction under an advisory lock, so several
- *   processes may start at once; they are recorded in `<schema>.<prefix>outbox_migrations`.
- * - Persist joins an enclosing `sql.withTransaction` on the same client (R-PERSIST-6) inside a savepoint;
- *   seq blocks come from `<prefix>outbox_seq`, a table claims never lock. With `notify` on, it also
- *   `pg_notify`s the partition keys on the store's channel, delivered when the transaction commits.
- * - Claim is one transaction: lock the partition's fence row (`SELECT … FOR UPDATE`, which serialises
- *   claims and expires of that partition and of no other), admit and raise the high-water mark, select
- *   the oldest claimable candidates through the claim index with the head-of-line check on the index of
- *   claimed keyed records (no sort, no scan of the backlog; the final choice is `ClaimOrder.selectFrom`),
- *   then a guarded update repeating the predicate; the claimed records are the candidates it changed, with
- *   the claim applied.
- * - Complete and release are one guarded UPDATE each; with several ids the matching ones are applied and
- *   stay applied, and the call fails with `StaleFencingToken` naming the others (R-DONE-3).
- * - Serialization failures and deadlocks are retried (see `PostgresTransaction`); a claim still failing
- *   so is `TransactionConflict`, anything else `StoreUnavailable` with the cause. A connection lost
- *   mid-operation leaves nothing half-done: PostgreSQL aborts the transaction.
- * - Terminal records are deleted after `retention` by a sweep on the claim path, at most once per
- *   `sweepInterval`, in bounded chunks. Fence rows are never deleted.
+ * - Migrations run at layer start, once per database, under an advisory lock (several processes may start
+ *   at once).
+ * - Persist joins an enclosing `sql.withTransaction` on the same client (R-PERSIST-6); with `notify` on it
+ *   `pg_notify`s the partition keys on commit (`PostgresWakeSignal`).
+ * - Claim and expire are one transaction each, fenced by the partition's locked fence row (R-CLAIM-2,
+ *   R-EXP-1); claims select through `ClaimOrder` (R-CLAIM-4/5/6).
+ * - Complete/release with several ids apply the matching ones and fail naming the rest (R-DONE-3).
+ * - Serialization failures and deadlocks are retried; a claim still failing so is `TransactionConflict`,
+ *   any other SQL failure `StoreUnavailable`; an undecodable row is `CorruptRecord`.
+ * - Terminal records are swept after `retention`, at most once per `sweepInterval`; fence rows stay.
+ * - Stale reclaim (R-CLAIM-6) only when `staleClaimAfter` is given, against the claiming process's clock.
  *
- * Stale reclaim (R-CLAIM-6) is off unless `staleClaimAfter` is given; it compares `claimedAt` with the
- * claiming process's clock, so the threshold must exceed the worst clock skew between relay hosts plus
- * the longest batch.
+ * Design notes: docs/design/postgres.md, docs/design/sql.md.
  *
  * @since 0.1.0
  */
