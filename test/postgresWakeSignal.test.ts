@@ -1,7 +1,8 @@
 /**
  * The PostgreSQL wake-up (SPEC §3.4): a committed persist `NOTIFY`s its partition and the wake signal
  * completes that partition's waiters; a rolled-back persist signals nothing; with the listening
- * connection killed (notifications lost) a relay still drains everything by polling.
+ * connection killed (notifications lost) a relay still drains everything by polling; and the wake signal
+ * listens again on a new connection, so notifications wake an idle relay again.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
@@ -34,10 +35,17 @@ const record = (pk: string) =>
     payload: new Uint8Array([counter % 256])
   })
 
-const layer = (schema: string) =>
-  Layer.mergeAll(PostgresOutboxStore.layerWith({ schema }), PostgresWakeSignal.layerWith({ schema })).pipe(
+const layer = (schema: string, wake: PostgresWakeSignal.PostgresWakeSignalOptions = {}) =>
+  Layer.mergeAll(PostgresOutboxStore.layerWith({ schema }), PostgresWakeSignal.layerWith({ ...wake, schema })).pipe(
     Layer.provideMerge(clientLayer(url))
   )
+
+/** The backends of this database listening for notifications (their last statement was a `LISTEN`). */
+const listeners = Effect.flatMap(
+  SqlClient.SqlClient,
+  (sql) => sql<{ pid: number }>`SELECT pid FROM pg_stat_activity
+    WHERE datname = current_database() AND query LIKE 'LISTEN%'`
+).pipe(Effect.map((rows) => rows.map((row) => row.pid)))
 
 /** Persists to `pk` until `waiter` completes (notifications sent before LISTEN is up are lost by design). */
 const persistUntilWoken = (pk: string, waiter: Fiber.RuntimeFiber<void>) =>
@@ -134,5 +142,78 @@ describe("PostgresWakeSignal", () => {
           )
         )
       )
+  )
+
+  it.live(
+    "after the listening connection is terminated, the signal listens again on a new one: NOTIFY wakes an idle relay",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* OutboxStore
+        const sink = yield* MemorySink.MemorySink
+        /** Persists one record at a time until the relay delivers one: only a notification can wake it. */
+        const persistUntilDelivered = (pk: string) =>
+          Effect.gen(function* () {
+            for (let attempt = 0; attempt < 100; attempt++) {
+              const report = yield* store.persist([record(pk)])
+              const delivered = yield* Effect.repeat(sink.deliveredIds, {
+                until: (ids) => report.persisted.some((id) => ids.includes(id)),
+                schedule: Schedule.spaced("20 millis")
+              }).pipe(Effect.timeoutOption(Duration.millis(500)))
+              if (Option.isSome(delivered)) return attempt
+            }
+            return yield* Effect.fail(`no delivery in ${pk} woken by a notification`)
+          })
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            // discovery and idle back-off far beyond the test: the relay drains only when notified
+            yield* Relay.start({
+              owner: "relay-notified",
+              discoveryInterval: "1 hour",
+              drainer: {
+                idleBackoffMin: "1 hour",
+                idleBackoffMax: "1 hour",
+                onExpired: "drop",
+                onPermanentFailure: "drop",
+                onPoison: "drop"
+              }
+            })
+            yield* persistUntilDelivered("again-0")
+            const killed = yield* listeners
+            expect(killed.length).toBeGreaterThan(0)
+            for (const pid of killed) yield* sql`SELECT pg_terminate_backend(${pid})`
+            yield* persistUntilDelivered("again-0")
+            // woken through a new listening connection
+            const now = yield* listeners.pipe(
+              Effect.filterOrFail(
+                (pids) => pids.length > 0,
+                () => "no listening connection"
+              ),
+              Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 500 })
+            )
+            expect(now.filter((pid) => killed.includes(pid))).toEqual([])
+          })
+        )
+        expect(yield* store.countPending("again-0")).toBe(0)
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(layer("wake_again", { checkInterval: "200 millis" }), MemorySink.layer).pipe(
+            Layer.provideMerge(
+              PostgresLeaseStore.layerWith({ schema: "wake_again" }).pipe(Layer.provide(clientLayer(url)))
+            )
+          )
+        )
+      ),
+    60_000
+  )
+
+  it.effect("a checkInterval below 1 ms is InvalidConfiguration", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        Effect.scoped(PostgresWakeSignal.make({ schema: "wake_config", checkInterval: "0 millis" }))
+      )
+      expect(error._tag).toBe("InvalidConfiguration")
+      expect(error.problems).toEqual(["checkInterval must be a finite duration of at least 1 millisecond"])
+    }).pipe(Effect.provide(clientLayer(url)))
   )
 })
