@@ -447,10 +447,10 @@ const processRound = async (
   for (const w of workers) w.child.stdin.write("go\n")
   for (;;) {
     const left = await raw.query(
-      `SELECT count(*)::int AS n FROM "${schema}".outbox WHERE status IN ('pending', 'claimed')`
+      `SELECT EXISTS (SELECT 1 FROM "${schema}".outbox WHERE status IN ('pending', 'claimed')) AS left`
     )
-    if (Number(left.rows[0]?.["n"]) === 0) break
-    await new Promise((resolve) => setTimeout(resolve, 5))
+    if (left.rows[0]?.["left"] === false) break
+    await new Promise((resolve) => setTimeout(resolve, 20))
   }
   const wall = performance.now() - started
   for (const w of workers) w.child.stdin.end("stop\n")
