@@ -216,4 +216,23 @@ describe("PostgresWakeSignal", () => {
       expect(error.problems).toEqual(["checkInterval must be a finite duration of at least 1 millisecond"])
     }).pipe(Effect.provide(clientLayer(url)))
   )
+
+  it.live("while its connection is healthy, the checks keep the same listening backend and wake no waiter", () =>
+    Effect.gen(function* () {
+      const wake = yield* WakeSignal
+      const any = yield* Effect.fork(wake.awaitAnyWork)
+      const first = yield* listeners.pipe(
+        Effect.filterOrFail(
+          (pids) => pids.length > 0,
+          () => "no listening connection"
+        ),
+        Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 500 })
+      )
+      // several checks (each a ping through the listening connection)
+      yield* Effect.sleep("1 second")
+      expect(yield* listeners).toEqual(first)
+      expect(yield* Fiber.poll(any)).toEqual(Option.none())
+      yield* Fiber.interrupt(any)
+    }).pipe(Effect.provide(layer("wake_healthy", { checkInterval: "200 millis" })))
+  )
 })

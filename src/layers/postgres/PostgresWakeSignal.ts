@@ -48,6 +48,8 @@ export interface PostgresWakeSignalOptions {
 /** First pause before listening again after the listeners ended; doubles up to {@link relistenMax}. */
 const relistenMin = Duration.millis(100)
 const relistenMax = Duration.seconds(30)
+/** Shortest wait for the first answer after listening starts (the listening connection is opened first). */
+const firstCheckMin = Duration.seconds(5)
 /** Longest time between the pings of one check (the first ones may go out before `LISTEN` is in place). */
 const pingEveryMax = Duration.millis(250)
 
@@ -76,9 +78,10 @@ export const make = (
 
     /**
      * One check: pings (at least five times per `checkInterval`) until one of this check's pings comes back on
-     * `pings`, or `checkInterval` passes. Succeeds with whether an answer came.
+     * `pings`, or `window` passes (the first check after listening starts waits at least `firstCheckMin`).
+     * Succeeds with whether an answer came.
      */
-    const check = (pings: Queue.Queue<string>) =>
+    const check = (pings: Queue.Queue<string>, window: Duration.Duration) =>
       Effect.gen(function* () {
         const id = `${yield* Random.nextIntBetween(0, 2 ** 30)}`
         const answered = Effect.repeat(Queue.take(pings), { until: (ping) => ping === id })
@@ -88,7 +91,7 @@ export const make = (
           Effect.withTracerEnabled(false)
         )
         const outcome = yield* Effect.raceFirst(Effect.as(answered, true), Effect.as(send, false)).pipe(
-          Effect.timeoutOption(checkInterval)
+          Effect.timeoutOption(window)
         )
         return Option.getOrElse(outcome, () => false)
       })
@@ -112,7 +115,7 @@ export const make = (
       )
       let answered = false
       return yield* Effect.gen(function* () {
-        while (yield* check(pings)) {
+        while (yield* check(pings, answered ? checkInterval : Duration.max(checkInterval, firstCheckMin))) {
           if (!answered) yield* Effect.logDebug("outbox wake-up listener up")
           answered = true
           yield* Effect.sleep(checkInterval)
