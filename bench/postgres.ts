@@ -580,7 +580,8 @@ const main = async (): Promise<void> => {
         JSON.stringify({
           ratio: relay.ratio,
           ratioPerRound: relay.ratioPerRound,
-          oneWavePerBatch: relay.oneWavePerBatch.ratioPerRound
+          oneWavePerBatch: relay.oneWavePerBatch.ratioPerRound,
+          relayRecordsPerCpuSecond: relay.runs.relay.map((run) => run.recordsPerCpuSecond)
         })
       )
       await backlogRaw.end()
