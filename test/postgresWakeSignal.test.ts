@@ -40,12 +40,16 @@ const layer = (schema: string, wake: PostgresWakeSignal.PostgresWakeSignalOption
     Layer.provideMerge(clientLayer(url))
   )
 
-/** The backends of this database listening for notifications (their last statement was a `LISTEN`). */
-const listeners = Effect.flatMap(
-  SqlClient.SqlClient,
-  (sql) => sql<{ pid: number }>`SELECT pid FROM pg_stat_activity
-    WHERE datname = current_database() AND query LIKE 'LISTEN%'`
-).pipe(Effect.map((rows) => rows.map((row) => row.pid)))
+/**
+ * The backends of this database listening on a channel of `schema` (their last statement was a `LISTEN` of
+ * one), by pid.
+ */
+const listenersOf = (schema: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ pid: number }>`SELECT pid FROM pg_stat_activity
+    WHERE datname = current_database() AND query LIKE ${`LISTEN "${schema}.%`} ORDER BY pid`
+  ).pipe(Effect.map((rows) => rows.map((row) => row.pid)))
 
 /** Persists to `pk` until `waiter` completes (notifications sent before LISTEN is up are lost by design). */
 const persistUntilWoken = (pk: string, waiter: Fiber.RuntimeFiber<void>) =>
@@ -179,12 +183,12 @@ describe("PostgresWakeSignal", () => {
               }
             })
             yield* persistUntilDelivered("again-0")
-            const killed = yield* listeners
+            const killed = yield* listenersOf("wake_again")
             expect(killed.length).toBeGreaterThan(0)
             for (const pid of killed) yield* sql`SELECT pg_terminate_backend(${pid})`
             yield* persistUntilDelivered("again-0")
             // woken through a new listening connection
-            const now = yield* listeners.pipe(
+            const now = yield* listenersOf("wake_again").pipe(
               Effect.filterOrFail(
                 (pids) => pids.length > 0,
                 () => "no listening connection"
@@ -221,7 +225,7 @@ describe("PostgresWakeSignal", () => {
     Effect.gen(function* () {
       const wake = yield* WakeSignal
       const any = yield* Effect.fork(wake.awaitAnyWork)
-      const first = yield* listeners.pipe(
+      const first = yield* listenersOf("wake_healthy").pipe(
         Effect.filterOrFail(
           (pids) => pids.length > 0,
           () => "no listening connection"
@@ -230,7 +234,7 @@ describe("PostgresWakeSignal", () => {
       )
       // several checks (each a ping through the listening connection)
       yield* Effect.sleep("1 second")
-      expect(yield* listeners).toEqual(first)
+      expect(yield* listenersOf("wake_healthy")).toEqual(first)
       expect(yield* Fiber.poll(any)).toEqual(Option.none())
       yield* Fiber.interrupt(any)
     }).pipe(Effect.provide(layer("wake_healthy", { checkInterval: "200 millis" })))
