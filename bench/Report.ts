@@ -639,6 +639,13 @@ const postgresSection = (data: unknown): Array<string> => {
       ""
     )
   }
+  const relayStatements = num(relay, "statementsPerBatch", "relay")
+  if (relayStatements !== undefined) {
+    out.push(
+      `Statements per claimed batch of 100: relay ${formatNumber(relayStatements)}, raw loop ${formatNumber(num(relay, "statementsPerBatch", "raw"))}.`,
+      ""
+    )
+  }
   const processes = at(data, "relayProcesses")
   if (processes !== undefined) {
     const one = num(processes, "oneProcessRecordsPerSecond")

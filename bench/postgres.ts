@@ -90,6 +90,33 @@ type RawClientConstructor = new (config: { readonly connectionString: string }) 
 const requireModule = createRequire(import.meta.url)
 const pgModule: { readonly Client: RawClientConstructor } = requireModule("pg")
 
+/**
+ * Counts the statements every `pg` client of the process sends (the store's, through `@effect/sql-pg`, and
+ * the raw baseline's load the same module) while `on`: the relay rounds report statements per claimed batch.
+ */
+const statementCounter = { on: false, count: 0 }
+{
+  const prototype: unknown = Reflect.get(pgModule.Client, "prototype")
+  const query: unknown =
+    typeof prototype === "object" && prototype !== null ? Reflect.get(prototype, "query") : undefined
+  if (typeof query === "function") {
+    Reflect.set(Object(prototype), "query", function (this: unknown, ...args: Array<unknown>): unknown {
+      if (statementCounter.on) statementCounter.count += 1
+      return Reflect.apply(query, this, args)
+    })
+  }
+}
+/** Counts the statements of `body`. */
+const countStatements = async <A>(body: () => Promise<A>): Promise<readonly [A, number]> => {
+  statementCounter.count = 0
+  statementCounter.on = true
+  try {
+    return [await body(), statementCounter.count]
+  } finally {
+    statementCounter.on = false
+  }
+}
+
 /** A connected raw client; errors after a failure elsewhere (the server stopping) are ignored. */
 const rawClient = async (url: string): Promise<RawClient> => {
   const client = new pgModule.Client({ connectionString: url })
@@ -233,6 +260,8 @@ interface Throughput {
   readonly recordsPerCpuSecond?: number | undefined
   /** The 1-minute load average when the round ended. */
   readonly loadAverage1m: number
+  /** Statements sent per claimed batch of 100 records (in-process rounds). */
+  readonly statementsPerBatch?: number | undefined
 }
 
 type SharedClient = Awaited<ReturnType<typeof sharedClient>>
@@ -276,13 +305,14 @@ const fillBacklog = async (
   }
 }
 
-/** Waits until no record of the partitions is pending or claimed. */
+/** Waits until no record of the partitions is pending or claimed; returns the statements it sent. */
 const awaitDrained = (store: OutboxStoreService, partitions: ReadonlyArray<string>) =>
   Effect.gen(function* () {
-    for (;;) {
+    for (let statements = 0; ;) {
       let left = 0
       for (const pk of partitions) left += (yield* store.countPending(pk)) + (yield* store.countClaimed(pk))
-      if (left === 0) return
+      statements += 2 * partitions.length
+      if (left === 0) return statements
       yield* Effect.sleep("2 millis")
     }
   })
@@ -315,12 +345,15 @@ const relayRound = async (
       const store = yield* OutboxStore
       const startWall = performance.now()
       const startCpu = cpuMillis()
+      statementCounter.count = 0
+      statementCounter.on = true
       const relay = yield* Effect.fork(Relay.run(options))
       while (sent < count) yield* Effect.sleep("1 millis")
-      yield* awaitDrained(store, relayPartitions)
+      const own = yield* awaitDrained(store, relayPartitions)
+      statementCounter.on = false
       const result = throughputOf(count, performance.now() - startWall, cpuMillis() - startCpu)
       yield* Fiber.interrupt(relay)
-      return result
+      return { ...result, statementsPerBatch: round3(((statementCounter.count - own) * relayBatch) / count) }
     }).pipe(Effect.provide(layer), Effect.orDie)
   )
 }
@@ -332,14 +365,19 @@ const rawRelayRound = async (client: SharedClient, raw: RawClient, count: number
   const rawStore = new RawStore(raw, schema)
   const startWall = performance.now()
   const startCpu = cpuMillis()
-  for (const pk of relayPartitions) {
-    for (;;) {
-      const ids = await rawStore.claim(relayBatch, pk)
-      if (ids.length === 0) break
-      await rawStore.complete(ids)
+  const [, statements] = await countStatements(async () => {
+    for (const pk of relayPartitions) {
+      for (;;) {
+        const ids = await rawStore.claim(relayBatch, pk)
+        if (ids.length === 0) break
+        await rawStore.complete(ids)
+      }
     }
+  })
+  return {
+    ...throughputOf(count, performance.now() - startWall, cpuMillis() - startCpu),
+    statementsPerBatch: round3((statements * relayBatch) / count)
   }
-  return throughputOf(count, performance.now() - startWall, cpuMillis() - startCpu)
 }
 
 const best = (runs: ReadonlyArray<Throughput>): Throughput =>
@@ -380,6 +418,11 @@ const relayRounds = async (client: SharedClient, raw: RawClient, count: number, 
     ratioPerRound: perRound,
     ratioMedianOfRounds: median(perRound),
     runs: { relay: relayRuns, raw: rawRuns },
+    statementsPerBatch: {
+      relay: median(relayRuns.map((run) => run.statementsPerBatch ?? 0)),
+      raw: median(rawRuns.map((run) => run.statementsPerBatch ?? 0)),
+      note: "statements sent per claimed batch of 100 (median of the rounds; every pg client of the process counted)"
+    },
     warmUp,
     oneWavePerBatch: {
       maxConcurrency: relayBatch,
@@ -598,7 +641,11 @@ const main = async (): Promise<void> => {
           ratio: relay.ratio,
           ratioPerRound: relay.ratioPerRound,
           oneWavePerBatch: relay.oneWavePerBatch.ratioPerRound,
-          relayRecordsPerCpuSecond: relay.runs.relay.map((run) => run.recordsPerCpuSecond)
+          relayRecordsPerCpuSecond: relay.runs.relay.map((run) => run.recordsPerCpuSecond),
+          statementsPerBatch: {
+            relay: relay.runs.relay.map((run) => run.statementsPerBatch),
+            raw: relay.runs.raw.map((run) => run.statementsPerBatch)
+          }
         })
       )
       await backlogRaw.end()

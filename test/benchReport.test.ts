@@ -269,6 +269,7 @@ describe("bench report", () => {
         ratioPerRound: [0.5, 0.45, 0.55],
         ratioMedianOfRounds: 0.5,
         oneWavePerBatch: { maxConcurrency: 100, relayRecordsPerSecond: 8_000 },
+        statementsPerBatch: { relay: 14.8, raw: 6.47 },
         target: "relay >= 0.6x raw pg in the same run (best against best)",
         met: false
       },
@@ -304,6 +305,7 @@ describe("bench report", () => {
       "| relay, maxConcurrency 100: one wave per batch (informational) | 8,000 | 10,000 | 0.80× |  |  |"
     )
     expect(readme).toContain("Relay / raw per round: 0.5, 0.45, 0.55 (median 0.5).")
+    expect(readme).toContain("Statements per claimed batch of 100: relay 14.8, raw loop 6.47.")
     expect(readme).toContain("| 2 | 5,000 | 1.25× | two processes >= 1.0x one process (no contention collapse) | met |")
     expect(readme).toContain("| LISTEN/NOTIFY (PostgresWakeSignal) | 100 | 4 | 12 | 20 |")
     expect(readme).toContain("| polling only (default idle back-off) | 100 | 150 | 390 | 410 |")
