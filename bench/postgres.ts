@@ -15,10 +15,11 @@
  *    checks, completes) against a raw loop claiming and completing the same backlog partition by
  *    partition on one connection, as bench/drain.ts measures the SQLite relay: one untimed relay round
  *    first, then raw and relay rounds alternating, each on a fresh backlog persisted the same way; best
- *    against best and the median of the per-round ratios;
+ *    against best and the median of the per-round ratios; statements per claimed batch counted on both
+ *    sides; informational: the relay with one wave per batch (`maxConcurrency` 100);
  * 3. one relay process against two relay processes (bench/postgresRelayWorker.ts, each leasing half of
- *    8 partitions) draining one backlog on one database, rounds alternating; time from the start signal
- *    until no record is pending or claimed;
+ *    8 partitions) draining one backlog on one database, rounds alternating; each process first drains an
+ *    untimed warm-up backlog of its own; time from the start signal until no record is pending or claimed;
  * 4. wake-up latency: a steady producer at a modest rate, enqueue (`createdAt`) → delivery p50/p99, with
  *    the relay using `PostgresWakeSignal` and without it (polling with the default idle back-off);
  * 5. claim(100) latency through the store at 1k and 100k pending records (median of many claims; each
