@@ -1,6 +1,6 @@
 /**
  * Renders bench/README.md and bench/results/chart.svg from the benchmarks' result files
- * (bench/results/{memory,sqlite,dynamodb,dynamodbThroughput,drain,contention}.json).
+ * (bench/results/{memory,sqlite,postgres,dynamodb,dynamodbThroughput,drain,contention,brokers}.json).
  *
  * Every figure is read defensively: a missing file, a file caught half-written by a benchmark running
  * at the same moment, or a missing field shows as "not available" instead of failing the report. Ratios
@@ -14,7 +14,16 @@ import { join } from "node:path"
 import * as prettier from "prettier"
 
 /** The result files the report knows, in report order. */
-export const ResultNames = ["memory", "sqlite", "dynamodb", "dynamodbThroughput", "drain", "contention"] as const
+export const ResultNames = [
+  "memory",
+  "sqlite",
+  "postgres",
+  "dynamodb",
+  "dynamodbThroughput",
+  "drain",
+  "contention",
+  "brokers"
+] as const
 
 /** One result name. */
 export type ResultName = (typeof ResultNames)[number]
@@ -583,13 +592,181 @@ const contentionSection = (data: unknown): Array<string> => {
   return out
 }
 
+const postgresSection = (data: unknown): Array<string> => {
+  const out = ["## PostgreSQL store (127.0.0.1, fsync on)", "", measuredLine(data), ""]
+  const e2e = at(data, "endToEnd")
+  const relay = at(data, "relay")
+  const oneWave = at(relay, "oneWavePerBatch")
+  const relayRaw = num(relay, "rawLoopRecordsPerSecond")
+  const rows = [
+    [
+      "persist 100 → claim 100 → complete 100 (median of rounds)",
+      formatNumber(num(e2e, "storeRecordsPerSecond")),
+      formatNumber(num(e2e, "rawRecordsPerSecond")),
+      formatRatio(num(e2e, "storeRecordsPerSecond"), num(e2e, "rawRecordsPerSecond")),
+      str(e2e, "target") ?? "",
+      bool(e2e, "met") === undefined ? "" : metText(bool(e2e, "met"))
+    ],
+    [
+      "relay with a no-op sink vs raw claim/complete loop (best of rounds)",
+      formatNumber(num(relay, "relayRecordsPerSecond")),
+      formatNumber(relayRaw),
+      formatRatio(num(relay, "relayRecordsPerSecond"), relayRaw),
+      str(relay, "target") ?? "",
+      bool(relay, "met") === undefined ? "" : metText(bool(relay, "met"))
+    ]
+  ]
+  if (num(oneWave, "relayRecordsPerSecond") !== undefined) {
+    rows.push([
+      `relay, maxConcurrency ${formatNumber(num(oneWave, "maxConcurrency"))}: one wave per batch (informational)`,
+      formatNumber(num(oneWave, "relayRecordsPerSecond")),
+      formatNumber(relayRaw),
+      formatRatio(num(oneWave, "relayRecordsPerSecond"), relayRaw),
+      "",
+      ""
+    ])
+  }
+  out.push(
+    "Records/s; baseline: raw `pg` running the store's own statements in the same transactions, in the same process",
+    "and rounds.",
+    "",
+    ...table(["scenario", "store / relay", "raw baseline", "store / baseline", "goal", "goal met"], rows)
+  )
+  const perRound = list(relay, "ratioPerRound").filter((r): r is number => typeof r === "number")
+  if (perRound.length > 0) {
+    out.push(
+      `Relay / raw per round: ${perRound.map(formatNumber).join(", ")} (median ${formatNumber(num(relay, "ratioMedianOfRounds"))}).`,
+      ""
+    )
+  }
+  const relayStatements = num(relay, "statementsPerBatch", "relay")
+  if (relayStatements !== undefined) {
+    out.push(
+      `Statements per claimed batch of 100: relay ${formatNumber(relayStatements)}, raw loop ${formatNumber(num(relay, "statementsPerBatch", "raw"))}.`,
+      ""
+    )
+  }
+  const processes = at(data, "relayProcesses")
+  if (processes !== undefined) {
+    const one = num(processes, "oneProcessRecordsPerSecond")
+    const two = num(processes, "twoProcessesRecordsPerSecond")
+    out.push(
+      "Relay processes on one database (no-op sink; best of rounds):",
+      "",
+      ...table(
+        ["relay processes", "records/s", "vs one process", "goal", "goal met"],
+        [
+          ["1", formatNumber(one), formatRatio(one, one), "", ""],
+          [
+            "2",
+            formatNumber(two),
+            formatRatio(two, one),
+            str(processes, "target") ?? "",
+            bool(processes, "met") === undefined ? "" : metText(bool(processes, "met"))
+          ]
+        ]
+      )
+    )
+  }
+  const wake = at(data, "wakeLatency")
+  if (wake !== undefined) {
+    out.push(
+      "Delivery latency (createdAt → sent) with a steady producer:",
+      "",
+      ...table(
+        ["relay", "offered rec/s", "p50 ms", "p99 ms", "max ms"],
+        [
+          ["LISTEN/NOTIFY (PostgresWakeSignal)", "withNotify"],
+          ["polling only (default idle back-off)", "pollingOnly"]
+        ].map(([label = "", key = ""]) => [
+          label,
+          formatNumber(num(wake, key, "offeredPerSecond")),
+          formatNumber(num(wake, key, "p50Millis")),
+          formatNumber(num(wake, key, "p99Millis")),
+          formatNumber(num(wake, key, "maxMillis"))
+        ])
+      )
+    )
+  }
+  const latency = at(data, "claimLatency")
+  const pending = entries(latency, "byPending")
+    .map(([k]) => k)
+    .sort((a, b) => Number(a) - Number(b))
+  if (pending.length > 0) {
+    const first = num(latency, "byPending", pending[0] ?? "", "medianMillis")
+    out.push(
+      `claim(${formatNumber(num(latency, "limit"))}) latency by pending records (ms):`,
+      "",
+      ...table(
+        ["pending", "median ms", "p95 ms", "vs smallest backlog"],
+        pending.map((p) => [
+          formatNumber(Number(p)),
+          formatNumber(num(latency, "byPending", p, "medianMillis")),
+          formatNumber(num(latency, "byPending", p, "p95Millis")),
+          formatRatio(num(latency, "byPending", p, "medianMillis"), first)
+        ])
+      ),
+      `Goal: ${str(latency, "target") ?? na} — ${metText(bool(latency, "met"))}.`,
+      ""
+    )
+  }
+  return out
+}
+
+/** The threshold of a goal written as "… ≥ 0.6× …"; undefined when the text has none. */
+const goalRatio = (goal: string | undefined): number | undefined => {
+  const found = goal?.match(/([\d.]+)\s*×/)?.[1]
+  return found === undefined ? undefined : Number(found)
+}
+
+const brokersSection = (data: unknown): Array<string> => {
+  const out = ["## Broker sinks (relay vs raw client)", "", measuredLine(data), ""]
+  const goal = str(data, "goal")
+  const threshold = goalRatio(goal)
+  out.push(
+    `A relay drains ${formatNumber(num(data, "records"))} records in ${formatNumber(num(data, "partitions"))} partitions`,
+    "(SQLite store) through the broker sink; the raw client publishes the same messages with the same",
+    `acknowledgements and ${formatNumber(num(data, "inFlight"))} in flight. Records/s, best of the alternating rounds.`,
+    "",
+    ...table(
+      ["broker", "relay rec/s", "raw client rec/s", "relay / raw", "goal", "goal met", "rounds relay", "rounds raw"],
+      [
+        ["NATS JetStream", "nats"],
+        ["RabbitMQ", "rabbitmq"]
+      ].map(([label = "", key = ""]) => {
+        const relay = num(data, key, "relayRecordsPerSecond")
+        const raw = num(data, key, "rawRecordsPerSecond")
+        const rounds = (side: string) =>
+          list(data, key, "rounds", side)
+            .map((r) => formatNumber(typeof r === "number" ? Math.round(r) : undefined))
+            .join(", ")
+        return [
+          label,
+          formatNumber(relay),
+          formatNumber(raw),
+          formatRatio(relay, raw),
+          goal ?? "",
+          threshold === undefined || relay === undefined || raw === undefined || raw === 0
+            ? na
+            : metText(relay / raw >= threshold),
+          rounds("relay"),
+          rounds("raw")
+        ]
+      })
+    )
+  )
+  return out
+}
+
 const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   memory: memorySection,
   sqlite: sqliteSection,
+  postgres: postgresSection,
   dynamodb: dynamoSection,
   dynamodbThroughput: dynamoThroughputSection,
   drain: drainSection,
-  contention: contentionSection
+  contention: contentionSection,
+  brokers: brokersSection
 }
 
 /**

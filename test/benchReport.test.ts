@@ -252,15 +252,115 @@ describe("bench report", () => {
     expect(without).not.toContain("SQLite statement time")
   })
 
+  it("renders the PostgreSQL section: store and relay vs raw pg, relay processes, wake-up latency, claim latency", () => {
+    const postgres = {
+      date: "2026-12-03T10:00:00.000Z",
+      loadAverage1m: { before: 1, after: 2 },
+      endToEnd: {
+        storeRecordsPerSecond: 3_000,
+        rawRecordsPerSecond: 4_000,
+        ratio: 0.9,
+        target: "store end to end >= 0.6x raw pg in the same run",
+        met: true
+      },
+      relay: {
+        relayRecordsPerSecond: 5_000,
+        rawLoopRecordsPerSecond: 10_000,
+        ratioPerRound: [0.5, 0.45, 0.55],
+        ratioMedianOfRounds: 0.5,
+        oneWavePerBatch: { maxConcurrency: 100, relayRecordsPerSecond: 8_000 },
+        statementsPerBatch: { relay: 14.8, raw: 6.47 },
+        target: "relay >= 0.6x raw pg in the same run (best against best)",
+        met: false
+      },
+      relayProcesses: {
+        oneProcessRecordsPerSecond: 4_000,
+        twoProcessesRecordsPerSecond: 5_000,
+        target: "two processes >= 1.0x one process (no contention collapse)",
+        met: true
+      },
+      wakeLatency: {
+        withNotify: { offeredPerSecond: 100, p50Millis: 4, p99Millis: 12, maxMillis: 20 },
+        pollingOnly: { offeredPerSecond: 100, p50Millis: 150, p99Millis: 390, maxMillis: 410 }
+      },
+      claimLatency: {
+        limit: 100,
+        // out of order on purpose: rows sort by pending records
+        byPending: { "100000": { medianMillis: 12, p95Millis: 30 }, "1000": { medianMillis: 8, p95Millis: 10 } },
+        target: "median claim(100) at 100k pending <= 2x at 1k",
+        met: true
+      }
+    }
+    const readme = renderReadme({ postgres })
+    expect(readme).toContain("## PostgreSQL store (127.0.0.1, fsync on)")
+    expect(readme).toContain("load average 1 → 2")
+    // 3,000 / 4,000, not the 0.9 the file claims
+    expect(readme).toContain(
+      "| persist 100 → claim 100 → complete 100 (median of rounds) | 3,000 | 4,000 | 0.75× | store end to end >= 0.6x raw pg in the same run | met |"
+    )
+    expect(readme).toContain(
+      "| relay with a no-op sink vs raw claim/complete loop (best of rounds) | 5,000 | 10,000 | 0.50× | relay >= 0.6x raw pg in the same run (best against best) | **not met** |"
+    )
+    expect(readme).toContain(
+      "| relay, maxConcurrency 100: one wave per batch (informational) | 8,000 | 10,000 | 0.80× |  |  |"
+    )
+    expect(readme).toContain("Relay / raw per round: 0.5, 0.45, 0.55 (median 0.5).")
+    expect(readme).toContain("Statements per claimed batch of 100: relay 14.8, raw loop 6.47.")
+    expect(readme).toContain("| 2 | 5,000 | 1.25× | two processes >= 1.0x one process (no contention collapse) | met |")
+    expect(readme).toContain("| LISTEN/NOTIFY (PostgresWakeSignal) | 100 | 4 | 12 | 20 |")
+    expect(readme).toContain("| polling only (default idle back-off) | 100 | 150 | 390 | 410 |")
+    const small = readme.indexOf("| 1,000 | 8 | 10 | 1.00× |")
+    const large = readme.indexOf("| 100,000 | 12 | 30 | 1.50× |")
+    expect(small).toBeGreaterThan(0)
+    expect(large).toBeGreaterThan(small)
+    expect(readme).toContain("Goal: median claim(100) at 100k pending <= 2x at 1k — met.")
+    // a file of the earlier shape (no processes, wake-up or one-wave figures) renders without those tables
+    const earlier = renderReadme({ postgres: { endToEnd: postgres.endToEnd, relay: { relayRecordsPerSecond: 1 } } })
+    expect(earlier).toContain("| relay with a no-op sink vs raw claim/complete loop (best of rounds) | 1 | n/a | n/a |")
+    expect(earlier).not.toContain("Relay processes on one database")
+    expect(earlier).not.toContain("LISTEN/NOTIFY")
+  })
+
+  it("renders the broker sinks: relay vs raw client per broker, the goal's verdict from the figures, every round", () => {
+    const brokers = {
+      generatedAt: "2026-12-03T07:49:50.982Z",
+      records: 5_000,
+      partitions: 8,
+      inFlight: 80,
+      goal: "relay ≥ 0.6× raw",
+      loadAverage1m: { before: 3, after: 4 },
+      nats: {
+        relayRecordsPerSecond: 1_400,
+        rawRecordsPerSecond: 2_000,
+        ratio: 0.1,
+        rounds: { relay: [1_399.6, 1_200], raw: [2_000, 1_800.2] }
+      },
+      rabbitmq: {
+        relayRecordsPerSecond: 500,
+        rawRecordsPerSecond: 1_000,
+        ratio: 0.5,
+        rounds: { relay: [500], raw: [1_000] }
+      }
+    }
+    const readme = renderReadme({ brokers })
+    expect(readme).toContain("## Broker sinks (relay vs raw client)")
+    expect(readme).toContain("measured 2026-12-03T07:49:50.982Z; load average 3 → 4")
+    expect(readme).toContain("A relay drains 5,000 records in 8 partitions")
+    expect(readme).toContain(
+      "| NATS JetStream | 1,400 | 2,000 | 0.70× | relay ≥ 0.6× raw | met | 1,400, 1,200 | 2,000, 1,800 |"
+    )
+    expect(readme).toContain("| RabbitMQ | 500 | 1,000 | 0.50× | relay ≥ 0.6× raw | **not met** | 500 | 1,000 |")
+  })
+
   it("a missing result says so instead of failing, and the other sections still render", () => {
     const readme = renderReadme({ memory })
-    for (const name of ["sqlite", "dynamodb", "dynamodbThroughput", "drain", "contention"]) {
+    for (const name of ["sqlite", "postgres", "dynamodb", "dynamodbThroughput", "drain", "contention", "brokers"]) {
       expect(readme).toContain(`_No results: bench/results/${name}.json is missing or unreadable`)
     }
     expect(readme).toContain("123,456")
     const empty = renderReadme({}, false)
     expect(empty).not.toContain("chart.svg")
-    expect(empty.match(/_No results:/g)?.length).toBe(6)
+    expect(empty.match(/_No results:/g)?.length).toBe(8)
   })
 
   it("a field missing from a result file shows n/a", () => {
@@ -317,7 +417,15 @@ describe("bench report", () => {
       fs.writeFileSync(path.join(directory, "drain.json"), "[1, 2]")
       const read = readResults(directory)
       expect(read.found).toEqual(["memory"])
-      expect(read.missing).toEqual(["sqlite", "dynamodb", "dynamodbThroughput", "drain", "contention"])
+      expect(read.missing).toEqual([
+        "sqlite",
+        "postgres",
+        "dynamodb",
+        "dynamodbThroughput",
+        "drain",
+        "contention",
+        "brokers"
+      ])
 
       const readme = path.join(directory, "README.md")
       const written = await writeReport(directory, readme)

@@ -1,6 +1,6 @@
 /**
  * The lease and dead-letter contracts on PostgreSQL, plus: acquirers racing on separate connections,
- * and redrive's single transaction.
+ * lease reads grouped per turn of the event loop, and redrive's single transaction.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
@@ -94,5 +94,56 @@ describe("PostgreSQL lease and dead-letter stores", () => {
         expect(yield* outbox.countPending("ra")).toBe(1)
         expect(yield* outbox.countPending("rb")).toBe(1)
       }).pipe(Effect.provide(dlqIn("redrive_tx")))
+  )
+
+  it.live(
+    "current: concurrent reads of several partitions each get their own lease; a read asked after a renew sees it",
+    () =>
+      Effect.gen(function* () {
+        const leases = yield* LeaseStore
+        const keys = ["g0", "g1", "g2", "g3"]
+        const held = yield* Effect.forEach(keys, (pk, i) => leases.acquire(pk, `owner-${i}`, "1 minute"))
+        // asked in the same turn: one group
+        const read = yield* Effect.forEach([...keys, "g-none", ...keys], (pk) => Effect.either(leases.current(pk)), {
+          concurrency: "unbounded"
+        })
+        const found = read.map((r) =>
+          Either.isRight(r) ? `${r.right.token.owner}@${r.right.token.version}` : r.left._tag
+        )
+        const owners = keys.map((_, i) => `owner-${i}@1`)
+        expect(found).toEqual([...owners, "LeaseNotFound", ...owners])
+        // a read asked after a write completed reads after it, also when other reads are under way
+        const before = held[2]?.expiresAt
+        const renewed = yield* leases.renew("g2", { owner: "owner-2", version: 1 }, "10 minutes")
+        const after = yield* Effect.forEach(keys, (pk) => leases.current(pk), { concurrency: "unbounded" })
+        expect(after[2]?.expiresAt).toEqual(renewed.expiresAt)
+        expect(after[2]?.expiresAt).not.toEqual(before)
+        yield* leases.release("g1", { owner: "owner-1", version: 1 })
+        expect((yield* Effect.flip(leases.current("g1")))._tag).toBe("LeaseNotFound")
+      }).pipe(Effect.provide(PostgresLeaseStore.layerWith({ schema: "grouped" }).pipe(Layer.provide(clientLayer(url)))))
+  )
+
+  it.live("current: a grouped read that fails fails every read of its group as StoreUnavailable of its partition", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const leases = yield* LeaseStore
+      yield* leases.acquire("f0", "owner", "1 minute")
+      yield* sql.unsafe(`DROP TABLE grouped_fail.outbox_lease`)
+      const failed = yield* Effect.forEach(["f0", "f1", "f2"], (pk) => Effect.flip(leases.current(pk)), {
+        concurrency: "unbounded"
+      })
+      expect(failed.map((e) => e._tag)).toEqual(["StoreUnavailable", "StoreUnavailable", "StoreUnavailable"])
+      expect(failed.map((e) => (e._tag === "StoreUnavailable" ? e.partitionKey : undefined))).toEqual([
+        "f0",
+        "f1",
+        "f2"
+      ])
+      // the next group runs again (none is left waiting on the failed one)
+      expect((yield* Effect.flip(leases.current("f0")))._tag).toBe("StoreUnavailable")
+    }).pipe(
+      Effect.provide(
+        PostgresLeaseStore.layerWith({ schema: "grouped_fail" }).pipe(Layer.provideMerge(clientLayer(url)))
+      )
+    )
   )
 })

@@ -1,7 +1,8 @@
 /**
  * The PostgreSQL wake-up (SPEC §3.4): a committed persist `NOTIFY`s its partition and the wake signal
  * completes that partition's waiters; a rolled-back persist signals nothing; with the listening
- * connection killed (notifications lost) a relay still drains everything by polling.
+ * connection killed (notifications lost) a relay still drains everything by polling; and the wake signal
+ * listens again on a new connection, so notifications wake an idle relay again.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
@@ -34,10 +35,21 @@ const record = (pk: string) =>
     payload: new Uint8Array([counter % 256])
   })
 
-const layer = (schema: string) =>
-  Layer.mergeAll(PostgresOutboxStore.layerWith({ schema }), PostgresWakeSignal.layerWith({ schema })).pipe(
+const layer = (schema: string, wake: PostgresWakeSignal.PostgresWakeSignalOptions = {}) =>
+  Layer.mergeAll(PostgresOutboxStore.layerWith({ schema }), PostgresWakeSignal.layerWith({ ...wake, schema })).pipe(
     Layer.provideMerge(clientLayer(url))
   )
+
+/**
+ * The backends of this database listening on a channel of `schema` (their last statement was a `LISTEN` of
+ * one), by pid.
+ */
+const listenersOf = (schema: string) =>
+  Effect.flatMap(
+    SqlClient.SqlClient,
+    (sql) => sql<{ pid: number }>`SELECT pid FROM pg_stat_activity
+    WHERE datname = current_database() AND query LIKE ${`LISTEN "${schema}.%`} ORDER BY pid`
+  ).pipe(Effect.map((rows) => rows.map((row) => row.pid)))
 
 /** Persists to `pk` until `waiter` completes (notifications sent before LISTEN is up are lost by design). */
 const persistUntilWoken = (pk: string, waiter: Fiber.RuntimeFiber<void>) =>
@@ -134,5 +146,97 @@ describe("PostgresWakeSignal", () => {
           )
         )
       )
+  )
+
+  it.live(
+    "after the listening connection is terminated, the signal listens again on a new one: NOTIFY wakes an idle relay",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* OutboxStore
+        const sink = yield* MemorySink.MemorySink
+        /** Persists one record at a time until the relay delivers one: only a notification can wake it. */
+        const persistUntilDelivered = (pk: string) =>
+          Effect.gen(function* () {
+            for (let attempt = 0; attempt < 100; attempt++) {
+              const report = yield* store.persist([record(pk)])
+              const delivered = yield* Effect.repeat(sink.deliveredIds, {
+                until: (ids) => report.persisted.some((id) => ids.includes(id)),
+                schedule: Schedule.spaced("20 millis")
+              }).pipe(Effect.timeoutOption(Duration.millis(500)))
+              if (Option.isSome(delivered)) return attempt
+            }
+            return yield* Effect.fail(`no delivery in ${pk} woken by a notification`)
+          })
+        yield* Effect.scoped(
+          Effect.gen(function* () {
+            // discovery and idle back-off far beyond the test: the relay drains only when notified
+            yield* Relay.start({
+              owner: "relay-notified",
+              discoveryInterval: "1 hour",
+              drainer: {
+                idleBackoffMin: "1 hour",
+                idleBackoffMax: "1 hour",
+                onExpired: "drop",
+                onPermanentFailure: "drop",
+                onPoison: "drop"
+              }
+            })
+            yield* persistUntilDelivered("again-0")
+            const killed = yield* listenersOf("wake_again")
+            expect(killed.length).toBeGreaterThan(0)
+            for (const pid of killed) yield* sql`SELECT pg_terminate_backend(${pid})`
+            yield* persistUntilDelivered("again-0")
+            // woken through a new listening connection
+            const now = yield* listenersOf("wake_again").pipe(
+              Effect.filterOrFail(
+                (pids) => pids.length > 0,
+                () => "no listening connection"
+              ),
+              Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 500 })
+            )
+            expect(now.filter((pid) => killed.includes(pid))).toEqual([])
+          })
+        )
+        expect(yield* store.countPending("again-0")).toBe(0)
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(layer("wake_again", { checkInterval: "200 millis" }), MemorySink.layer).pipe(
+            Layer.provideMerge(
+              PostgresLeaseStore.layerWith({ schema: "wake_again" }).pipe(Layer.provide(clientLayer(url)))
+            )
+          )
+        )
+      ),
+    60_000
+  )
+
+  it.effect("a checkInterval below 1 ms is InvalidConfiguration", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        Effect.scoped(PostgresWakeSignal.make({ schema: "wake_config", checkInterval: "0 millis" }))
+      )
+      expect(error._tag).toBe("InvalidConfiguration")
+      expect(error.problems).toEqual(["checkInterval must be a finite duration of at least 1 millisecond"])
+    }).pipe(Effect.provide(clientLayer(url)))
+  )
+
+  it.live("while its connection is healthy, the checks keep the same listening backend and wake no waiter", () =>
+    Effect.gen(function* () {
+      const wake = yield* WakeSignal
+      const any = yield* Effect.fork(wake.awaitAnyWork)
+      const first = yield* listenersOf("wake_healthy").pipe(
+        Effect.filterOrFail(
+          (pids) => pids.length > 0,
+          () => "no listening connection"
+        ),
+        Effect.retry({ schedule: Schedule.spaced("20 millis"), times: 500 })
+      )
+      // several checks (each a ping through the listening connection)
+      yield* Effect.sleep("1 second")
+      expect(yield* listenersOf("wake_healthy")).toEqual(first)
+      expect(yield* Fiber.poll(any)).toEqual(Option.none())
+      yield* Fiber.interrupt(any)
+    }).pipe(Effect.provide(layer("wake_healthy", { checkInterval: "200 millis" })))
   )
 })

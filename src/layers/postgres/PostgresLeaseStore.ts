@@ -6,7 +6,10 @@
  * a row that is released or expired and bumps its version: concurrent acquirers (in any process) queue on
  * the row and exactly one wins. Renew and release are conditional updates on `(owner, version, not
  * released)`. The row is kept after release, so the version high-water mark survives it. A write that
- * matches nothing reads the row on the same connection to report it. These are the storage primitives of
+ * matches nothing reads the row on the same connection to report it. Reads outside a caller's transaction
+ * are grouped per turn of the event loop (`groupPerTurn`): the drainers of every partition checking their
+ * leases at once share one `= ANY($1)` statement, each read still made after it was asked for; inside a
+ * caller's transaction a read runs on that transaction's connection. These are the storage primitives of
  * `LeaseStore.make` (validation, tokens, expiry by `Clock`, spans). The layer runs its migrations under an
  * advisory lock (`<prefix>outbox_lease_migrations`).
  *
@@ -14,11 +17,18 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Cause from "effect/Cause"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
+import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
 import * as LeaseStore from "../../services/LeaseStore.js"
 import { BigIntColumn, storeTableNames } from "./PostgresOutboxSchema.js"
 import { decodeRows, migrateStore } from "./PostgresOutboxStore.js"
@@ -40,6 +50,31 @@ const LeaseRows = Schema.Array(
   Schema.Struct({ owner: Schema.String, version: BigIntColumn, expires_at: BigIntColumn, released: Schema.Boolean })
 )
 type LeaseRow = (typeof LeaseRows.Type)[number]
+
+const KeyedLeaseRows = Schema.Array(Schema.Struct({ partition_key: Schema.String, ...LeaseRows.value.fields }))
+
+/** A safe integer from a number or from a `bigint` column's decimal text; `undefined` otherwise. */
+const intOf = (value: unknown): number | undefined => {
+  if (typeof value === "number") return Number.isSafeInteger(value) ? value : undefined
+  if (typeof value !== "string" || !/^-?[0-9]{1,15}$/.test(value)) return undefined
+  return Number(value)
+}
+
+/**
+ * A keyed lease row checked structurally, accepting a subset of what `KeyedLeaseRows` decodes (the hot path
+ * of the drainer's lease checks); `undefined` for anything else, which then goes through the Schema.
+ */
+const keyedStoredOf = (row: unknown): readonly [string, LeaseStore.StoredLease] | undefined => {
+  if (typeof row !== "object" || row === null) return undefined
+  const partitionKey: unknown = Reflect.get(row, "partition_key")
+  const owner: unknown = Reflect.get(row, "owner")
+  const released: unknown = Reflect.get(row, "released")
+  const version = intOf(Reflect.get(row, "version"))
+  const expiresAtMillis = intOf(Reflect.get(row, "expires_at"))
+  if (typeof partitionKey !== "string" || typeof owner !== "string" || typeof released !== "boolean") return undefined
+  if (version === undefined || expiresAtMillis === undefined) return undefined
+  return [partitionKey, { owner, version, expiresAtMillis, released }]
+}
 
 const namesOf = (options: PostgresLeaseStoreOptions) => storeTableNames("PostgresLeaseStore", options, "outbox_lease")
 
@@ -92,6 +127,7 @@ export const make = (
     const tx = PostgresTransaction.make(sql)
     const columns = "owner, version, expires_at, released"
     const select = `SELECT ${columns} FROM ${names.table} WHERE partition_key = $1`
+    const selectMany = `SELECT partition_key, ${columns} FROM ${names.table} WHERE partition_key = ANY($1::text[])`
 
     /** The stored lease on a connection, `undefined` when the partition has none. */
     const readOn = (conn: Connection, operation: string, partitionKey: string) =>
@@ -149,10 +185,69 @@ RETURNING ${columns}`,
         [partitionKey, token.owner, token.version]
       )
 
-    const read = (partitionKey: string) =>
-      tx
-        .standalone((conn) => readOn(conn, "current", partitionKey))
-        .pipe(StoreUnavailable.refailTag("SqlError", "current", partitionKey))
+    /** The stored leases of the given partitions, by partition key: one statement. */
+    const readMany = (
+      conn: Connection,
+      keys: ReadonlyArray<string>
+    ): Effect.Effect<Map<string, LeaseStore.StoredLease>, SqlError | StoreUnavailable> =>
+      Effect.flatMap(tx.run(conn, selectMany, [keys]), (rows) => {
+        const byKey = new Map<string, LeaseStore.StoredLease>()
+        for (const row of rows) {
+          const fast = keyedStoredOf(row)
+          if (fast === undefined) {
+            return Effect.map(decodeRows("current", KeyedLeaseRows)(rows), (decoded) => {
+              for (const found of decoded) byKey.set(found.partition_key, storedOf(found))
+              return byKey
+            })
+          }
+          byKey.set(fast[0], fast[1])
+        }
+        return Effect.succeed(byKey)
+      })
+
+    type PendingRead = GroupMember<
+      { readonly partitionKey: string },
+      LeaseStore.StoredLease | undefined,
+      StoreUnavailable
+    >
+
+    /** Runs one group of reads; total: every read's deferred is completed, whatever happens. */
+    const runReadGroup = (group: ReadonlyArray<PendingRead>): Effect.Effect<void> =>
+      Effect.flatMap(
+        Effect.exit(
+          tx.standalone((conn) => readMany(conn, Array.from(new Set(group.map((pending) => pending.partitionKey)))))
+        ),
+        (exit) =>
+          Effect.forEach(
+            group,
+            (pending) => {
+              if (Exit.isSuccess(exit)) return Deferred.succeed(pending.done, exit.value.get(pending.partitionKey))
+              const failure = Cause.failureOrCause(exit.cause)
+              if (Either.isRight(failure)) return Deferred.failCause(pending.done, failure.right)
+              const error = failure.left
+              return Deferred.fail(
+                pending.done,
+                error._tag === "StoreUnavailable"
+                  ? error
+                  : new StoreUnavailable({ operation: "current", partitionKey: pending.partitionKey, cause: error })
+              )
+            },
+            { discard: true }
+          )
+      )
+
+    /** Joins the next group of reads (those asked in the same turn of the event loop) and waits for its lease. */
+    const readGrouped = groupPerTurn(runReadGroup)
+
+    const read = (partitionKey: string): Effect.Effect<LeaseStore.StoredLease | undefined, StoreUnavailable> =>
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+        Option.isNone(outer)
+          ? readGrouped({ partitionKey })
+          : readMany(outer.value[0], [partitionKey]).pipe(
+              Effect.map((byKey) => byKey.get(partitionKey)),
+              StoreUnavailable.refailTag("SqlError", "current", partitionKey)
+            )
+      )
 
     return LeaseStore.make({ tryAcquire, extend, end, read })
   })
