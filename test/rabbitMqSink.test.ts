@@ -14,9 +14,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { OutboxRecord } from "../src/domain/OutboxRecord.js"
+import { NewOutboxRecord, OutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
-import { allCompleted, keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
+import { allCompleted, disposeThrough, keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
 import { buildCli } from "./support/CliBundle.js"
 import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
 import { startRabbitMq } from "./support/RabbitMqServer.js"
@@ -159,6 +159,46 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
         const bad = yield* Effect.flip(RabbitMqSink.make({ url: "http://user:s3cret@127.0.0.1:1" }))
         expect(bad.problems).toEqual(["http://***@127.0.0.1:1/ is not a amqp:// or amqps:// URL"])
       }).pipe(Effect.scoped)
+  )
+
+  it.live("access refused (403) is permanent: the record is dead-lettered or dropped per policy", () =>
+    Effect.gen(function* () {
+      const queue = yield* freshQueue()
+      const exchange = `denied-${queue}`
+      yield* admin(async (channel) => {
+        await channel.assertExchange(exchange, "fanout", { durable: true })
+        await channel.bindQueue(queue, exchange, "")
+      })
+      const user = `limited-${queue}`
+      rabbit.ctl("add_user", user, "limited-pw")
+      // may publish to the default exchange only
+      rabbit.ctl("set_permissions", "-p", "/", user, ".*", "^amq\\.default$", ".*")
+      const url = rabbit.url.replace("guest:guest@", `${user}:limited-pw@`)
+      const sink = yield* RabbitMqSink.make({ url, timeout: "3 seconds" })
+      yield* sink.send(record("a1", queue))
+      const refused = yield* Effect.flip(sink.send(record("a2", `${exchange}/key`)))
+      expect(refused).toMatchObject({ retryable: false, code: "access-refused" })
+      expect(refused.message).toContain("ACCESS_REFUSED")
+      expect(refused.message).not.toContain("limited-pw")
+      // the channel closed by the broker is replaced: the next send goes through
+      yield* sink.send(record("a3", queue))
+
+      const denied = (id: string) =>
+        new NewOutboxRecord({
+          id,
+          partitionKey: `perm-${id}`,
+          envelopeId: `env-${id}`,
+          bindingId: "b",
+          payload: new TextEncoder().encode(id),
+          address: `${exchange}/key`
+        })
+      const layer = RabbitMqSink.layer({ url, timeout: "3 seconds" })
+      const deadLettered = yield* disposeThrough(layer, [denied("d1")], "dlq")
+      expect(deadLettered).toHaveLength(1)
+      expect(deadLettered[0]).toMatchObject({ recordId: "d1", category: "permanent", errorCode: "access-refused" })
+      expect(yield* disposeThrough(layer, [denied("d2")], "drop")).toEqual([])
+      expect((yield* drain(queue)).map((m) => m.id)).toEqual(["a1", "a3"])
+    }).pipe(Effect.scoped)
   )
 
   it.live("the broker restarted mid-drain: nothing lost, per-key order held (first deliveries)", () =>
