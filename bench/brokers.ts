@@ -12,9 +12,11 @@
  * many messages in flight as the relay allows (8 partitions × `maxConcurrency` 10), and keeps per-key
  * order as the relay must: a keyed message is published only after the previous message of its key was
  * acknowledged. `raw` is that baseline and `ratio` is relay against it; `rawUnordered` (and
- * `ratioVsUnordered`) is the same client without the per-key wait, the baseline of earlier runs. Rounds
- * alternate (raw, raw unordered, relay) after one untimed relay round; figures are best against best,
- * with every round in the results.
+ * `ratioVsUnordered`) is the same client without the per-key wait. Rounds
+ * alternate (raw, raw unordered, relay, relay with a no-op sink) after one untimed relay round; figures
+ * are best against best, with every round in the results. `relayNoopSink` is the same relay with a sink
+ * that accepts every record at once: what the store and the drainer alone reach on this backlog, so
+ * `ceilingRatio` (it against raw) bounds the ratio any broker sink could reach here.
  *
  * Goal: relay ≥ 0.6× raw. Writes bench/results/brokers.json.
  */
@@ -169,17 +171,22 @@ interface Figures {
   readonly relay: Array<number>
   readonly raw: Array<number>
   readonly rawUnordered: Array<number>
+  readonly relayNoopSink: Array<number>
 }
 
+/** A sink that accepts every record at once: the relay's own ceiling on this backlog (store and drainer). */
+const noopSink: Layer.Layer<Sink> = Layer.succeed(Sink, Sink.of({ send: () => Effect.void }))
+
 const measure = async (relay: () => Promise<number>, raw: (ordered: boolean) => Promise<number>): Promise<Figures> => {
-  const figures: Figures = { relay: [], raw: [], rawUnordered: [] }
+  const figures: Figures = { relay: [], raw: [], rawUnordered: [], relayNoopSink: [] }
   await relay() // untimed warm-up round
   for (let round = 0; round < rounds; round++) {
     figures.raw.push(await raw(true))
     figures.rawUnordered.push(await raw(false))
     figures.relay.push(await relay())
+    figures.relayNoopSink.push(await relayRound(noopSink))
     console.log(
-      `round ${round + 1}/${rounds}: raw ${figures.raw.at(-1)?.toFixed(0)}/s (unordered ${figures.rawUnordered.at(-1)?.toFixed(0)}/s), relay ${figures.relay.at(-1)?.toFixed(0)}/s`
+      `round ${round + 1}/${rounds}: raw ${figures.raw.at(-1)?.toFixed(0)}/s (unordered ${figures.rawUnordered.at(-1)?.toFixed(0)}/s), relay ${figures.relay.at(-1)?.toFixed(0)}/s (no-op sink ${figures.relayNoopSink.at(-1)?.toFixed(0)}/s)`
     )
   }
   return figures
@@ -195,6 +202,8 @@ const summary = (figures: Figures) => {
     ratio: Number((relay / raw).toFixed(2)),
     rawUnorderedRecordsPerSecond: Math.round(rawUnordered),
     ratioVsUnordered: Number((relay / rawUnordered).toFixed(2)),
+    relayNoopSinkRecordsPerSecond: Math.round(Math.max(...figures.relayNoopSink)),
+    ceilingRatio: Number((Math.max(...figures.relayNoopSink) / raw).toFixed(2)),
     rounds: figures
   }
 }

@@ -161,6 +161,20 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
       }).pipe(Effect.scoped)
   )
 
+  it.live("no confirm within the timeout (a memory alarm blocks publishers) is a transient timeout", () =>
+    Effect.gen(function* () {
+      const queue = yield* freshQueue()
+      const sink = yield* RabbitMqSink.make({ url: rabbit.url, timeout: "400 millis" })
+      yield* sink.send(record("t1", queue))
+      yield* Effect.acquireRelease(
+        Effect.sync(() => rabbit.ctl("set_vm_memory_high_watermark", "0")),
+        () => Effect.sync(() => rabbit.ctl("set_vm_memory_high_watermark", "0.4"))
+      )
+      const blocked = yield* Effect.flip(sink.send(record("t2", queue)))
+      expect(blocked).toMatchObject({ retryable: true, code: "timeout" })
+    }).pipe(Effect.scoped)
+  )
+
   it.live("access refused (403) is permanent: the record is dead-lettered or dropped per policy", () =>
     Effect.gen(function* () {
       const queue = yield* freshQueue()
