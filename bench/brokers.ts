@@ -3,18 +3,27 @@
  *
  * For NATS JetStream and RabbitMQ (servers started on 127.0.0.1 by the test harness modules), a backlog
  * of records in 8 partitions (every other record keyed, 8 keys per partition) is persisted untimed in a
- * SQLite file; a relay then drains it through the broker sink, timed until the store holds nothing pending
- * or claimed. The raw baseline publishes the same messages in the same process with the same
- * acknowledgements (each message's JetStream ack / publisher confirm awaited) from the raw client, with as
- * many messages in flight as the relay allows (8 partitions × `maxConcurrency` 10). Relay and raw rounds
- * alternate; the ratio is best against best, with every round in the results.
+ * SQLite file; a relay then drains it through the broker sink, timed from its start until the sink has
+ * had every record acknowledged and the store holds nothing pending or claimed.
+ *
+ * The raw baseline publishes the same messages (payload, the sink's headers, a unique message id) in the
+ * same process from the raw client with the same acknowledgements (each message's JetStream ack /
+ * publisher confirm awaited) and the same client options as the sink (NATS: `noAsyncTraces`), with as
+ * many messages in flight as the relay allows (8 partitions × `maxConcurrency` 10), and keeps per-key
+ * order as the relay must: a keyed message is published only after the previous message of its key was
+ * acknowledged. `raw` is that baseline and `ratio` is relay against it; `rawUnordered` (and
+ * `ratioVsUnordered`) is the same client without the per-key wait. Rounds
+ * alternate (raw, raw unordered, relay, relay with a no-op sink) after one untimed relay round; figures
+ * are best against best, with every round in the results. `relayNoopSink` is the same relay with a sink
+ * that accepts every record at once: what the store and the drainer alone reach on this backlog, so
+ * `ceilingRatio` (it against raw) bounds the ratio any broker sink could reach here.
  *
  * Goal: relay ≥ 0.6× raw. Writes bench/results/brokers.json.
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { connect as amqpConnect } from "amqplib"
-import { connect as natsConnect } from "nats"
+import { connect as natsConnect, headers as natsHeaders } from "nats"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -27,7 +36,7 @@ import * as SqliteLeaseStore from "../src/layers/sqlite/SqliteLeaseStore.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import * as Relay from "../src/programs/Relay.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
-import type { Sink } from "../src/services/Sink.js"
+import { Sink } from "../src/services/Sink.js"
 import { startNats } from "../test/support/NatsServer.js"
 import { startRabbitMq } from "../test/support/RabbitMqServer.js"
 
@@ -54,13 +63,33 @@ const backlog = (): ReadonlyArray<NewOutboxRecord> =>
     })
   })
 
+/** The sink layer with a count of its acknowledged sends. */
+const counted = (sink: Layer.Layer<Sink, unknown>, acked: { count: number }): Layer.Layer<Sink, unknown> =>
+  Layer.effect(
+    Sink,
+    Effect.map(Sink, (inner) =>
+      Sink.of({
+        send: (record) =>
+          Effect.tap(inner.send(record), () => {
+            acked.count += 1
+          })
+      })
+    )
+  ).pipe(Layer.provide(sink))
+
 /** Records per second of a relay draining the backlog from a fresh SQLite file through `sink`. */
-const relayRound = (sink: Layer.Layer<Sink, unknown>): Promise<number> =>
-  Effect.runPromise(
+const relayRound = (sink: Layer.Layer<Sink, unknown>): Promise<number> => {
+  const acked = { count: 0 }
+  return Effect.runPromise(
     Effect.gen(function* () {
       const store = yield* OutboxStore
       const records = backlog()
       for (let i = 0; i < records.length; i += 100) yield* store.persist(records.slice(i, i + 100))
+      const drained = Effect.gen(function* () {
+        let left = 0
+        for (const p of partitions) left += (yield* store.countPending(p)) + (yield* store.countClaimed(p))
+        return left === 0
+      })
       const started = performance.now()
       yield* Effect.scoped(
         Effect.gen(function* () {
@@ -74,32 +103,65 @@ const relayRound = (sink: Layer.Layer<Sink, unknown>): Promise<number> =>
               onPoison: "drop"
             }
           })
-          for (;;) {
-            let left = 0
-            for (const p of partitions) left += (yield* store.countPending(p)) + (yield* store.countClaimed(p))
-            if (left === 0) break
-            yield* Effect.sleep("10 millis")
+          // the acknowledgements are counted in memory; the store is asked only once they are all in
+          // (or every 100 ms, should a record be dropped), so that the wait does not compete for it
+          for (let polls = 1; acked.count < total; polls++) {
+            if (polls % 50 === 0 && (yield* drained)) break
+            yield* Effect.sleep("2 millis")
           }
+          while (!(yield* drained)) yield* Effect.sleep("2 millis")
         })
       )
       return total / ((performance.now() - started) / 1000)
     }).pipe(
       Effect.provide(
-        Layer.mergeAll(SqliteOutboxStore.layer, SqliteLeaseStore.layer, sink).pipe(
+        Layer.mergeAll(SqliteOutboxStore.layer, SqliteLeaseStore.layer, counted(sink, acked)).pipe(
           Layer.provide(SqliteDatabase.layer({ filename: path.join(directory, `relay-${++files}.db`) }))
         )
       ),
       Effect.orDie
     )
   )
+}
 
-/** Records per second of `publish` over `total` messages with `inFlight` lanes, each awaiting its ack. */
-const rawRound = async (publish: (n: number) => Promise<unknown>): Promise<number> => {
+/** What a raw publish needs of a backlog record: partition, envelope, ordering key, sequence number. */
+interface RawMessage {
+  readonly n: number
+  readonly partitionKey: string
+  readonly envelopeId: string
+  readonly orderingKey: string | undefined
+}
+
+const rawMessages: ReadonlyArray<RawMessage> = backlog().map((record, n) => ({
+  n,
+  partitionKey: record.partitionKey,
+  envelopeId: record.envelopeId,
+  orderingKey: record.orderingKey
+}))
+
+/**
+ * Records per second of `publish` over the backlog's messages with `inFlight` lanes, each awaiting its
+ * ack; `ordered`: a keyed message waits for the ack of the previous message of its key.
+ */
+const rawRound = async (publish: (message: RawMessage) => Promise<unknown>, ordered: boolean): Promise<number> => {
   let next = 0
+  const lastOfKey = new Map<string, Promise<unknown>>()
   const started = performance.now()
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
-      while (next < total) await publish(next++)
+      for (;;) {
+        const message = rawMessages[next++]
+        if (message === undefined) return
+        if (!ordered || message.orderingKey === undefined) {
+          await publish(message)
+          continue
+        }
+        const key = `${message.partitionKey}/${message.orderingKey}`
+        const previous = lastOfKey.get(key)
+        const sent = previous === undefined ? publish(message) : previous.then(() => publish(message))
+        lastOfKey.set(key, sent)
+        await sent
+      }
     })
   )
   return total / ((performance.now() - started) / 1000)
@@ -108,16 +170,23 @@ const rawRound = async (publish: (n: number) => Promise<unknown>): Promise<numbe
 interface Figures {
   readonly relay: Array<number>
   readonly raw: Array<number>
+  readonly rawUnordered: Array<number>
+  readonly relayNoopSink: Array<number>
 }
 
-const measure = async (relay: () => Promise<number>, raw: () => Promise<number>): Promise<Figures> => {
-  const figures: Figures = { relay: [], raw: [] }
+/** A sink that accepts every record at once: the relay's own ceiling on this backlog (store and drainer). */
+const noopSink: Layer.Layer<Sink> = Layer.succeed(Sink, Sink.of({ send: () => Effect.void }))
+
+const measure = async (relay: () => Promise<number>, raw: (ordered: boolean) => Promise<number>): Promise<Figures> => {
+  const figures: Figures = { relay: [], raw: [], rawUnordered: [], relayNoopSink: [] }
   await relay() // untimed warm-up round
   for (let round = 0; round < rounds; round++) {
-    figures.raw.push(await raw())
+    figures.raw.push(await raw(true))
+    figures.rawUnordered.push(await raw(false))
     figures.relay.push(await relay())
+    figures.relayNoopSink.push(await relayRound(noopSink))
     console.log(
-      `round ${round + 1}/${rounds}: raw ${figures.raw.at(-1)?.toFixed(0)}/s, relay ${figures.relay.at(-1)?.toFixed(0)}/s`
+      `round ${round + 1}/${rounds}: raw ${figures.raw.at(-1)?.toFixed(0)}/s (unordered ${figures.rawUnordered.at(-1)?.toFixed(0)}/s), relay ${figures.relay.at(-1)?.toFixed(0)}/s (no-op sink ${figures.relayNoopSink.at(-1)?.toFixed(0)}/s)`
     )
   }
   return figures
@@ -126,20 +195,32 @@ const measure = async (relay: () => Promise<number>, raw: () => Promise<number>)
 const summary = (figures: Figures) => {
   const relay = Math.max(...figures.relay)
   const raw = Math.max(...figures.raw)
+  const rawUnordered = Math.max(...figures.rawUnordered)
   return {
     relayRecordsPerSecond: Math.round(relay),
     rawRecordsPerSecond: Math.round(raw),
     ratio: Number((relay / raw).toFixed(2)),
+    rawUnorderedRecordsPerSecond: Math.round(rawUnordered),
+    ratioVsUnordered: Number((relay / rawUnordered).toFixed(2)),
+    relayNoopSinkRecordsPerSecond: Math.round(Math.max(...figures.relayNoopSink)),
+    ceilingRatio: Number((Math.max(...figures.relayNoopSink) / raw).toFixed(2)),
     rounds: figures
   }
 }
+
+/** The headers the sinks add to every record. */
+const outboxHeaders = (message: RawMessage): Record<string, string> => ({
+  "Outbox-Partition": message.partitionKey,
+  "Outbox-Envelope-Id": message.envelopeId,
+  ...(message.orderingKey === undefined ? {} : { "Outbox-Ordering-Key": message.orderingKey })
+})
 
 const loadBefore = os.loadavg()[0] ?? 0
 
 console.log("NATS JetStream …")
 const nats = await startNats()
 const natsFigures = await (async () => {
-  const nc = await natsConnect({ servers: nats.url })
+  const nc = await natsConnect({ servers: nats.url, noAsyncTraces: true })
   try {
     const jsm = await nc.jetstreamManager()
     await jsm.streams.add({ name: "bench", subjects: ["bench.>"], duplicate_window: 120_000_000_000 })
@@ -147,10 +228,17 @@ const natsFigures = await (async () => {
     let base = 0
     return await measure(
       () => relayRound(NatsSink.layer({ servers: nats.url, subject: "bench.relay.{partitionKey}" })),
-      () => {
+      (ordered) => {
         base += total
         const offset = base
-        return rawRound((n) => js.publish(`bench.raw.p${n % 8}`, payload, { msgID: `raw-${offset + n}` }))
+        return rawRound((message) => {
+          const h = natsHeaders()
+          for (const [name, value] of Object.entries(outboxHeaders(message))) h.set(name, value)
+          return js.publish(`bench.raw.${message.partitionKey}`, payload, {
+            msgID: `raw-${offset + message.n}`,
+            headers: h
+          })
+        }, ordered)
       }
     )
   } finally {
@@ -169,9 +257,9 @@ const rabbitFigures = await (async () => {
     try {
       return await measure(
         () => relayRound(RabbitMqSink.layer({ url: rabbit.url, routingKey: "bench" })),
-        () =>
+        (ordered) =>
           rawRound(
-            (n) =>
+            (message) =>
               new Promise<void>((resolve, reject) =>
                 channel.publish(
                   "",
@@ -180,12 +268,13 @@ const rabbitFigures = await (async () => {
                   {
                     persistent: true,
                     mandatory: true,
-                    messageId: `raw-${n}`,
-                    headers: { "Outbox-Partition": `p${n % 8}` }
+                    messageId: `raw-${message.n}`,
+                    headers: outboxHeaders(message)
                   },
                   (error: unknown) => (error === null || error === undefined ? resolve() : reject(error))
                 )
-              )
+              ),
+            ordered
           )
       )
     } finally {

@@ -14,9 +14,9 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { connect, type JetStreamManager, type NatsConnection } from "nats"
-import { OutboxRecord } from "../src/domain/OutboxRecord.js"
+import { NewOutboxRecord, OutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as NatsSink from "../src/layers/sinks/NatsSink.js"
-import { keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
+import { disposeThrough, keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
 import { buildCli } from "./support/CliBundle.js"
 import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
 import { startNats } from "./support/NatsServer.js"
@@ -205,6 +205,63 @@ describe("NatsSink", { timeout: 120_000 }, () => {
           ),
         (server) => Effect.promise(() => server.dispose())
       )
+  )
+
+  it.live("permission denied on a subject is permanent: the record is dead-lettered or dropped per policy", () =>
+    Effect.acquireUseRelease(
+      Effect.promise(() =>
+        startNats({
+          config: [
+            "authorization {",
+            "  users = [",
+            '    { user: "admin", password: "admin-pw" }',
+            '    { user: "publisher", password: "pub-pw", permissions: { publish: { deny: ["forbidden.>"] } } }',
+            "  ]",
+            "}"
+          ].join("\n")
+        })
+      ),
+      (server) =>
+        Effect.gen(function* () {
+          const port = server.port
+          const admin = yield* Effect.acquireRelease(
+            Effect.promise(() => connect({ servers: server.url, user: "admin", pass: "admin-pw" })),
+            (nc) => Effect.promise(() => nc.close())
+          )
+          const jsm = yield* Effect.promise(() => admin.jetstreamManager())
+          yield* Effect.promise(() => jsm.streams.add({ name: "perm", subjects: ["allowed.>", "forbidden.>"] }))
+          const publisherUrl = `nats://publisher:pub-pw@127.0.0.1:${port}`
+          const sink = yield* NatsSink.make({ servers: publisherUrl, timeout: "2 seconds" })
+          yield* sink.send(record("ok1", "allowed.x"))
+          const denied = yield* Effect.flip(sink.send(record("no1", "forbidden.x")))
+          expect(denied).toMatchObject({ retryable: false, code: "permission-denied" })
+          expect(denied.message).toContain("forbidden.x")
+          expect(denied.message).not.toContain("pub-pw")
+
+          const forbidden = (id: string) =>
+            new NewOutboxRecord({
+              id,
+              partitionKey: `perm-${id}`,
+              envelopeId: `env-${id}`,
+              bindingId: "b",
+              payload: new TextEncoder().encode(id),
+              address: "forbidden.{partitionKey}"
+            })
+          const layer = NatsSink.layer({ servers: publisherUrl, timeout: "2 seconds" })
+          const deadLettered = yield* disposeThrough(layer, [forbidden("d1")], "dlq")
+          expect(deadLettered).toHaveLength(1)
+          expect(deadLettered[0]).toMatchObject({
+            recordId: "d1",
+            category: "permanent",
+            errorCode: "permission-denied",
+            address: "forbidden.{partitionKey}"
+          })
+          expect(yield* disposeThrough(layer, [forbidden("d2")], "drop")).toEqual([])
+          const info = yield* Effect.promise(() => jsm.streams.info("perm"))
+          expect(info.state.messages).toBe(1)
+        }).pipe(Effect.scoped),
+      (server) => Effect.promise(() => server.dispose())
+    )
   )
 
   it.effect("an invalid URL or an empty subject is refused as configuration", () =>

@@ -14,9 +14,9 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { OutboxRecord } from "../src/domain/OutboxRecord.js"
+import { NewOutboxRecord, OutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
-import { allCompleted, keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
+import { allCompleted, disposeThrough, keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
 import { buildCli } from "./support/CliBundle.js"
 import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
 import { startRabbitMq } from "./support/RabbitMqServer.js"
@@ -161,6 +161,60 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
       }).pipe(Effect.scoped)
   )
 
+  it.live("no confirm within the timeout (a memory alarm blocks publishers) is a transient timeout", () =>
+    Effect.gen(function* () {
+      const queue = yield* freshQueue()
+      const sink = yield* RabbitMqSink.make({ url: rabbit.url, timeout: "400 millis" })
+      yield* sink.send(record("t1", queue))
+      yield* Effect.acquireRelease(
+        Effect.sync(() => rabbit.ctl("set_vm_memory_high_watermark", "0")),
+        () => Effect.sync(() => rabbit.ctl("set_vm_memory_high_watermark", "0.4"))
+      )
+      const blocked = yield* Effect.flip(sink.send(record("t2", queue)))
+      expect(blocked).toMatchObject({ retryable: true, code: "timeout" })
+    }).pipe(Effect.scoped)
+  )
+
+  it.live("access refused (403) is permanent: the record is dead-lettered or dropped per policy", () =>
+    Effect.gen(function* () {
+      const queue = yield* freshQueue()
+      const exchange = `denied-${queue}`
+      yield* admin(async (channel) => {
+        await channel.assertExchange(exchange, "fanout", { durable: true })
+        await channel.bindQueue(queue, exchange, "")
+      })
+      const user = `limited-${queue}`
+      rabbit.ctl("add_user", user, "limited-pw")
+      // may publish to the default exchange only
+      rabbit.ctl("set_permissions", "-p", "/", user, ".*", "^amq\\.default$", ".*")
+      const url = rabbit.url.replace("guest:guest@", `${user}:limited-pw@`)
+      const sink = yield* RabbitMqSink.make({ url, timeout: "3 seconds" })
+      yield* sink.send(record("a1", queue))
+      const refused = yield* Effect.flip(sink.send(record("a2", `${exchange}/key`)))
+      expect(refused).toMatchObject({ retryable: false, code: "access-refused" })
+      expect(refused.message).toContain("ACCESS_REFUSED")
+      expect(refused.message).not.toContain("limited-pw")
+      // the channel closed by the broker is replaced: the next send goes through
+      yield* sink.send(record("a3", queue))
+
+      const denied = (id: string) =>
+        new NewOutboxRecord({
+          id,
+          partitionKey: `perm-${id}`,
+          envelopeId: `env-${id}`,
+          bindingId: "b",
+          payload: new TextEncoder().encode(id),
+          address: `${exchange}/key`
+        })
+      const layer = RabbitMqSink.layer({ url, timeout: "3 seconds" })
+      const deadLettered = yield* disposeThrough(layer, [denied("d1")], "dlq")
+      expect(deadLettered).toHaveLength(1)
+      expect(deadLettered[0]).toMatchObject({ recordId: "d1", category: "permanent", errorCode: "access-refused" })
+      expect(yield* disposeThrough(layer, [denied("d2")], "drop")).toEqual([])
+      expect((yield* drain(queue)).map((m) => m.id)).toEqual(["a1", "a3"])
+    }).pipe(Effect.scoped)
+  )
+
   it.live("the broker restarted mid-drain: nothing lost, per-key order held (first deliveries)", () =>
     Effect.gen(function* () {
       const queue = yield* freshQueue()
@@ -200,10 +254,13 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
         .join("\n")
       const enqueued = yield* Effect.promise(() => run(["enqueue", "--sqlite-file", file], input))
       expect(enqueued.code, enqueued.stderr).toBe(0)
+      const user = `cli-${queue}`
+      rabbit.ctl("add_user", user, "R-S3CRET-pw")
+      rabbit.ctl("set_permissions", "-p", "/", user, ".*", ".*", ".*")
       const relay = spawnCli([
         "relay",
         "rabbitmq",
-        rabbit.url,
+        rabbit.url.replace("guest:guest@", `${user}:R-S3CRET-pw@`),
         "--routing-key",
         queue,
         "--sqlite-file",
@@ -218,7 +275,7 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
       relay.kill("SIGTERM")
       expect(yield* Effect.promise(() => exited)).toBe(0)
       expect(output.stderr).toContain(`sink="rabbitmq amqp://***@127.0.0.1:${new URL(rabbit.url).port}"`)
-      expect(output.stderr).not.toContain(":guest@")
+      expect(output.stderr).not.toMatch(/S3CRET|cli-q-/)
       const seen = yield* drain(queue)
       expect(seen.map((m) => m.partition)).toEqual(["p", "p", "p", "p"])
     })

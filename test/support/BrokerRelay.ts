@@ -5,10 +5,13 @@
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schedule from "effect/Schedule"
+import type { DeadLetterEntry } from "../../src/domain/DeadLetterEntry.js"
 import { NewOutboxRecord } from "../../src/domain/OutboxRecord.js"
+import * as MemoryDeadLetterStore from "../../src/layers/memory/MemoryDeadLetterStore.js"
 import * as MemoryLeaseStore from "../../src/layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../../src/layers/memory/MemoryOutboxStore.js"
 import * as Relay from "../../src/programs/Relay.js"
+import { DeadLetterStore } from "../../src/services/DeadLetterStore.js"
 import { OutboxStore } from "../../src/services/OutboxStore.js"
 import type { Sink } from "../../src/services/Sink.js"
 
@@ -70,6 +73,43 @@ export const relayUntil = <E, E2, E3 = never>(
     }
     return left
   }).pipe(Effect.provide(Layer.mergeAll(MemoryOutboxStore.layer, MemoryLeaseStore.layer, sink)))
+
+/**
+ * Persists `records` (one partition) and runs a relay over the memory stores with `onPermanentFailure` =
+ * `policy` until none of them is pending or claimed; returns the dead-letter entries then.
+ */
+export const disposeThrough = <E>(
+  sink: Layer.Layer<Sink, E>,
+  records: ReadonlyArray<NewOutboxRecord>,
+  policy: "dlq" | "drop"
+): Effect.Effect<ReadonlyArray<DeadLetterEntry>, E> =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    yield* store.persist(records)
+    const partitions = Array.from(new Set(records.map((r) => r.partitionKey)))
+    yield* Effect.scoped(
+      Effect.gen(function* () {
+        yield* Relay.start({
+          owner: "broker-test",
+          discoveryInterval: "50 millis",
+          drainer: { onExpired: "drop", onPermanentFailure: policy, onPoison: "drop", idleBackoffMax: "100 millis" }
+        })
+        yield* allCompleted(partitions).pipe(
+          Effect.filterOrFail((ok) => ok),
+          Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("30 seconds")))
+        )
+      })
+    )
+    const deadLetters = yield* DeadLetterStore
+    return yield* deadLetters.list({})
+  }).pipe(
+    Effect.orDie,
+    Effect.provide(
+      Layer.mergeAll(MemoryDeadLetterStore.layer, MemoryLeaseStore.layer, sink).pipe(
+        Layer.provideMerge(MemoryOutboxStore.layer)
+      )
+    )
+  )
 
 /** Whether every record of these partitions is completed (none pending or claimed). */
 export const allCompleted = (partitions: ReadonlyArray<string>) =>

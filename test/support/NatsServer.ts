@@ -35,9 +35,20 @@ export interface NatsServer {
   readonly dispose: () => Promise<void>
 }
 
-const launch = (port: number, storeDir: string): Promise<ChildProcess> =>
+/** Options of {@link startNats}. */
+export interface NatsOptions {
+  /**
+   * A server configuration (nats-server's own format, e.g. `authorization { users = [...] }`), written to a
+   * file in the store directory and passed with `-c`; the command-line flags (JetStream, store directory,
+   * loopback address, port) still apply.
+   */
+  readonly config?: string | undefined
+}
+
+const launch = (port: number, storeDir: string, configFile: string | undefined): Promise<ChildProcess> =>
   new Promise((resolve, reject) => {
-    const child = spawn("nats-server", ["-js", "-sd", storeDir, "-a", "127.0.0.1", "-p", String(port)], {
+    const config = configFile === undefined ? [] : ["-c", configFile]
+    const child = spawn("nats-server", [...config, "-js", "-sd", storeDir, "-a", "127.0.0.1", "-p", String(port)], {
       stdio: ["ignore", "pipe", "pipe"]
     })
     let output = ""
@@ -74,10 +85,12 @@ const terminate = async (child: ChildProcess): Promise<void> => {
 }
 
 /** Starts a NATS server with JetStream on a free loopback port and a fresh store directory. */
-export const startNats = async (): Promise<NatsServer> => {
+export const startNats = async (options: NatsOptions = {}): Promise<NatsServer> => {
   const port = await freePort()
   const storeDir = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-nats-"))
-  let child = await launch(port, storeDir)
+  const configFile = options.config === undefined ? undefined : path.join(storeDir, "server.conf")
+  if (configFile !== undefined) fs.writeFileSync(configFile, options.config ?? "")
+  let child = await launch(port, storeDir, configFile)
   const stop = () => terminate(child)
   return {
     url: `nats://127.0.0.1:${port}`,
@@ -86,7 +99,7 @@ export const startNats = async (): Promise<NatsServer> => {
     stop,
     restart: async () => {
       await stop()
-      child = await launch(port, storeDir)
+      child = await launch(port, storeDir, configFile)
     },
     dispose: async () => {
       await stop()

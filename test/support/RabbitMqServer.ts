@@ -23,6 +23,8 @@ export interface RabbitMqServer {
   readonly stopApp: () => void
   /** `rabbitmqctl start_app`. */
   readonly startApp: () => void
+  /** Runs `rabbitmqctl -n <node> <args>` (e.g. `add_user`, `set_permissions`); throws when it fails. */
+  readonly ctl: (...args: ReadonlyArray<string>) => void
   /** Stops the node, its epmd, and removes the data directory. */
   readonly dispose: () => Promise<void>
 }
@@ -103,6 +105,7 @@ export const startRabbitMq = async (): Promise<RabbitMqServer> => {
     node,
     stopApp: () => ctl("stop_app"),
     startApp: () => ctl("start_app"),
+    ctl,
     dispose
   }
 }

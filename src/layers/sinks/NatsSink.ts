@@ -128,6 +128,8 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
           waitOnFirstConnect: true,
           maxReconnectAttempts: -1,
           reconnectTimeWait: 250,
+          // no stack capture per request: a publish error is classified by its code, never by its trace
+          noAsyncTraces: true,
           ...auth
         })
       ),
@@ -198,18 +200,9 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
       }
       return Effect.tryPromise({
         try: () =>
-          Promise.resolve().then(() =>
-            js.publish(subject, record.payload, {
-              msgID: record.id,
-              headers: headersOf(record),
-              timeout: timeoutMillis
-            })
-          ),
+          js.publish(subject, record.payload, { msgID: record.id, headers: headersOf(record), timeout: timeoutMillis }),
         catch: (error) => error
-      }).pipe(
-        Effect.catchAll((error) => classify(error, subject)),
-        Effect.asVoid
-      )
+      }).pipe(Effect.matchEffect({ onFailure: (error) => classify(error, subject), onSuccess: () => Effect.void }))
     }
     return Sink.of({ send })
   })

@@ -9,7 +9,8 @@
  * - Headers: the record's headers plus `Outbox-Partition`, `Outbox-Ordering-Key` (when set) and
  *   `Outbox-Envelope-Id`.
  * - Permanent: a returned (unroutable) message, a missing exchange (404), access refused (403).
- *   Transient: a nack, a closed channel or connection, no confirm within `timeout`, a failed connect.
+ *   Transient: a nack, a closed channel or connection, no confirm within `timeout` (found by a sweep every
+ *   quarter of it, so the wait may run up to a quarter over), a failed connect.
  * - One connection per layer, opened on first use and re-opened after a loss with exponential back-off
  *   (100 ms doubling up to 5 s; sends during the back-off fail at once as transient). Credentials in the
  *   URL are passed to the client as options and appear in logs only redacted.
@@ -22,6 +23,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { type ChannelModel, type ConfirmChannel, connect, type Message } from "amqplib"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
@@ -145,8 +147,7 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
     const transient = (code: string, message: string) =>
       new SendError({ retryable: true, code, message: `RabbitMQ ${broker.redacted}: ${message}` })
 
-    const channel: Effect.Effect<Live, SendError> = Effect.gen(function* () {
-      if (state.live !== undefined && !state.live.closed) return state.live
+    const reconnect: Effect.Effect<Live, SendError> = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
       if (now < state.retryAt) return yield* transient("reconnecting", "connection lost; reconnecting after back-off")
       return yield* Effect.tryPromise({ try: open, catch: (error) => error }).pipe(
@@ -187,6 +188,66 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
       return transient(nack ? "nack" : "channel-closed", close?.message ?? messageOf(error))
     }
 
+    const timeoutMillis = Duration.toMillis(timeout)
+    const clock = yield* Effect.clock
+    /** Publishes awaiting their confirm, each with its deadline; one sweep fails the overdue ones. */
+    const awaiting = new Set<{ readonly deadline: number; readonly expire: () => void }>()
+    const sweep = Effect.sync(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      for (const entry of awaiting) if (entry.deadline <= now) entry.expire()
+    })
+    yield* Effect.forkScoped(
+      Effect.repeat(sweep, Schedule.spaced(Duration.millis(Math.max(10, Math.floor(timeoutMillis / 4)))))
+    )
+
+    /** One publish awaiting its confirm (or its deadline, found by the sweep). */
+    const publish = (
+      live: Live,
+      record: OutboxRecord,
+      target: { readonly exchange: string; readonly routingKey: string },
+      headers: Record<string, string>
+    ): Effect.Effect<void, SendError> =>
+      Effect.async<void, SendError>((resume) => {
+        returned.delete(record.id)
+        const entry = {
+          deadline: clock.unsafeCurrentTimeMillis() + timeoutMillis,
+          expire: () => settle(Effect.fail(transient("timeout", `no confirm within ${Duration.format(timeout)}`)))
+        }
+        const settle = (result: Effect.Effect<void, SendError>) => {
+          if (awaiting.delete(entry)) resume(result)
+        }
+        awaiting.add(entry)
+        try {
+          live.channel.publish(
+            target.exchange,
+            target.routingKey,
+            Buffer.from(record.payload),
+            { persistent: true, mandatory: true, messageId: record.id, headers },
+            (error: unknown) => {
+              if (error !== null && error !== undefined) return settle(Effect.fail(closedError(live, error)))
+              if (returned.delete(record.id)) {
+                return settle(
+                  Effect.fail(
+                    new SendError({
+                      retryable: false,
+                      code: "unroutable",
+                      message: `no queue is bound for routing key ${target.routingKey} on exchange ${JSON.stringify(target.exchange)}`
+                    })
+                  )
+                )
+              }
+              settle(Effect.void)
+            }
+          )
+        } catch (error) {
+          drop(live)
+          settle(Effect.fail(closedError(live, error)))
+        }
+        return Effect.sync(() => {
+          awaiting.delete(entry)
+        })
+      })
+
     const send = (record: OutboxRecord): Effect.Effect<void, SendError> => {
       const target = targetFor(record, exchange, options.routingKey)
       if (target === undefined) {
@@ -200,42 +261,12 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
         "Outbox-Envelope-Id": record.envelopeId
       }
       if (Option.isSome(record.orderingKey)) headers["Outbox-Ordering-Key"] = record.orderingKey.value
-      return Effect.flatMap(channel, (live) =>
-        Effect.async<void, SendError>((resume) => {
-          returned.delete(record.id)
-          try {
-            live.channel.publish(
-              target.exchange,
-              target.routingKey,
-              Buffer.from(record.payload),
-              { persistent: true, mandatory: true, messageId: record.id, headers },
-              (error: unknown) => {
-                if (error !== null && error !== undefined) return resume(Effect.fail(closedError(live, error)))
-                if (returned.delete(record.id)) {
-                  return resume(
-                    Effect.fail(
-                      new SendError({
-                        retryable: false,
-                        code: "unroutable",
-                        message: `no queue is bound for routing key ${target.routingKey} on exchange ${JSON.stringify(target.exchange)}`
-                      })
-                    )
-                  )
-                }
-                resume(Effect.void)
-              }
-            )
-          } catch (error) {
-            drop(live)
-            resume(Effect.fail(closedError(live, error)))
-          }
-        }).pipe(
-          Effect.timeoutFail({
-            duration: timeout,
-            onTimeout: () => transient("timeout", `no confirm within ${Duration.format(timeout)}`)
-          })
-        )
-      )
+      return Effect.suspend(() => {
+        const live = state.live
+        return live !== undefined && !live.closed
+          ? publish(live, record, target, headers)
+          : Effect.flatMap(reconnect, (fresh) => publish(fresh, record, target, headers))
+      })
     }
     return Sink.of({ send })
   })
