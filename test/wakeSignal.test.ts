@@ -110,6 +110,47 @@ describe("WakeSignal (memory, TestClock)", () => {
     }).pipe(Effect.provide(Layer.merge(stores, handDriven)))
   )
 
+  it.effect("a persist that commits while the claim after a busy cycle runs wakes the drainer (no pause)", () =>
+    Effect.gen(function* () {
+      const p = "wake-during-claim"
+      const sink = yield* MemorySink.MemorySink
+      yield* (yield* OutboxStore).persist([rec(p, "r1")])
+      const fiber = yield* idleDrainer(p)
+      yield* until(Effect.map(sink.deliveredIds, (ids) => ids.length === 2))
+      expect(yield* sink.deliveredIds).toEqual(["r1", "r2"])
+      expect(yield* Clock.currentTimeMillis).toBe(0)
+      yield* Fiber.interrupt(fiber)
+    }).pipe(
+      Effect.provide(
+        Layer.merge(
+          Layer.effect(
+            OutboxStore,
+            Effect.gen(function* () {
+              const inner = yield* OutboxStore
+              const control = yield* WakeControl
+              let injected = false
+              // the first claim that finds nothing: r2 is persisted and signalled after its read, as a
+              // producer committing while that claim runs
+              return OutboxStore.of({
+                ...inner,
+                claim: (partitionKey, token, limit) =>
+                  Effect.tap(inner.claim(partitionKey, token, limit), (batch) => {
+                    if (batch.records.length > 0 || injected) return Effect.void
+                    injected = true
+                    return Effect.zipRight(
+                      Effect.orDie(inner.persist([rec(partitionKey, "r2")])),
+                      control.signal(partitionKey)
+                    )
+                  })
+              })
+            })
+          ),
+          Layer.merge(MemoryLeaseStore.layer, MemorySink.layer)
+        ).pipe(Layer.provideMerge(Layer.merge(MemoryOutboxStore.layer, handDriven)))
+      )
+    )
+  )
+
   it.effect("a signal for another partition does not end the pause", () =>
     Effect.gen(function* () {
       const p = "wake-other"

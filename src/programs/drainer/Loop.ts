@@ -82,8 +82,9 @@ export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
     const idle = yield* Schedule.driver(idleSchedule(config))
     const pause = idle.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(config.idleBackoffMax)))
     const wake = instance.wake
-    // while idle, the wait for a signal starts before the claim, so a persist between an empty claim and
-    // the pause is not missed
+    // the wait for a signal starts before the claim that may come back empty (armed after every cycle
+    // that made progress, and again after every pause), so a persist committed while that claim runs is
+    // not missed; a signal that fired meanwhile only costs one more claim
     let armed: Fiber.RuntimeFiber<void> | undefined
     const lastPauseLog = { at: Number.NEGATIVE_INFINITY }
     const idlePause: Effect.Effect<void> =
@@ -95,11 +96,16 @@ export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
             const woken = yield* Effect.raceFirst(Effect.as(pause, false), Effect.as(Fiber.await(signal), true))
             if (woken) armed = undefined
           })
-    const disarm = Effect.suspend(() => {
-      const signal = armed
-      armed = undefined
-      return signal === undefined ? Effect.void : Fiber.interruptFork(signal)
-    })
+    const arm: Effect.Effect<void> =
+      wake === undefined
+        ? Effect.void
+        : Effect.suspend(() =>
+            armed === undefined
+              ? Effect.map(Effect.fork(wake.awaitWork(config.partitionKey)), (signal) => {
+                  armed = signal
+                })
+              : Effect.void
+          )
     for (;;) {
       // a cycle against an in-memory store and sink never leaves the microtask queue; give the event
       // loop a turn so that timers (lease renewals, sleeps of other fibers) are not starved
@@ -117,7 +123,7 @@ export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
       }
       if (progressed) {
         yield* idle.reset
-        yield* disarm
+        yield* arm
       } else if (result.claimed === 0) yield* idlePause
       else if (result.deferred + result.leftClaimed > 0) yield* pause
     }
