@@ -1,7 +1,7 @@
 /**
  * Benchmark of the PostgreSQL backend (run: `npx tsx bench/postgres.ts`, `--quick` for a short run;
- * `--only=relay` or `--only=processes` runs those rounds alone and prints them without writing results, for
- * profiling).
+ * `--only=relay`, `--only=processes` or `--only=wake` runs those rounds alone and prints them without writing
+ * results, for profiling).
  *
  * Starts its own server (test/support/PostgresServer.ts: loopback, `fsync` on, so every commit is an
  * fsync). In the same process and run, a raw `pg` baseline issues the very same statements
@@ -58,8 +58,8 @@ const records = quick ? 3_000 : 10_000
 const rounds = quick ? 1 : 3
 const latencySamples = quick ? 30 : 100
 /**
- * `--only=relay` / `--only=processes` runs the relay rounds / the process rounds alone and prints them without
- * writing results (for profiling).
+ * `--only=relay` / `--only=processes` / `--only=wake` runs the relay rounds / the process rounds / the wake-up
+ * latency runs alone and prints them without writing results (for profiling).
  */
 const only = process.argv.find((arg) => arg.startsWith("--only="))?.slice("--only=".length)
 const relayRecords = quick ? 6_000 : 20_000
@@ -638,6 +638,13 @@ const main = async (): Promise<void> => {
       const processes = await processRounds(url, client, backlogRaw, processRecords, processRoundCount)
       console.log(JSON.stringify({ ratio: processes.ratio, ratioPerRound: processes.ratioPerRound }))
       await backlogRaw.end()
+      await client.close()
+      return
+    }
+    if (only === "wake") {
+      const client = await sharedClient(url, 8)
+      console.log("wake-up latency with PostgresWakeSignal", await wakeLatency(client, true, wakeRate, wakeSeconds))
+      console.log("wake-up latency polling only", await wakeLatency(client, false, wakeRate, wakeSeconds))
       await client.close()
       return
     }
