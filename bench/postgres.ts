@@ -65,7 +65,7 @@ const only = process.argv.find((arg) => arg.startsWith("--only="))?.slice("--onl
 const relayRecords = quick ? 6_000 : 20_000
 const relayRoundCount = quick ? 2 : 5
 const processRecords = quick ? 6_000 : 16_000
-const processRoundCount = quick ? 1 : 3
+const processRoundCount = quick ? 1 : 5
 /** Records each relay process drains untimed before its round (see bench/postgresRelayWorker.ts). */
 const workerWarmUpRecords = quick ? 2_000 : 4_000
 const wakeRate = 100
