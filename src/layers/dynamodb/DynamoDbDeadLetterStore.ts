@@ -204,11 +204,220 @@ interface Cursor {
 
 const noCursor: Cursor = { cursor: undefined }
 
+/** What the storage steps work against: the client, the table and the paging and concurrency settings. */
 interface Resolved {
+  readonly dynamo: DynamoDbService
   readonly tableName: string
   readonly pageSize: number | undefined
   readonly concurrency: number
 }
+
+const shards = Array.from({ length: DeadLetterTable.Shards }, (_, shard) => shard)
+
+/** The pages of one shard of a plan, as a stream of raw items. */
+const shardItems = (
+  resolved: Resolved,
+  operation: string,
+  plan: Plan,
+  shard: number,
+  extra: { readonly limit?: number | undefined; readonly projection?: string | undefined }
+): Stream.Stream<Item, StoreUnavailable> => {
+  const keyCondition = `#hash = :hash${plan.range.expression}`
+  const pageLimit = resolved.pageSize ?? extra.limit
+  return Stream.paginateChunkEffect(noCursor, ({ cursor }) =>
+    resolved.dynamo
+      .query({
+        TableName: resolved.tableName,
+        IndexName: plan.index,
+        KeyConditionExpression: keyCondition,
+        ...(plan.filterExpression !== undefined ? { FilterExpression: plan.filterExpression } : {}),
+        ...(extra.projection !== undefined ? { ProjectionExpression: extra.projection } : {}),
+        ExpressionAttributeNames: {
+          "#hash": plan.hashAttribute,
+          ...namesFor(keyCondition, plan.filterExpression, extra.projection)
+        },
+        ExpressionAttributeValues: {
+          ":hash": { S: plan.hashKey(shard) },
+          ...plan.range.values,
+          ...plan.filterValues
+        },
+        ScanIndexForward: true,
+        ...(pageLimit !== undefined ? { Limit: pageLimit } : {}),
+        ...(cursor !== undefined ? { ExclusiveStartKey: cursor } : {})
+      })
+      .pipe(
+        StoreUnavailable.refail(operation),
+        Effect.map(
+          (output: QueryCommandOutput) =>
+            [
+              Chunk.fromIterable(output.Items ?? []),
+              Option.map(Option.fromNullable(output.LastEvaluatedKey), (next): Cursor => ({ cursor: next }))
+            ] as const
+        )
+      )
+  )
+}
+
+/** The entries matching a selection, including its oldest `limit` (every shard's first `limit`). */
+const select = (
+  resolved: Resolved,
+  operation: string,
+  selection: DeadLetterStore.Selection
+): Effect.Effect<Array<DeadLetterEntry>, StoreUnavailable> =>
+  Effect.gen(function* () {
+    const limit = selection.limit
+    const plan = planOf(selection)
+    const finite = Number.isFinite(limit)
+    const perShard = yield* Effect.forEach(
+      shards,
+      (shard) => {
+        const entries = Stream.mapChunksEffect(
+          shardItems(resolved, operation, plan, shard, { limit: finite ? Math.min(limit + 1, 1000) : undefined }),
+          (items) => Effect.map(decodeItems(operation, Chunk.toReadonlyArray(items)), Chunk.unsafeFromArray)
+        )
+        if (!finite) return Stream.runCollect(entries)
+        // The shard's first `limit` entries, then every further one of the same millisecond as the last
+        // of them: the index orders ids within a millisecond by bytes, the result by `byAge`.
+        return Stream.runCollect(
+          Stream.suspend(() => {
+            let taken = 0
+            let boundary = 0
+            return Stream.takeWhile(entries, (entry) => {
+              const millis = DateTime.toEpochMillis(entry.failedAt)
+              if (taken < limit) {
+                taken++
+                boundary = millis
+                return true
+              }
+              return millis === boundary
+            })
+          })
+        )
+      },
+      { concurrency: "unbounded" }
+    )
+    return perShard.flatMap((chunk) => Chunk.toArray(chunk))
+  })
+
+const insert = (
+  resolved: Resolved,
+  entry: DeadLetterEntry
+): Effect.Effect<boolean, InvalidRecord | StoreUnavailable> => {
+  const problem = DeadLetterTable.keyProblem(entry)
+  if (problem !== undefined) {
+    return Effect.fail(
+      new InvalidRecord({ index: 0, recordId: entry.recordId, partitionKey: entry.partitionKey, reason: problem })
+    )
+  }
+  return resolved.dynamo
+    .putItem({
+      TableName: resolved.tableName,
+      Item: DeadLetterTable.encode(entry),
+      ConditionExpression: "attribute_not_exists(#id)",
+      ExpressionAttributeNames: { "#id": "entry_id" }
+    })
+    .pipe(
+      Effect.as(true),
+      Effect.catchIf(isConditionFailure, () => Effect.succeed(false)),
+      Effect.mapError((error): InvalidRecord | StoreUnavailable =>
+        error.kind === "Validation"
+          ? new InvalidRecord({
+              index: 0,
+              recordId: entry.recordId,
+              partitionKey: entry.partitionKey,
+              reason: `DynamoDB rejected dead-letter entry ${entry.id}: ${error.detail}`
+            })
+          : StoreUnavailable.wrap("write")(error)
+      )
+    )
+}
+
+const readEntry = (
+  resolved: Resolved,
+  operation: string,
+  id: string
+): Effect.Effect<DeadLetterEntry | undefined, StoreUnavailable> =>
+  resolved.dynamo.getItem({ TableName: resolved.tableName, Key: { entry_id: { S: id } }, ConsistentRead: true }).pipe(
+    StoreUnavailable.refail(operation),
+    Effect.flatMap((output) => {
+      if (output.Item === undefined) return Effect.succeed(undefined)
+      return Either.match(DeadLetterTable.decode(output.Item), {
+        onLeft: (reason) => Effect.fail(new StoreUnavailable({ operation, cause: new Error(reason) })),
+        onRight: (decoded) => Effect.succeed(decoded)
+      })
+    })
+  )
+
+/** Deletes one entry; `true` when it existed. */
+const deleteOne = (resolved: Resolved, operation: string, id: string): Effect.Effect<boolean, StoreUnavailable> =>
+  resolved.dynamo
+    .deleteItem({ TableName: resolved.tableName, Key: { entry_id: { S: id } }, ReturnValues: "ALL_OLD" })
+    .pipe(
+      Effect.map((output) => output.Attributes !== undefined),
+      StoreUnavailable.refail(operation)
+    )
+
+/** Deletes one entry if it still matches the filter; `true` when it did. */
+const deleteMatching = (
+  resolved: Resolved,
+  operation: string,
+  id: string,
+  condition: Expression
+): Effect.Effect<boolean, StoreUnavailable> =>
+  resolved.dynamo
+    .deleteItem({
+      TableName: resolved.tableName,
+      Key: { entry_id: { S: id } },
+      ConditionExpression: condition.expression,
+      ExpressionAttributeNames: namesFor(condition.expression),
+      ExpressionAttributeValues: condition.values
+    })
+    .pipe(
+      Effect.as(true),
+      Effect.catchIf(isConditionFailure, () => Effect.succeed(false)),
+      StoreUnavailable.refail(operation)
+    )
+
+const countTrue = (results: ReadonlyArray<boolean>): number => results.filter((deleted) => deleted).length
+
+/** Deletes the entries matching a selection: its oldest `limit` when limited, else every one the index shows. */
+const removeWhere = (
+  resolved: Resolved,
+  operation: string,
+  selection: DeadLetterStore.Selection
+): Effect.Effect<number, StoreUnavailable> =>
+  Effect.gen(function* () {
+    const condition = matchCondition(selection)
+    if (Number.isFinite(selection.limit)) {
+      const oldest = (yield* select(resolved, operation, selection))
+        .sort(DeadLetterStore.byAge)
+        .slice(0, selection.limit)
+      const deleted = yield* Effect.forEach(
+        oldest,
+        (entry) => deleteMatching(resolved, operation, entry.id, condition),
+        { concurrency: resolved.concurrency }
+      )
+      return countTrue(deleted)
+    }
+    const plan = planOf(selection)
+    const perShardConcurrency = Math.max(1, Math.ceil(resolved.concurrency / DeadLetterTable.Shards))
+    const counts = yield* Effect.forEach(
+      shards,
+      (shard) =>
+        shardItems(resolved, operation, plan, shard, { projection: "#id" }).pipe(
+          Stream.mapEffect(
+            (item) => {
+              const id = item["entry_id"]?.S
+              return id === undefined ? Effect.succeed(false) : deleteMatching(resolved, operation, id, condition)
+            },
+            { concurrency: perShardConcurrency }
+          ),
+          Stream.runFold(0, (total, deleted) => (deleted ? total + 1 : total))
+        ),
+      { concurrency: "unbounded" }
+    )
+    return counts.reduce((a, b) => a + b, 0)
+  })
 
 /**
  * Builds the store over a table that is known to match the layout (see {@link make} for the checks) and
@@ -226,217 +435,26 @@ export const fromServices = (
   }
 ): DeadLetterStore.DeadLetterStoreService => {
   const resolved: Resolved = {
+    dynamo,
     tableName: options.tableName,
     pageSize: options.pageSize,
     concurrency: Math.max(1, Math.floor(options.concurrency ?? 16))
   }
-  const { tableName } = resolved
-
-  /** The pages of one shard of a plan, as a stream of raw items. */
-  const shardItems = (
-    operation: string,
-    plan: Plan,
-    shard: number,
-    extra: { readonly limit?: number | undefined; readonly projection?: string | undefined }
-  ): Stream.Stream<Item, StoreUnavailable> => {
-    const keyCondition = `#hash = :hash${plan.range.expression}`
-    const pageLimit = resolved.pageSize ?? extra.limit
-    return Stream.paginateChunkEffect(noCursor, ({ cursor }) =>
-      dynamo
-        .query({
-          TableName: tableName,
-          IndexName: plan.index,
-          KeyConditionExpression: keyCondition,
-          ...(plan.filterExpression !== undefined ? { FilterExpression: plan.filterExpression } : {}),
-          ...(extra.projection !== undefined ? { ProjectionExpression: extra.projection } : {}),
-          ExpressionAttributeNames: {
-            "#hash": plan.hashAttribute,
-            ...namesFor(keyCondition, plan.filterExpression, extra.projection)
-          },
-          ExpressionAttributeValues: {
-            ":hash": { S: plan.hashKey(shard) },
-            ...plan.range.values,
-            ...plan.filterValues
-          },
-          ScanIndexForward: true,
-          ...(pageLimit !== undefined ? { Limit: pageLimit } : {}),
-          ...(cursor !== undefined ? { ExclusiveStartKey: cursor } : {})
-        })
-        .pipe(
-          StoreUnavailable.refail(operation),
-          Effect.map(
-            (output: QueryCommandOutput) =>
-              [
-                Chunk.fromIterable(output.Items ?? []),
-                Option.map(Option.fromNullable(output.LastEvaluatedKey), (next): Cursor => ({ cursor: next }))
-              ] as const
-          )
-        )
-    )
-  }
-
-  const shards = Array.from({ length: DeadLetterTable.Shards }, (_, shard) => shard)
-
-  /** The entries matching a selection, including its oldest `limit` (every shard's first `limit`). */
-  const select = (
-    operation: string,
-    selection: DeadLetterStore.Selection
-  ): Effect.Effect<Array<DeadLetterEntry>, StoreUnavailable> =>
-    Effect.gen(function* () {
-      const limit = selection.limit
-      const plan = planOf(selection)
-      const finite = Number.isFinite(limit)
-      const perShard = yield* Effect.forEach(
-        shards,
-        (shard) => {
-          const entries = Stream.mapChunksEffect(
-            shardItems(operation, plan, shard, { limit: finite ? Math.min(limit + 1, 1000) : undefined }),
-            (items) => Effect.map(decodeItems(operation, Chunk.toReadonlyArray(items)), Chunk.unsafeFromArray)
-          )
-          if (!finite) return Stream.runCollect(entries)
-          // The shard's first `limit` entries, then every further one of the same millisecond as the last
-          // of them: the index orders ids within a millisecond by bytes, the result by `byAge`.
-          return Stream.runCollect(
-            Stream.suspend(() => {
-              let taken = 0
-              let boundary = 0
-              return Stream.takeWhile(entries, (entry) => {
-                const millis = DateTime.toEpochMillis(entry.failedAt)
-                if (taken < limit) {
-                  taken++
-                  boundary = millis
-                  return true
-                }
-                return millis === boundary
-              })
-            })
-          )
-        },
-        { concurrency: "unbounded" }
-      )
-      return perShard.flatMap((chunk) => Chunk.toArray(chunk))
-    })
-
-  const insert = (entry: DeadLetterEntry): Effect.Effect<boolean, InvalidRecord | StoreUnavailable> => {
-    const problem = DeadLetterTable.keyProblem(entry)
-    if (problem !== undefined) {
-      return Effect.fail(
-        new InvalidRecord({ index: 0, recordId: entry.recordId, partitionKey: entry.partitionKey, reason: problem })
-      )
-    }
-    return dynamo
-      .putItem({
-        TableName: tableName,
-        Item: DeadLetterTable.encode(entry),
-        ConditionExpression: "attribute_not_exists(#id)",
-        ExpressionAttributeNames: { "#id": "entry_id" }
-      })
-      .pipe(
-        Effect.as(true),
-        Effect.catchIf(isConditionFailure, () => Effect.succeed(false)),
-        Effect.mapError((error): InvalidRecord | StoreUnavailable =>
-          error.kind === "Validation"
-            ? new InvalidRecord({
-                index: 0,
-                recordId: entry.recordId,
-                partitionKey: entry.partitionKey,
-                reason: `DynamoDB rejected dead-letter entry ${entry.id}: ${error.detail}`
-              })
-            : StoreUnavailable.wrap("write")(error)
-        )
-      )
-  }
-
-  const readEntry = (operation: string, id: string): Effect.Effect<DeadLetterEntry | undefined, StoreUnavailable> =>
-    dynamo.getItem({ TableName: tableName, Key: { entry_id: { S: id } }, ConsistentRead: true }).pipe(
-      StoreUnavailable.refail(operation),
-      Effect.flatMap((output) => {
-        if (output.Item === undefined) return Effect.succeed(undefined)
-        return Either.match(DeadLetterTable.decode(output.Item), {
-          onLeft: (reason) => Effect.fail(new StoreUnavailable({ operation, cause: new Error(reason) })),
-          onRight: (decoded) => Effect.succeed(decoded)
-        })
-      })
-    )
-
-  /** Deletes one entry; `true` when it existed. */
-  const deleteOne = (operation: string, id: string): Effect.Effect<boolean, StoreUnavailable> =>
-    dynamo.deleteItem({ TableName: tableName, Key: { entry_id: { S: id } }, ReturnValues: "ALL_OLD" }).pipe(
-      Effect.map((output) => output.Attributes !== undefined),
-      StoreUnavailable.refail(operation)
-    )
-
-  /** Deletes one entry if it still matches the filter; `true` when it did. */
-  const deleteMatching = (
-    operation: string,
-    id: string,
-    condition: Expression
-  ): Effect.Effect<boolean, StoreUnavailable> =>
-    dynamo
-      .deleteItem({
-        TableName: tableName,
-        Key: { entry_id: { S: id } },
-        ConditionExpression: condition.expression,
-        ExpressionAttributeNames: namesFor(condition.expression),
-        ExpressionAttributeValues: condition.values
-      })
-      .pipe(
-        Effect.as(true),
-        Effect.catchIf(isConditionFailure, () => Effect.succeed(false)),
-        StoreUnavailable.refail(operation)
-      )
-
-  const countTrue = (results: ReadonlyArray<boolean>): number => results.filter((deleted) => deleted).length
-
-  /** Deletes the entries matching a selection: its oldest `limit` when limited, else every one the index shows. */
-  const removeWhere = (
-    operation: string,
-    selection: DeadLetterStore.Selection
-  ): Effect.Effect<number, StoreUnavailable> =>
-    Effect.gen(function* () {
-      const condition = matchCondition(selection)
-      if (Number.isFinite(selection.limit)) {
-        const oldest = (yield* select(operation, selection)).sort(DeadLetterStore.byAge).slice(0, selection.limit)
-        const deleted = yield* Effect.forEach(oldest, (entry) => deleteMatching(operation, entry.id, condition), {
-          concurrency: resolved.concurrency
-        })
-        return countTrue(deleted)
-      }
-      const plan = planOf(selection)
-      const perShardConcurrency = Math.max(1, Math.ceil(resolved.concurrency / DeadLetterTable.Shards))
-      const counts = yield* Effect.forEach(
-        shards,
-        (shard) =>
-          shardItems(operation, plan, shard, { projection: "#id" }).pipe(
-            Stream.mapEffect(
-              (item) => {
-                const id = item["entry_id"]?.S
-                return id === undefined ? Effect.succeed(false) : deleteMatching(operation, id, condition)
-              },
-              { concurrency: perShardConcurrency }
-            ),
-            Stream.runFold(0, (total, deleted) => (deleted ? total + 1 : total))
-          ),
-        { concurrency: "unbounded" }
-      )
-      return counts.reduce((a, b) => a + b, 0)
-    })
-
   return DeadLetterStore.make(
     {
-      insert,
+      insert: (entry) => insert(resolved, entry),
       get: (operation, ids) =>
         Effect.map(
-          Effect.forEach(ids, (id) => readEntry(operation, id), { concurrency: resolved.concurrency }),
+          Effect.forEach(ids, (id) => readEntry(resolved, operation, id), { concurrency: resolved.concurrency }),
           (found) => found.filter((entry) => entry !== undefined)
         ),
-      select: (selection) => select("list", selection),
+      select: (selection) => select(resolved, "list", selection),
       remove: (operation, ids) =>
         Effect.map(
-          Effect.forEach(ids, (id) => deleteOne(operation, id), { concurrency: resolved.concurrency }),
+          Effect.forEach(ids, (id) => deleteOne(resolved, operation, id), { concurrency: resolved.concurrency }),
           countTrue
         ),
-      removeWhere,
+      removeWhere: (operation, selection) => removeWhere(resolved, operation, selection),
       redriveScope: (redrive) => redrive
     },
     outbox

@@ -84,6 +84,41 @@ const codeOf = (error: unknown): number | undefined =>
 
 const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
+/** amqplib's connection options for a parsed URL (guest/guest and vhost `/` when the URL names none). */
+const connectOptionsOf = (broker: BrokerUrl.BrokerUrl) => ({
+  protocol: broker.url.protocol.slice(0, -1),
+  hostname: broker.url.hostname,
+  port: broker.url.port === "" ? (broker.url.protocol === "amqps:" ? 5671 : 5672) : Number(broker.url.port),
+  username: Option.getOrElse(broker.username, () => "guest"),
+  password: Option.getOrElse(broker.password, () => "guest"),
+  vhost: broker.url.pathname.length > 1 ? decodeURIComponent(broker.url.pathname.slice(1)) : "/",
+  heartbeat: 10
+})
+
+const transientError = (broker: BrokerUrl.BrokerUrl, code: string, message: string): SendError =>
+  new SendError({ retryable: true, code, message: `RabbitMQ ${broker.redacted}: ${message}` })
+
+/** The broker returned a mandatory message: no queue is bound for its routing key (permanent). */
+const unroutable = (target: { readonly exchange: string; readonly routingKey: string }): SendError =>
+  new SendError({
+    retryable: false,
+    code: "unroutable",
+    message: `no queue is bound for routing key ${target.routingKey} on exchange ${JSON.stringify(target.exchange)}`
+  })
+
+/** A publish failed on a closed channel: 404 (no exchange) and 403 (access refused) are permanent. */
+const closedError = (broker: BrokerUrl.BrokerUrl, live: Live, error: unknown): SendError => {
+  const close = live.closeError
+  if (close?.code === 404) {
+    return new SendError({ retryable: false, code: "not-found", message: `RabbitMQ: ${close.message}` })
+  }
+  if (close?.code === 403) {
+    return new SendError({ retryable: false, code: "access-refused", message: `RabbitMQ: ${close.message}` })
+  }
+  const nack = messageOf(error).toLowerCase().includes("nack")
+  return transientError(broker, nack ? "nack" : "channel-closed", close?.message ?? messageOf(error))
+}
+
 /**
  * Builds the sink; the connection is closed with the scope. Fails with `InvalidConfiguration` for an
  * invalid URL.
@@ -99,16 +134,7 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
     const broker = parsed.right
     const exchange = options.exchange ?? ""
     const timeout = Duration.decode(options.timeout ?? "5 seconds")
-    const vhost = broker.url.pathname.length > 1 ? decodeURIComponent(broker.url.pathname.slice(1)) : "/"
-    const connectOptions = {
-      protocol: broker.url.protocol.slice(0, -1),
-      hostname: broker.url.hostname,
-      port: broker.url.port === "" ? (broker.url.protocol === "amqps:" ? 5671 : 5672) : Number(broker.url.port),
-      username: Option.getOrElse(broker.username, () => "guest"),
-      password: Option.getOrElse(broker.password, () => "guest"),
-      vhost,
-      heartbeat: 10
-    }
+    const connectOptions = connectOptionsOf(broker)
     const returned = new Set<string>()
     const state: { live: Live | undefined; failures: number; retryAt: number } = {
       live: undefined,
@@ -144,8 +170,7 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
       }
     }
 
-    const transient = (code: string, message: string) =>
-      new SendError({ retryable: true, code, message: `RabbitMQ ${broker.redacted}: ${message}` })
+    const transient = (code: string, message: string) => transientError(broker, code, message)
 
     const reconnect: Effect.Effect<Live, SendError> = Effect.gen(function* () {
       const now = yield* Clock.currentTimeMillis
@@ -175,18 +200,6 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
         if (live !== undefined) await live.model.close().catch(() => undefined)
       })
     )
-
-    const closedError = (live: Live, error: unknown): SendError => {
-      const close = live.closeError
-      if (close?.code === 404) {
-        return new SendError({ retryable: false, code: "not-found", message: `RabbitMQ: ${close.message}` })
-      }
-      if (close?.code === 403) {
-        return new SendError({ retryable: false, code: "access-refused", message: `RabbitMQ: ${close.message}` })
-      }
-      const nack = messageOf(error).toLowerCase().includes("nack")
-      return transient(nack ? "nack" : "channel-closed", close?.message ?? messageOf(error))
-    }
 
     const timeoutMillis = Duration.toMillis(timeout)
     const clock = yield* Effect.clock
@@ -224,24 +237,16 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
             Buffer.from(record.payload),
             { persistent: true, mandatory: true, messageId: record.id, headers },
             (error: unknown) => {
-              if (error !== null && error !== undefined) return settle(Effect.fail(closedError(live, error)))
+              if (error !== null && error !== undefined) return settle(Effect.fail(closedError(broker, live, error)))
               if (returned.delete(record.id)) {
-                return settle(
-                  Effect.fail(
-                    new SendError({
-                      retryable: false,
-                      code: "unroutable",
-                      message: `no queue is bound for routing key ${target.routingKey} on exchange ${JSON.stringify(target.exchange)}`
-                    })
-                  )
-                )
+                return settle(Effect.fail(unroutable(target)))
               }
               settle(Effect.void)
             }
           )
         } catch (error) {
           drop(live)
-          settle(Effect.fail(closedError(live, error)))
+          settle(Effect.fail(closedError(broker, live, error)))
         }
         return Effect.sync(() => {
           awaiting.delete(entry)

@@ -179,6 +179,117 @@ const parseTarget = (text: string): Either.Either<Target, string> => {
 const hasHeader = (headers: Readonly<Record<string, string>>, name: string): boolean =>
   Object.keys(headers).some((key) => key.toLowerCase() === name)
 
+/** How much of a response is read and how long a Retry-After may pause a partition. */
+interface Limits {
+  readonly bodyTimeout: Duration.Duration
+  readonly maxBodyBytes: number
+  readonly maxRetryAfterMillis: number
+}
+
+const permanent = (code: string, message: string) => new SendError({ retryable: false, code, message })
+
+/** Reads at most `maxBodyBytes` within `bodyTimeout`; the connection is dropped when more remains. */
+const readPrefix = (
+  { bodyTimeout, maxBodyBytes }: Limits,
+  response: HttpClientResponse.HttpClientResponse
+): Effect.Effect<Option.Option<Uint8Array>> =>
+  response.stream.pipe(
+    Stream.runFoldWhile(
+      { chunks: new Array<Uint8Array>(), size: 0 },
+      (state) => state.size < maxBodyBytes,
+      (state, chunk) => {
+        state.chunks.push(chunk)
+        return { chunks: state.chunks, size: state.size + chunk.length }
+      }
+    ),
+    Effect.map((state) => Buffer.concat(state.chunks).subarray(0, maxBodyBytes)),
+    Effect.timeout(bodyTimeout),
+    Effect.option
+  )
+
+/** A scrubbed excerpt of a response body for error messages. */
+const excerpt = (body: Option.Option<Uint8Array>, target: Target): string =>
+  Option.match(body, {
+    onNone: () => "",
+    onSome: (bytes) => {
+      const text = target.scrub(Buffer.from(bytes).toString("utf8").replace(/\s+/g, " ").trim())
+      if (text.length === 0) return ""
+      return `: ${text.length > 200 ? `${text.slice(0, 200)}…` : text}`
+    }
+  })
+
+/** Delivered on a 2xx status line; a redirect or retryable status is transient, any other permanent. */
+const classifyResponse = (
+  limits: Limits,
+  response: HttpClientResponse.HttpClientResponse,
+  target: Target
+): Effect.Effect<void, SendError> =>
+  Effect.gen(function* () {
+    const status = response.status
+    const body = yield* readPrefix(limits, response)
+    if (status >= 200 && status < 300) return
+    const code = `http-${status}`
+    const answered = `webhook ${target.redacted} answered ${status}${excerpt(body, target)}`
+    if (status >= 300 && status < 400) {
+      const location = Option.getOrUndefined(Headers.get(response.headers, "location"))
+      const redactedLocation = location === undefined ? "(no location)" : Redact.url(resolve(location, target.url))
+      yield* Effect.logWarning("webhook answered a redirect; redirects are not followed, fix the URL").pipe(
+        Effect.annotateLogs({ url: target.redacted, status, location: redactedLocation })
+      )
+      return yield* new SendError({
+        retryable: true,
+        code,
+        message: `webhook ${target.redacted} redirected (${status}) to ${redactedLocation}; not followed`
+      })
+    }
+    if (!isRetryableStatus(status)) return yield* permanent(code, answered)
+    const now = yield* Clock.currentTimeMillis
+    const asked = parseRetryAfter(Option.getOrUndefined(Headers.get(response.headers, "retry-after")), now)
+    if (asked !== undefined && asked > limits.maxRetryAfterMillis) {
+      yield* Effect.logWarning("webhook Retry-After above the cap; capped").pipe(
+        Effect.annotateLogs({
+          url: target.redacted,
+          status,
+          retryAfterMillis: asked,
+          capMillis: limits.maxRetryAfterMillis
+        })
+      )
+    }
+    const retryAfterMillis = asked === undefined ? undefined : Math.min(asked, limits.maxRetryAfterMillis)
+    return yield* new SendError({
+      retryable: true,
+      code,
+      message: answered,
+      ...(retryAfterMillis !== undefined ? { retryAfterMillis } : {})
+    })
+  })
+
+/** Transport failures are transient; a request that cannot be encoded or addressed is permanent. */
+const classifyError = (error: HttpClientError.HttpClientError, target: Target): SendError => {
+  const cause = "cause" in error && error.cause !== undefined ? causeText(error.cause) : error.reason
+  const message = `webhook ${target.redacted}: ${target.scrub(cause)}`
+  if (error._tag === "RequestError") {
+    return error.reason === "Transport"
+      ? new SendError({ retryable: true, code: "connection", message })
+      : permanent(error.reason === "Encode" ? "encode" : "invalid-url", message)
+  }
+  return new SendError({ retryable: true, code: "response", message })
+}
+
+/** The request with the timestamp and signature headers when a secret is configured. */
+const signed = (secret: Option.Option<string>, request: HttpClientRequest.HttpClientRequest, body: string) =>
+  Option.match(secret, {
+    onNone: () => Effect.succeed(request),
+    onSome: (key) =>
+      Effect.map(Clock.currentTimeMillis, (now) => {
+        const timestamp = Math.floor(now / 1000)
+        return HttpClientRequest.setHeaders(request, {
+          [TimestampHeader]: String(timestamp),
+          [SignatureHeader]: sign(key, timestamp, body)
+        })
+      })
+  })
+
 /**
  * Builds the sink from the `HttpClient` in context; fails with `InvalidConfiguration` for an invalid
  * URL or header, or a URL with userinfo together with a configured `Authorization` header.
@@ -194,6 +305,7 @@ export const make = (
     const bodyTimeout = Duration.decode(options.bodyTimeout ?? "2 seconds")
     const maxBodyBytes = Math.max(0, Math.floor(options.maxBodyBytes ?? DefaultMaxBodyBytes))
     const maxRetryAfterMillis = Duration.toMillis(options.maxRetryAfter ?? DefaultMaxRetryAfter)
+    const limits: Limits = { bodyTimeout, maxBodyBytes, maxRetryAfterMillis }
     const extra = options.headers ?? {}
     const secret = Option.map(Option.fromNullable(options.signingSecret), (value) =>
       typeof value === "string" ? value : Redacted.value(value)
@@ -218,8 +330,6 @@ export const make = (
     if (Option.isSome(secret) && secret.value.length === 0) problems.push("the signing secret is empty")
     if (problems.length > 0) return yield* new InvalidConfiguration({ component: "WebhookSink", problems })
 
-    const permanent = (code: string, message: string) => new SendError({ retryable: false, code, message })
-
     const targetOf = (record: OutboxRecord): Either.Either<Target, SendError> => {
       if (Option.isSome(fixed)) return Either.right(fixed.value)
       if (record.address.length === 0) {
@@ -238,100 +348,6 @@ export const make = (
       )
     }
 
-    /** Reads at most `maxBodyBytes` within `bodyTimeout`; the connection is dropped when more remains. */
-    const readPrefix = (response: HttpClientResponse.HttpClientResponse): Effect.Effect<Option.Option<Uint8Array>> =>
-      response.stream.pipe(
-        Stream.runFoldWhile(
-          { chunks: new Array<Uint8Array>(), size: 0 },
-          (state) => state.size < maxBodyBytes,
-          (state, chunk) => {
-            state.chunks.push(chunk)
-            return { chunks: state.chunks, size: state.size + chunk.length }
-          }
-        ),
-        Effect.map((state) => Buffer.concat(state.chunks).subarray(0, maxBodyBytes)),
-        Effect.timeout(bodyTimeout),
-        Effect.option
-      )
-
-    const excerpt = (body: Option.Option<Uint8Array>, target: Target): string =>
-      Option.match(body, {
-        onNone: () => "",
-        onSome: (bytes) => {
-          const text = target.scrub(Buffer.from(bytes).toString("utf8").replace(/\s+/g, " ").trim())
-          if (text.length === 0) return ""
-          return `: ${text.length > 200 ? `${text.slice(0, 200)}…` : text}`
-        }
-      })
-
-    const classifyResponse = (
-      response: HttpClientResponse.HttpClientResponse,
-      target: Target
-    ): Effect.Effect<void, SendError> =>
-      Effect.gen(function* () {
-        const status = response.status
-        const body = yield* readPrefix(response)
-        if (status >= 200 && status < 300) return
-        const code = `http-${status}`
-        const answered = `webhook ${target.redacted} answered ${status}${excerpt(body, target)}`
-        if (status >= 300 && status < 400) {
-          const location = Option.getOrUndefined(Headers.get(response.headers, "location"))
-          const redactedLocation = location === undefined ? "(no location)" : Redact.url(resolve(location, target.url))
-          yield* Effect.logWarning("webhook answered a redirect; redirects are not followed, fix the URL").pipe(
-            Effect.annotateLogs({ url: target.redacted, status, location: redactedLocation })
-          )
-          return yield* new SendError({
-            retryable: true,
-            code,
-            message: `webhook ${target.redacted} redirected (${status}) to ${redactedLocation}; not followed`
-          })
-        }
-        if (!isRetryableStatus(status)) return yield* permanent(code, answered)
-        const now = yield* Clock.currentTimeMillis
-        const asked = parseRetryAfter(Option.getOrUndefined(Headers.get(response.headers, "retry-after")), now)
-        if (asked !== undefined && asked > maxRetryAfterMillis) {
-          yield* Effect.logWarning("webhook Retry-After above the cap; capped").pipe(
-            Effect.annotateLogs({
-              url: target.redacted,
-              status,
-              retryAfterMillis: asked,
-              capMillis: maxRetryAfterMillis
-            })
-          )
-        }
-        const retryAfterMillis = asked === undefined ? undefined : Math.min(asked, maxRetryAfterMillis)
-        return yield* new SendError({
-          retryable: true,
-          code,
-          message: answered,
-          ...(retryAfterMillis !== undefined ? { retryAfterMillis } : {})
-        })
-      })
-
-    const classifyError = (error: HttpClientError.HttpClientError, target: Target): SendError => {
-      const cause = "cause" in error && error.cause !== undefined ? causeText(error.cause) : error.reason
-      const message = `webhook ${target.redacted}: ${target.scrub(cause)}`
-      if (error._tag === "RequestError") {
-        return error.reason === "Transport"
-          ? new SendError({ retryable: true, code: "connection", message })
-          : permanent(error.reason === "Encode" ? "encode" : "invalid-url", message)
-      }
-      return new SendError({ retryable: true, code: "response", message })
-    }
-
-    const signed = (request: HttpClientRequest.HttpClientRequest, body: string) =>
-      Option.match(secret, {
-        onNone: () => Effect.succeed(request),
-        onSome: (key) =>
-          Effect.map(Clock.currentTimeMillis, (now) => {
-            const timestamp = Math.floor(now / 1000)
-            return HttpClientRequest.setHeaders(request, {
-              [TimestampHeader]: String(timestamp),
-              [SignatureHeader]: sign(key, timestamp, body)
-            })
-          })
-      })
-
     const send = (record: OutboxRecord): Effect.Effect<void, SendError> =>
       Either.match(targetOf(record), {
         onLeft: (error) => Effect.fail(error),
@@ -347,7 +363,7 @@ export const make = (
               onNone: () => base,
               onSome: (value) => HttpClientRequest.setHeader(base, "Authorization", value)
             })
-            const request = yield* signed(authorized, body)
+            const request = yield* signed(secret, authorized, body)
             const response = yield* client.execute(request).pipe(
               Effect.mapError((error) => classifyError(error, target)),
               Effect.timeoutFail({
@@ -360,7 +376,7 @@ export const make = (
                   })
               })
             )
-            return yield* classifyResponse(response, target)
+            return yield* classifyResponse(limits, response, target)
           })
       })
     return Sink.of({ send })

@@ -26,11 +26,14 @@ import * as Schedule from "effect/Schedule"
 import * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
+import type { DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
+import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import { NewOutboxRecord } from "../../domain/OutboxRecord.js"
 import * as WebhookSink from "../../layers/sinks/WebhookSink.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
-import { OutboxInspection } from "../../services/OutboxInspection.js"
-import { OutboxStore } from "../../services/OutboxStore.js"
+import { LeaseStore } from "../../services/LeaseStore.js"
+import { OutboxInspection, type OutboxInspectionService } from "../../services/OutboxInspection.js"
+import { OutboxStore, type OutboxStoreService } from "../../services/OutboxStore.js"
 import { Sink } from "../../services/Sink.js"
 import * as Enqueue from "../Enqueue.js"
 import * as Relay from "../Relay.js"
@@ -122,6 +125,243 @@ const bar = (fraction: number, width: number): string => {
   return "█".repeat(filled) + "░".repeat(width - filled)
 }
 
+/** The demo's opening lines: what runs where. */
+const banner = (facts: {
+  readonly store: string
+  readonly receiver: string
+  readonly total: number
+  readonly partitions: number
+  readonly perRelay: number
+  readonly logs: string
+  readonly dashboard: string
+}): string =>
+  [
+    "",
+    "effect-outbox demo — a transactional outbox draining into a flaky webhook",
+    "",
+    `  store     SQLite ${facts.store}`,
+    `  receiver  ${facts.receiver}  (503 to the first 2 attempts of every 50th record, 400 to every 400th)`,
+    `  producer  ${count(facts.total)} records over ${facts.partitions} partitions through Enqueue, half with ordering keys`,
+    `  relays    relay-a and relay-b, up to ${facts.perRelay} partitions each, webhook sink, dead-letter on 4xx`,
+    `  logs      ${facts.logs}`,
+    `  dashboard ${facts.dashboard}  (read-only; metrics at /metrics)`,
+    ""
+  ].join("\n") + "\n"
+
+/** The demo's store: a fresh SQLite file. */
+const demoSettings = (file: string): StoreSettings => ({
+  backend: "sqlite",
+  sqliteFile: file,
+  // one fsync per commit costs ~8 ms on slow disks; WAL + NORMAL still survives a process crash
+  sqliteSynchronous: "NORMAL",
+  dynamodbEndpoint: Option.none(),
+  dynamodbRegion: "us-east-1",
+  dynamodbTable: "effect-outbox",
+  dynamodbDeadLetterTable: "effect-outbox-dead-letter",
+  dynamodbEnsureTables: false,
+  dynamodbLocalClaimIndex: false,
+  sqliteTablePrefix: "",
+  postgresUrl: Option.none(),
+  postgresSchema: "public"
+})
+
+/** Enqueues the demo's records in batches of 500, waiting while the outbox is full; counts them in `progress`. */
+const produce = (
+  total: number,
+  partitions: number,
+  progress: { produced: number }
+): Effect.Effect<void, Enqueue.EnqueueError, OutboxStore> =>
+  Effect.gen(function* () {
+    const enqueue = yield* Enqueue.make({ maxOutboxDepth: 10_000 })
+    const batchSize = 500
+    for (let from = 0; from < total; from += batchSize) {
+      const batch: Array<NewOutboxRecord> = []
+      for (let n = from; n < Math.min(total, from + batchSize); n++) batch.push(recordOf(n, partitions))
+      yield* enqueue
+        .enqueue(batch)
+        .pipe(Effect.retry({ while: (e) => e._tag === "OutboxFull", schedule: Schedule.spaced("200 millis") }))
+      progress.produced += batch.length
+    }
+  })
+
+/** Depths, deliveries and dead letters now (errors read as zero: the progress line must not stop the demo). */
+const snapshotOf = (
+  store: OutboxStoreService,
+  inspection: OutboxInspectionService,
+  receiver: Receiver.Receiver,
+  partitions: number
+): Effect.Effect<Snapshot> =>
+  Effect.gen(function* () {
+    let pending = 0
+    let claimed = 0
+    for (let p = 0; p < partitions; p++) {
+      pending += yield* store.countPending(partitionName(p)).pipe(Effect.orElseSucceed(() => 0))
+      claimed += yield* store.countClaimed(partitionName(p)).pipe(Effect.orElseSucceed(() => 0))
+    }
+    const dead = yield* inspection.deadLetters.pipe(
+      Effect.orElseSucceed(() => ({ poison: 0, permanent: 0, expired: 0 }))
+    )
+    return {
+      delivered: receiver.stats.accepted,
+      pending,
+      claimed,
+      deadLettered: dead.poison + dead.permanent + dead.expired,
+      atMillis: yield* Clock.currentTimeMillis
+    }
+  }).pipe(Effect.withTracerEnabled(false))
+
+/** One progress line: a bar on a terminal, plain figures otherwise. */
+const renderProgress = (
+  s: Snapshot,
+  previous: Snapshot,
+  { started, total, tty }: { readonly started: number; readonly total: number; readonly tty: boolean }
+): string => {
+  const done = s.delivered + s.deadLettered
+  const seconds = Math.max(0.001, (s.atMillis - previous.atMillis) / 1000)
+  const rate = Math.max(0, (s.delivered - previous.delivered) / seconds)
+  const parts = [
+    `delivered ${count(s.delivered)}`,
+    `pending ${count(s.pending)}`,
+    `claimed ${count(s.claimed)}`,
+    `dlq ${count(s.deadLettered)}`,
+    `${count(rate)} rec/s`,
+    age(s.atMillis - started)
+  ]
+  const percent = `${String(Math.floor((done / total) * 100)).padStart(3)}%`
+  return tty ? `${bar(done / total, 24)} ${percent}  ${parts.join(" · ")}` : `${percent}  ${parts.join("  ")}`
+}
+
+/** What one demo relay delivered, and from which partitions. */
+interface RelayStats {
+  delivered: number
+  readonly partitions: Set<string>
+}
+
+/** Starts relay-a and relay-b in `relayScope`, each with its own webhook sink to the receiver. */
+const startRelays = (
+  receiverUrl: string,
+  perRelay: number,
+  relayScope: Scope.CloseableScope
+): Effect.Effect<Map<string, RelayStats>, InvalidConfiguration, OutboxStore | LeaseStore | DeadLetterStore> =>
+  Effect.gen(function* () {
+    const perRelayStats = new Map<string, RelayStats>()
+    const httpClient = yield* Layer.build(NodeHttpClient.layerUndici).pipe(Scope.extend(relayScope))
+    for (const owner of ["relay-a", "relay-b"]) {
+      const webhook = yield* WebhookSink.make({ url: receiverUrl, timeout: "30 seconds" }).pipe(
+        Effect.provide(httpClient)
+      )
+      const stats: RelayStats = { delivered: 0, partitions: new Set<string>() }
+      perRelayStats.set(owner, stats)
+      const counting = Sink.of({
+        send: (record) =>
+          Effect.tap(webhook.send(record), () =>
+            Effect.sync(() => {
+              stats.delivered += 1
+              stats.partitions.add(record.partitionKey)
+            })
+          )
+      })
+      yield* Relay.start({
+        owner,
+        maxPartitions: perRelay,
+        leaseTtl: "10 seconds",
+        discoveryInterval: "200 millis",
+        drainer: {
+          batchSize: 100,
+          // a receiver in the same busy process can be slow: a short timeout would only cause redeliveries
+          maxConcurrency: 4,
+          sendTimeout: "30 seconds",
+          idleBackoffMin: "20 millis",
+          idleBackoffMax: "250 millis",
+          finalDrainBudget: "5 seconds"
+        }
+      }).pipe(Effect.provideService(Sink, counting), Scope.extend(relayScope))
+    }
+    return perRelayStats
+  })
+
+/** Checks what the receiver accepted and what was dead-lettered against what the producer enqueued. */
+const verify = (
+  total: number,
+  receiver: Receiver.Receiver,
+  entries: ReadonlyArray<DeadLetterEntry>
+): {
+  readonly missing: number
+  readonly expectedDead: number
+  readonly wronglyDead: number
+  readonly orderViolations: number
+  readonly orderingKeys: number
+} => {
+  const deadIds = new Set(entries.map((entry) => entry.envelopeId))
+  let missing = 0
+  let expectedDead = 0
+  let wronglyDead = 0
+  for (let n = 0; n < total; n++) {
+    const id = `event-${n}`
+    if (isPermanent(n)) {
+      expectedDead += 1
+      if (!deadIds.has(id)) missing += 1
+    } else if (!receiver.acceptedIds.has(id)) missing += 1
+    if (!isPermanent(n) && deadIds.has(id)) wronglyDead += 1
+  }
+  const lastByKey = new Map<string, number>()
+  let orderViolations = 0
+  for (const incoming of receiver.accepted) {
+    if (incoming.orderingKey === null) continue
+    const key = `${incoming.partitionKey}/${incoming.orderingKey}`
+    const before = lastByKey.get(key)
+    if (before !== undefined && incoming.n < before) orderViolations += 1
+    lastByKey.set(key, Math.max(before ?? -1, incoming.n))
+  }
+  return { missing, expectedDead, wronglyDead, orderViolations, orderingKeys: lastByKey.size }
+}
+
+/** The demo's closing tables: per relay, then per outcome. */
+const summary = (
+  perRelayStats: ReadonlyMap<string, RelayStats>,
+  receiver: Receiver.Receiver,
+  facts: {
+    readonly total: number
+    readonly deadLettered: number
+    readonly orderViolations: number
+    readonly elapsed: number
+    readonly stopMillis: number
+  }
+): string => {
+  const relays = Array.from(perRelayStats.entries())
+  const byRelay = table(
+    ["", ...relays.map(([owner]) => owner), "total"],
+    [
+      [
+        "partitions drained",
+        ...relays.map(([, s]) => count(s.partitions.size)),
+        count(new Set(relays.flatMap(([, s]) => Array.from(s.partitions))).size)
+      ],
+      [
+        "records delivered (2xx)",
+        ...relays.map(([, s]) => count(s.delivered)),
+        count(relays.reduce((sum, [, s]) => sum + s.delivered, 0))
+      ]
+    ]
+  )
+  const byOutcome = table(
+    ["outcome", "count"],
+    [
+      ["records enqueued", count(facts.total)],
+      ["delivered", count(receiver.stats.accepted)],
+      ["dead-lettered (400, permanent)", count(facts.deadLettered)],
+      ["transient failures (503) retried", count(receiver.stats.transient)],
+      ["duplicate deliveries", count(receiver.stats.duplicates)],
+      ["per-key order violations", count(facts.orderViolations)],
+      ["webhook requests", count(receiver.stats.requests)],
+      ["elapsed", age(facts.elapsed)],
+      ["throughput", `${count((receiver.stats.accepted / Math.max(1, facts.elapsed)) * 1000)} rec/s`],
+      ["relay shutdown (leases released)", age(facts.stopMillis)]
+    ]
+  )
+  return `${byRelay}\n\n${byOutcome}\n\n`
+}
+
 /**
  * Runs the demo and returns what it verified. Never fails for a verification problem (see `ok`).
  *
@@ -141,21 +381,6 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
     const out = options.write
     const shown = path.relative(process.cwd(), file) || file
 
-    const settings: StoreSettings = {
-      backend: "sqlite",
-      sqliteFile: file,
-      // one fsync per commit costs ~8 ms on slow disks; WAL + NORMAL still survives a process crash
-      sqliteSynchronous: "NORMAL",
-      dynamodbEndpoint: Option.none(),
-      dynamodbRegion: "us-east-1",
-      dynamodbTable: "effect-outbox",
-      dynamodbDeadLetterTable: "effect-outbox-dead-letter",
-      dynamodbEnsureTables: false,
-      dynamodbLocalClaimIndex: false,
-      sqliteTablePrefix: "",
-      postgresUrl: Option.none(),
-      postgresSchema: "public"
-    }
     const perRelay = Math.ceil(partitions / 2)
 
     const program = Effect.gen(function* () {
@@ -171,109 +396,26 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
       }
       const dashboard = yield* HttpOptions.serveScoped(httpSettings, HttpOptions.opsApp(httpSettings, {}))
       out(
-        [
-          "",
-          "effect-outbox demo — a transactional outbox draining into a flaky webhook",
-          "",
-          `  store     SQLite ${shown} (WAL, synchronous=NORMAL)${firstRun ? ` (created ${path.relative(process.cwd(), dataDir) || dataDir}/)` : ""}`,
-          `  receiver  ${receiver.url}  (503 to the first 2 attempts of every 50th record, 400 to every 400th)`,
-          `  producer  ${count(total)} records over ${partitions} partitions through Enqueue, half with ordering keys`,
-          `  relays    relay-a and relay-b, up to ${perRelay} partitions each, webhook sink, dead-letter on 4xx`,
-          `  logs      ${path.relative(process.cwd(), logFile) || logFile}`,
-          `  dashboard ${Option.getOrElse(dashboard, () => "off")}  (read-only; metrics at /metrics)`,
-          ""
-        ].join("\n") + "\n"
+        banner({
+          store: `${shown} (WAL, synchronous=NORMAL)${firstRun ? ` (created ${path.relative(process.cwd(), dataDir) || dataDir}/)` : ""}`,
+          receiver: receiver.url,
+          total,
+          partitions,
+          perRelay,
+          logs: path.relative(process.cwd(), logFile) || logFile,
+          dashboard: Option.getOrElse(dashboard, () => "off")
+        })
       )
 
       // two relays in their own scope, so they can be shut down (leases released) before the check
       const relayScope = yield* Scope.make()
-      const perRelayStats = new Map<string, { delivered: number; partitions: Set<string> }>()
-      const httpClient = yield* Layer.build(NodeHttpClient.layerUndici).pipe(Scope.extend(relayScope))
-      for (const owner of ["relay-a", "relay-b"]) {
-        const webhook = yield* WebhookSink.make({ url: receiver.url, timeout: "30 seconds" }).pipe(
-          Effect.provide(httpClient)
-        )
-        const stats = { delivered: 0, partitions: new Set<string>() }
-        perRelayStats.set(owner, stats)
-        const counting = Sink.of({
-          send: (record) =>
-            Effect.tap(webhook.send(record), () =>
-              Effect.sync(() => {
-                stats.delivered += 1
-                stats.partitions.add(record.partitionKey)
-              })
-            )
-        })
-        yield* Relay.start({
-          owner,
-          maxPartitions: perRelay,
-          leaseTtl: "10 seconds",
-          discoveryInterval: "200 millis",
-          drainer: {
-            batchSize: 100,
-            // a receiver in the same busy process can be slow: a short timeout would only cause redeliveries
-            maxConcurrency: 4,
-            sendTimeout: "30 seconds",
-            idleBackoffMin: "20 millis",
-            idleBackoffMax: "250 millis",
-            finalDrainBudget: "5 seconds"
-          }
-        }).pipe(Effect.provideService(Sink, counting), Scope.extend(relayScope))
-      }
-
+      const perRelayStats = yield* startRelays(receiver.url, perRelay, relayScope)
       const started = yield* Clock.currentTimeMillis
-      let produced = 0
-      const producer = yield* Effect.forkScoped(
-        Effect.gen(function* () {
-          const enqueue = yield* Enqueue.make({ maxOutboxDepth: 10_000 })
-          const batchSize = 500
-          for (let from = 0; from < total; from += batchSize) {
-            const batch: Array<NewOutboxRecord> = []
-            for (let n = from; n < Math.min(total, from + batchSize); n++) batch.push(recordOf(n, partitions))
-            yield* enqueue
-              .enqueue(batch)
-              .pipe(Effect.retry({ while: (e) => e._tag === "OutboxFull", schedule: Schedule.spaced("200 millis") }))
-            produced += batch.length
-          }
-        })
-      )
-
-      const snapshot: Effect.Effect<Snapshot> = Effect.gen(function* () {
-        let pending = 0
-        let claimed = 0
-        for (let p = 0; p < partitions; p++) {
-          pending += yield* store.countPending(partitionName(p)).pipe(Effect.orElseSucceed(() => 0))
-          claimed += yield* store.countClaimed(partitionName(p)).pipe(Effect.orElseSucceed(() => 0))
-        }
-        const dead = yield* inspection.deadLetters.pipe(
-          Effect.orElseSucceed(() => ({ poison: 0, permanent: 0, expired: 0 }))
-        )
-        return {
-          delivered: receiver.stats.accepted,
-          pending,
-          claimed,
-          deadLettered: dead.poison + dead.permanent + dead.expired,
-          atMillis: yield* Clock.currentTimeMillis
-        }
-      }).pipe(Effect.withTracerEnabled(false))
-
-      const render = (s: Snapshot, previous: Snapshot): string => {
-        const done = s.delivered + s.deadLettered
-        const seconds = Math.max(0.001, (s.atMillis - previous.atMillis) / 1000)
-        const rate = Math.max(0, (s.delivered - previous.delivered) / seconds)
-        const parts = [
-          `delivered ${count(s.delivered)}`,
-          `pending ${count(s.pending)}`,
-          `claimed ${count(s.claimed)}`,
-          `dlq ${count(s.deadLettered)}`,
-          `${count(rate)} rec/s`,
-          age(s.atMillis - started)
-        ]
-        const percent = `${String(Math.floor((done / total) * 100)).padStart(3)}%`
-        return options.tty
-          ? `${bar(done / total, 24)} ${percent}  ${parts.join(" · ")}`
-          : `${percent}  ${parts.join("  ")}`
-      }
+      const progress = { produced: 0 }
+      const producer = yield* Effect.forkScoped(produce(total, partitions, progress))
+      const snapshot = snapshotOf(store, inspection, receiver, partitions)
+      const render = (now: Snapshot, previous: Snapshot): string =>
+        renderProgress(now, previous, { started, total, tty: options.tty })
 
       let previous: Snapshot = { delivered: 0, pending: 0, claimed: 0, deadLettered: 0, atMillis: started }
       let lastPrinted = started
@@ -284,7 +426,8 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
         yield* Effect.sleep(interval)
         const s = yield* snapshot
         last = s
-        finished = produced >= total && s.pending === 0 && s.claimed === 0 && s.delivered + s.deadLettered >= total
+        finished =
+          progress.produced >= total && s.pending === 0 && s.claimed === 0 && s.delivered + s.deadLettered >= total
         const timedOut = s.atMillis - started > options.timeoutMillis
         if (options.tty) {
           out(`\r${render(s, previous)}\u001b[K`)
@@ -307,27 +450,7 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
 
       // verification
       const entries = yield* dlq.list({}).pipe(Effect.orElseSucceed(() => []))
-      const deadIds = new Set(entries.map((entry) => entry.envelopeId))
-      let missing = 0
-      let expectedDead = 0
-      let wronglyDead = 0
-      for (let n = 0; n < total; n++) {
-        const id = `event-${n}`
-        if (isPermanent(n)) {
-          expectedDead += 1
-          if (!deadIds.has(id)) missing += 1
-        } else if (!receiver.acceptedIds.has(id)) missing += 1
-        if (!isPermanent(n) && deadIds.has(id)) wronglyDead += 1
-      }
-      const lastByKey = new Map<string, number>()
-      let orderViolations = 0
-      for (const incoming of receiver.accepted) {
-        if (incoming.orderingKey === null) continue
-        const key = `${incoming.partitionKey}/${incoming.orderingKey}`
-        const before = lastByKey.get(key)
-        if (before !== undefined && incoming.n < before) orderViolations += 1
-        lastByKey.set(key, Math.max(before ?? -1, incoming.n))
-      }
+      const { missing, expectedDead, wronglyDead, orderViolations, orderingKeys } = verify(total, receiver, entries)
       const leftover = yield* snapshot
       const ok =
         missing === 0 &&
@@ -341,47 +464,21 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
       out(
         ok
           ? `✔ verified: ${count(receiver.stats.accepted)} delivered + ${count(entries.length)} dead-lettered = ` +
-              `${count(total)} enqueued; per-key order held over ${count(lastByKey.size)} ordering keys; ` +
+              `${count(total)} enqueued; per-key order held over ${count(orderingKeys)} ordering keys; ` +
               `${count(receiver.stats.duplicates)} duplicates (at-least-once)\n`
           : `✘ verification failed: ${count(missing)} missing, ${count(wronglyDead)} dead-lettered by mistake, ` +
               `${count(orderViolations)} per-key order violations, ${count(leftover.pending)} pending and ` +
               `${count(leftover.claimed)} claimed left, ${count(entries.length)}/${count(expectedDead)} dead letters\n`
       )
       out("\n")
-      const relays = Array.from(perRelayStats.entries())
       out(
-        table(
-          ["", ...relays.map(([owner]) => owner), "total"],
-          [
-            [
-              "partitions drained",
-              ...relays.map(([, s]) => count(s.partitions.size)),
-              count(new Set(relays.flatMap(([, s]) => Array.from(s.partitions))).size)
-            ],
-            [
-              "records delivered (2xx)",
-              ...relays.map(([, s]) => count(s.delivered)),
-              count(relays.reduce((sum, [, s]) => sum + s.delivered, 0))
-            ]
-          ]
-        ) + "\n\n"
-      )
-      out(
-        table(
-          ["outcome", "count"],
-          [
-            ["records enqueued", count(total)],
-            ["delivered", count(receiver.stats.accepted)],
-            ["dead-lettered (400, permanent)", count(entries.length)],
-            ["transient failures (503) retried", count(receiver.stats.transient)],
-            ["duplicate deliveries", count(receiver.stats.duplicates)],
-            ["per-key order violations", count(orderViolations)],
-            ["webhook requests", count(receiver.stats.requests)],
-            ["elapsed", age(elapsed)],
-            ["throughput", `${count((receiver.stats.accepted / Math.max(1, elapsed)) * 1000)} rec/s`],
-            ["relay shutdown (leases released)", age(stopMillis)]
-          ]
-        ) + "\n\n"
+        summary(perRelayStats, receiver, {
+          total,
+          deadLettered: entries.length,
+          orderViolations,
+          elapsed,
+          stopMillis
+        })
       )
       out(
         `Look inside: npx effect-outbox inspect --sqlite-file ${shown}\n` +
@@ -408,7 +505,7 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
       log.write(line + "\n")
     })
     return yield* Effect.scoped(program).pipe(
-      Effect.provide(Backends.layer(settings)),
+      Effect.provide(Backends.layer(demoSettings(file))),
       // spans cost a stack capture each; keep them only when they are exported
       Effect.withTracerEnabled(options.tracing),
       Effect.provide(Logger.replace(stderrLogger, fileLogger)),
