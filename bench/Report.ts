@@ -667,6 +667,14 @@ const postgresSection = (data: unknown): Array<string> => {
         ]
       )
     )
+    const processRounds = list(processes, "ratioPerRound").filter((r): r is number => typeof r === "number")
+    if (processRounds.length > 0) {
+      out.push(
+        "",
+        `Two processes / one per round: ${processRounds.map(formatNumber).join(", ")} (median ${formatNumber(num(processes, "ratioMedianOfRounds"))}).`,
+        ""
+      )
+    }
   }
   const wake = at(data, "wakeLatency")
   if (wake !== undefined) {
@@ -753,8 +761,35 @@ const brokersSection = (data: unknown): Array<string> => {
           rounds("raw")
         ]
       })
-    )
+    ),
+    ""
   )
+  const ceilings = [
+    ["NATS JetStream", "nats"],
+    ["RabbitMQ", "rabbitmq"]
+  ].filter(([, key = ""]) => num(data, key, "relayNoopSinkRecordsPerSecond") !== undefined)
+  if (ceilings.length > 0) {
+    out.push(
+      "The same relay with a sink that accepts every record at once (what the store and the drainer reach on this",
+      "backlog, an upper bound for any broker sink here), and the raw client without the per-key wait:",
+      "",
+      ...table(
+        ["broker", "relay, no-op sink rec/s", "no-op sink / raw", "raw, unordered rec/s", "relay / raw unordered"],
+        ceilings.map(([label = "", key = ""]) => {
+          const noop = num(data, key, "relayNoopSinkRecordsPerSecond")
+          const unordered = num(data, key, "rawUnorderedRecordsPerSecond")
+          return [
+            label,
+            formatNumber(noop),
+            formatRatio(noop, num(data, key, "rawRecordsPerSecond")),
+            formatNumber(unordered),
+            formatRatio(num(data, key, "relayRecordsPerSecond"), unordered)
+          ]
+        })
+      ),
+      ""
+    )
+  }
   return out
 }
 

@@ -277,7 +277,9 @@ describe("bench report", () => {
         oneProcessRecordsPerSecond: 4_000,
         twoProcessesRecordsPerSecond: 5_000,
         target: "two processes >= 1.0x one process (no contention collapse)",
-        met: true
+        met: true,
+        ratioPerRound: [1.25, 0.9, 1.1],
+        ratioMedianOfRounds: 1.1
       },
       wakeLatency: {
         withNotify: { offeredPerSecond: 100, p50Millis: 4, p99Millis: 12, maxMillis: 20 },
@@ -305,6 +307,7 @@ describe("bench report", () => {
       "| relay, maxConcurrency 100: one wave per batch (informational) | 8,000 | 10,000 | 0.80× |  |  |"
     )
     expect(readme).toContain("Relay / raw per round: 0.5, 0.45, 0.55 (median 0.5).")
+    expect(readme).toContain("Two processes / one per round: 1.25, 0.9, 1.1 (median 1.1).")
     expect(readme).toContain("Statements per claimed batch of 100: relay 14.8, raw loop 6.47.")
     expect(readme).toContain("| 2 | 5,000 | 1.25× | two processes >= 1.0x one process (no contention collapse) | met |")
     expect(readme).toContain("| LISTEN/NOTIFY (PostgresWakeSignal) | 100 | 4 | 12 | 20 |")
@@ -333,6 +336,8 @@ describe("bench report", () => {
         relayRecordsPerSecond: 1_400,
         rawRecordsPerSecond: 2_000,
         ratio: 0.1,
+        rawUnorderedRecordsPerSecond: 2_800,
+        relayNoopSinkRecordsPerSecond: 3_000,
         rounds: { relay: [1_399.6, 1_200], raw: [2_000, 1_800.2] }
       },
       rabbitmq: {
@@ -350,6 +355,9 @@ describe("bench report", () => {
       "| NATS JetStream | 1,400 | 2,000 | 0.70× | relay ≥ 0.6× raw | met | 1,400, 1,200 | 2,000, 1,800 |"
     )
     expect(readme).toContain("| RabbitMQ | 500 | 1,000 | 0.50× | relay ≥ 0.6× raw | **not met** | 500 | 1,000 |")
+    // the no-op-sink ceiling and the unordered raw client, only for the brokers that report them
+    expect(readme).toContain("| NATS JetStream | 3,000 | 1.50× | 2,800 | 0.50× |")
+    expect(readme).not.toContain("| RabbitMQ | —")
   })
 
   it("a missing result says so instead of failing, and the other sections still render", () => {
