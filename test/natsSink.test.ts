@@ -4,7 +4,6 @@
  * `Nats-Msg-Id`, a broker restart mid-drain, and permanent vs transient classification (SPEC §10).
  */
 import { describe, expect, inject, it } from "@effect/vitest"
-import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
@@ -14,9 +13,15 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { connect, type JetStreamManager, type NatsConnection } from "nats"
-import { NewOutboxRecord, OutboxRecord } from "../src/domain/OutboxRecord.js"
+import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as NatsSink from "../src/layers/sinks/NatsSink.js"
-import { disposeThrough, keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
+import {
+  claimedRecord as record,
+  disposeThrough,
+  expectOrdered,
+  keyedRecords,
+  relayUntil
+} from "./support/BrokerRelay.js"
 import { buildCli } from "./support/CliBundle.js"
 import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
 import { startNats } from "./support/NatsServer.js"
@@ -75,38 +80,6 @@ const readStream = (jsm: JetStreamManager, stream: string) =>
 
 const messageCount = (jsm: JetStreamManager, stream: string) =>
   Effect.promise(() => jsm.streams.info(stream)).pipe(Effect.map((info) => info.state.messages))
-
-const record = (id: string, address: string, payload = new TextEncoder().encode("x")) =>
-  new OutboxRecord({
-    id,
-    partitionKey: "p",
-    envelopeId: `env-${id}`,
-    bindingId: "b",
-    routeId: "r",
-    address,
-    payload,
-    headers: {},
-    orderingKey: Option.none(),
-    createdAt: DateTime.unsafeMake(0),
-    expiresAt: Option.none(),
-    seq: 1,
-    status: "claimed",
-    claimedBy: Option.some("o"),
-    claimVersion: 1,
-    claimedAt: Option.none(),
-    firstAttemptedAt: Option.none(),
-    replayCount: 1,
-    completedAt: Option.none()
-  })
-
-const expectOrdered = (seen: ReadonlyArray<Seen>, partitions: ReadonlyArray<string>, perPartition: number) => {
-  const order = perKeyOrder(seen)
-  expect(order.size).toBe(partitions.length * 2)
-  for (const [, ids] of order) {
-    expect(ids).toEqual([...ids].sort())
-    expect(ids).toHaveLength(perPartition / 2)
-  }
-}
 
 describe("NatsSink", { timeout: 120_000 }, () => {
   it.live("a relay publishes every record once, in per-key order, with Nats-Msg-Id = record id and headers", () =>

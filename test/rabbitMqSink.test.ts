@@ -4,9 +4,7 @@
  * the broker restarted mid-drain, and permanent vs transient classification (SPEC §10).
  */
 import { describe, expect, it } from "@effect/vitest"
-import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
-import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { type Channel, connect } from "amqplib"
 import * as crypto from "node:crypto"
@@ -14,9 +12,16 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { NewOutboxRecord, OutboxRecord } from "../src/domain/OutboxRecord.js"
+import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
-import { allCompleted, disposeThrough, keyedRecords, perKeyOrder, relayUntil } from "./support/BrokerRelay.js"
+import {
+  allCompleted,
+  claimedRecord as record,
+  disposeThrough,
+  expectOrdered,
+  keyedRecords,
+  relayUntil
+} from "./support/BrokerRelay.js"
 import { buildCli } from "./support/CliBundle.js"
 import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
 import { startRabbitMq } from "./support/RabbitMqServer.js"
@@ -78,38 +83,6 @@ const drain = (queue: string) =>
   })
 
 const depth = (queue: string) => admin(async (channel) => (await channel.checkQueue(queue)).messageCount)
-
-const record = (id: string, address: string) =>
-  new OutboxRecord({
-    id,
-    partitionKey: "p",
-    envelopeId: `env-${id}`,
-    bindingId: "b",
-    routeId: "r",
-    address,
-    payload: new TextEncoder().encode("x"),
-    headers: {},
-    orderingKey: Option.none(),
-    createdAt: DateTime.unsafeMake(0),
-    expiresAt: Option.none(),
-    seq: 1,
-    status: "claimed",
-    claimedBy: Option.some("o"),
-    claimVersion: 1,
-    claimedAt: Option.none(),
-    firstAttemptedAt: Option.none(),
-    replayCount: 1,
-    completedAt: Option.none()
-  })
-
-const expectOrdered = (seen: ReadonlyArray<Seen>, partitions: ReadonlyArray<string>, perPartition: number) => {
-  const order = perKeyOrder(seen)
-  expect(order.size).toBe(partitions.length * 2)
-  for (const [, ids] of order) {
-    expect(ids).toEqual([...ids].sort())
-    expect(ids).toHaveLength(perPartition / 2)
-  }
-}
 
 describe("RabbitMqSink", { timeout: 180_000 }, () => {
   it.live("a relay publishes every record, persistent, in per-key order, with message_id = record id", () =>

@@ -2,11 +2,14 @@
  * Shared pieces of the broker sink tests: records with ordering keys, a relay over the memory store
  * delivering through a given sink layer, and the per-key order check applied to what a consumer saw.
  */
+import { expect } from "@effect/vitest"
+import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import type { DeadLetterEntry } from "../../src/domain/DeadLetterEntry.js"
-import { NewOutboxRecord } from "../../src/domain/OutboxRecord.js"
+import { NewOutboxRecord, OutboxRecord } from "../../src/domain/OutboxRecord.js"
 import * as MemoryDeadLetterStore from "../../src/layers/memory/MemoryDeadLetterStore.js"
 import * as MemoryLeaseStore from "../../src/layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../../src/layers/memory/MemoryOutboxStore.js"
@@ -137,3 +140,44 @@ export const perKeyOrder = (
   }
   return byKey
 }
+
+/**
+ * Checks what a consumer saw of `keyedRecords(partitions, perPartition)`: two keys per partition, each key's
+ * records in id order, every record there.
+ */
+export const expectOrdered = (
+  seen: ReadonlyArray<{ readonly id: string; readonly partition: string; readonly orderingKey: string }>,
+  partitions: ReadonlyArray<string>,
+  perPartition: number
+): void => {
+  const order = perKeyOrder(seen)
+  expect(order.size).toBe(partitions.length * 2)
+  for (const [, ids] of order) {
+    expect(ids).toEqual([...ids].sort())
+    expect(ids).toHaveLength(perPartition / 2)
+  }
+}
+
+/** A claimed record with the given id, address and payload, for calling a sink's `send` directly. */
+export const claimedRecord = (id: string, address: string, payload = new TextEncoder().encode("x")): OutboxRecord =>
+  new OutboxRecord({
+    id,
+    partitionKey: "p",
+    envelopeId: `env-${id}`,
+    bindingId: "b",
+    routeId: "r",
+    address,
+    payload,
+    headers: {},
+    orderingKey: Option.none(),
+    createdAt: DateTime.unsafeMake(0),
+    expiresAt: Option.none(),
+    seq: 1,
+    status: "claimed",
+    claimedBy: Option.some("o"),
+    claimVersion: 1,
+    claimedAt: Option.none(),
+    firstAttemptedAt: Option.none(),
+    replayCount: 1,
+    completedAt: Option.none()
+  })
