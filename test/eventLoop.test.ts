@@ -1,5 +1,5 @@
 /**
- * `groupPerTurn`: the calls made in the same turn of the event loop form one group; a group that fails
+ * `groupPerTurn` and `groupLookupsPerTurn`: the calls made in the same turn of the event loop form one group; a group that fails
  * anyway fails its calls instead of leaving them waiting.
  */
 import { describe, expect, it } from "@effect/vitest"
@@ -7,7 +7,7 @@ import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import { groupPerTurn } from "../src/services/EventLoop.js"
+import { groupLookupsPerTurn, groupPerTurn } from "../src/services/EventLoop.js"
 
 interface Call {
   readonly n: number
@@ -50,6 +50,51 @@ describe("groupPerTurn", () => {
       }
       broken = false
       expect(yield* call(join, 5)).toBe(5)
+    })
+  )
+})
+
+describe("groupLookupsPerTurn", () => {
+  it.effect("lookups of one turn share one lookup of their distinct keys; each gets its key's value or undefined", () =>
+    Effect.gen(function* () {
+      const lookups: Array<ReadonlyArray<string>> = []
+      const get = groupLookupsPerTurn((keys: ReadonlyArray<string>) => {
+        lookups.push(keys)
+        const stored = new Map<string, number>([
+          ["a", 1],
+          ["b", 2]
+        ])
+        return Effect.succeed(
+          new Map(
+            keys.flatMap((key) => {
+              const value = stored.get(key)
+              return value === undefined ? [] : [[key, value] as const]
+            })
+          )
+        )
+      })
+      const answers = yield* Effect.all(
+        ["a", "b", "a", "z"].map((key) => get(key)),
+        { concurrency: "unbounded" }
+      )
+      expect(answers).toEqual([1, 2, 1, undefined])
+      expect(lookups).toEqual([["a", "b", "z"]])
+    })
+  )
+
+  it.effect("a failed lookup fails every call of its group with its error; the next group looks up again", () =>
+    Effect.gen(function* () {
+      let fail = true
+      const get = groupLookupsPerTurn((keys: ReadonlyArray<string>) =>
+        fail ? Effect.fail(`down for ${keys.join(",")}`) : Effect.succeed(new Map(keys.map((key) => [key, key])))
+      )
+      const failed = yield* Effect.all(
+        ["a", "b"].map((key) => Effect.flip(get(key))),
+        { concurrency: "unbounded" }
+      )
+      expect(failed).toEqual(["down for a,b", "down for a,b"])
+      fail = false
+      expect(yield* get("c")).toBe("c")
     })
   )
 })

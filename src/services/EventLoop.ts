@@ -32,7 +32,7 @@ export type GroupMember<R, A, E> = R & { readonly done: Deferred.Deferred<A, E> 
 
 /**
  * Groups the calls made in the same turn of the event loop, for a store that serves many callers with one
- * statement or one transaction (the SQLite store's group commit, the SQLite lease store's grouped reads).
+ * statement or one transaction (the SQLite store's group commit, the SQL lease stores' grouped reads through {@link groupLookupsPerTurn}).
  *
  * The returned function adds a call and waits for its answer. The first call of a group waits one turn of
  * the event loop (the other fibers then run until they wait too, adding their calls) and then runs
@@ -80,4 +80,26 @@ export const groupPerTurn = <R extends object, A, E>(
       scheduled = true
       return Effect.zipRight(runGroups, Deferred.await(done))
     })
+}
+
+/**
+ * Groups keyed lookups made in the same turn of the event loop into one `lookup` of their distinct keys
+ * (see {@link groupPerTurn}): each call gets the value found for its key (`undefined` when there is none),
+ * and a failed lookup fails every call of its group with its cause. Each lookup runs after every call of
+ * its group was made, so no call sees a state older than itself (the SQL lease stores' grouped reads).
+ *
+ * @since 0.1.0
+ */
+export const groupLookupsPerTurn = <K, V, E>(
+  lookup: (keys: ReadonlyArray<K>) => Effect.Effect<ReadonlyMap<K, V>, E>
+): ((key: K) => Effect.Effect<V | undefined, E>) => {
+  const grouped = groupPerTurn<{ readonly key: K }, V | undefined, E>((group) =>
+    Effect.matchCauseEffect(lookup(Array.from(new Set(group.map((member) => member.key)))), {
+      onFailure: (cause) =>
+        Effect.forEach(group, (member) => Deferred.failCause(member.done, cause), { discard: true }),
+      onSuccess: (found) =>
+        Effect.forEach(group, (member) => Deferred.succeed(member.done, found.get(member.key)), { discard: true })
+    })
+  )
+  return (key) => grouped({ key })
 }

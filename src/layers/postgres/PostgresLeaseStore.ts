@@ -7,7 +7,7 @@
  * the row and exactly one wins. Renew and release are conditional updates on `(owner, version, not
  * released)`. The row is kept after release, so the version high-water mark survives it. A write that
  * matches nothing reads the row on the same connection to report it. Reads outside a caller's transaction
- * are grouped per turn of the event loop (`groupPerTurn`): the drainers of every partition checking their
+ * are grouped per turn of the event loop (`groupLookupsPerTurn`): the drainers of every partition checking their
  * leases at once share one `= ANY($1)` statement, each read still made after it was asked for; inside a
  * caller's transaction a read runs on that transaction's connection. These are the storage primitives of
  * `LeaseStore.make` (validation, tokens, expiry by `Clock`, spans). The layer runs its migrations under an
@@ -18,17 +18,13 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Cause from "effect/Cause"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
-import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
+import { groupLookupsPerTurn } from "../../services/EventLoop.js"
 import * as LeaseStore from "../../services/LeaseStore.js"
 import { BigIntColumn, storeTableNames } from "./PostgresOutboxSchema.js"
 import { decodeRows, migrateStore } from "./PostgresOutboxStore.js"
@@ -205,48 +201,17 @@ RETURNING ${columns}`,
         return Effect.succeed(byKey)
       })
 
-    type PendingRead = GroupMember<
-      { readonly partitionKey: string },
-      LeaseStore.StoredLease | undefined,
-      StoreUnavailable
-    >
-
-    /** Runs one group of reads; total: every read's deferred is completed, whatever happens. */
-    const runReadGroup = (group: ReadonlyArray<PendingRead>): Effect.Effect<void> =>
-      Effect.flatMap(
-        Effect.exit(
-          tx.standalone((conn) => readMany(conn, Array.from(new Set(group.map((pending) => pending.partitionKey)))))
-        ),
-        (exit) =>
-          Effect.forEach(
-            group,
-            (pending) => {
-              if (Exit.isSuccess(exit)) return Deferred.succeed(pending.done, exit.value.get(pending.partitionKey))
-              const failure = Cause.failureOrCause(exit.cause)
-              if (Either.isRight(failure)) return Deferred.failCause(pending.done, failure.right)
-              const error = failure.left
-              return Deferred.fail(
-                pending.done,
-                error._tag === "StoreUnavailable"
-                  ? error
-                  : new StoreUnavailable({ operation: "current", partitionKey: pending.partitionKey, cause: error })
-              )
-            },
-            { discard: true }
-          )
-      )
-
     /** Joins the next group of reads (those asked in the same turn of the event loop) and waits for its lease. */
-    const readGrouped = groupPerTurn(runReadGroup)
+    const readGrouped = groupLookupsPerTurn((keys: ReadonlyArray<string>) =>
+      tx.standalone((conn) => readMany(conn, keys))
+    )
 
     const read = (partitionKey: string): Effect.Effect<LeaseStore.StoredLease | undefined, StoreUnavailable> =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-        Option.isNone(outer)
-          ? readGrouped({ partitionKey })
-          : readMany(outer.value[0], [partitionKey]).pipe(
-              Effect.map((byKey) => byKey.get(partitionKey)),
-              StoreUnavailable.refailTag("SqlError", "current", partitionKey)
-            )
+        (Option.isNone(outer)
+          ? readGrouped(partitionKey)
+          : Effect.map(readMany(outer.value[0], [partitionKey]), (byKey) => byKey.get(partitionKey))
+        ).pipe(StoreUnavailable.refailTag("SqlError", "current", partitionKey))
       )
 
     return LeaseStore.make({ tryAcquire, extend, end, read })

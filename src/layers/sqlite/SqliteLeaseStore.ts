@@ -15,7 +15,6 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -23,7 +22,7 @@ import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
 import { type InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
-import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
+import { groupLookupsPerTurn } from "../../services/EventLoop.js"
 import * as LeaseStore from "../../services/LeaseStore.js"
 import { retryBusy, retryBusyOutsideTransaction, tablePrefix } from "./SqliteSupport.js"
 
@@ -212,7 +211,6 @@ export const make = (
     )
 
     type ReadFailure = SqlError | ParseResult.ParseError
-    type PendingRead = GroupMember<{ readonly partitionKey: string }, LeaseRow | undefined, ReadFailure>
     /** Reads the rows of the given partitions (at most `groupReadChunk`) with one statement. */
     const readChunk = (conn: Connection, keys: ReadonlyArray<string>) => {
       const size = groupReadSizes.find((n) => n >= keys.length) ?? groupReadChunk
@@ -226,35 +224,31 @@ export const make = (
       )
     }
 
-    /** Runs one group of reads; total: every read's deferred is completed, whatever happens. */
-    const runReadGroup = (group: ReadonlyArray<PendingRead>): Effect.Effect<void> => {
-      const keys = Array.from(new Set(group.map((read) => read.partitionKey)))
-      const query = (conn: Connection) =>
-        Effect.gen(function* () {
-          const byKey = new Map<string, LeaseRow>()
-          for (let i = 0; i < keys.length; i += groupReadChunk) {
-            for (const row of yield* readChunk(conn, keys.slice(i, i + groupReadChunk))) {
-              byKey.set(row.partition_key, row)
-            }
-          }
-          return byKey
-        })
-      return Effect.matchCauseEffect(retryBusy(Effect.scoped(Effect.flatMap(sql.reserve, query))), {
-        onFailure: (cause) => Effect.forEach(group, (read) => Deferred.failCause(read.done, cause), { discard: true }),
-        onSuccess: (byKey) =>
-          Effect.forEach(group, (read) => Deferred.succeed(read.done, byKey.get(read.partitionKey)), {
-            discard: true
-          })
-      })
-    }
+    /** The rows of the given partitions, by partition key, on one reserved connection (busy retried). */
+    const readMany = (keys: ReadonlyArray<string>): Effect.Effect<Map<string, LeaseRow>, ReadFailure> =>
+      retryBusy(
+        Effect.scoped(
+          Effect.flatMap(sql.reserve, (conn) =>
+            Effect.gen(function* () {
+              const byKey = new Map<string, LeaseRow>()
+              for (let i = 0; i < keys.length; i += groupReadChunk) {
+                for (const row of yield* readChunk(conn, keys.slice(i, i + groupReadChunk))) {
+                  byKey.set(row.partition_key, row)
+                }
+              }
+              return byKey
+            })
+          )
+        )
+      )
 
     /** Joins the next group of reads (those asked in the same turn of the event loop) and waits for its row. */
-    const readGrouped = groupPerTurn<{ readonly partitionKey: string }, LeaseRow | undefined, ReadFailure>(runReadGroup)
+    const readGrouped = groupLookupsPerTurn(readMany)
 
     const readCurrent = (partitionKey: string): Effect.Effect<LeaseRow | undefined, ReadFailure> =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
         Option.isNone(outer)
-          ? readGrouped({ partitionKey })
+          ? readGrouped(partitionKey)
           : Effect.map(readChunk(outer.value[0], [partitionKey]), (rows) => rows[0])
       )
 
