@@ -16,7 +16,9 @@
  * alternate (raw, raw unordered, relay, relay with a no-op sink) after one untimed relay round; figures
  * are best against best, with every round in the results. `relayNoopSink` is the same relay with a sink
  * that accepts every record at once: what the store and the drainer alone reach on this backlog, so
- * `ceilingRatio` (it against raw) bounds the ratio any broker sink could reach here.
+ * `ceilingRatio` (it against raw) bounds the ratio any broker sink could reach here. `cpuMicrosPerRecord`
+ * is this process's CPU time per record (the lowest of the rounds) of the relay, the ordered raw client and
+ * the relay with the no-op sink: the broker servers run on the same cores.
  *
  * Goal: relay ≥ 0.6× raw. Writes bench/results/brokers.json.
  */
@@ -41,7 +43,7 @@ import { startNats } from "../test/support/NatsServer.js"
 import { startRabbitMq } from "../test/support/RabbitMqServer.js"
 
 const quick = process.argv.includes("--quick")
-const total = quick ? 1_000 : 5_000
+const total = quick ? 1_000 : 20_000
 const rounds = quick ? 1 : 3
 const partitions = Array.from({ length: 8 }, (_, i) => `p${i}`)
 const inFlight = partitions.length * 10
@@ -77,8 +79,17 @@ const counted = (sink: Layer.Layer<Sink, unknown>, acked: { count: number }): La
     )
   ).pipe(Layer.provide(sink))
 
-/** Records per second of a relay draining the backlog from a fresh SQLite file through `sink`. */
-const relayRound = (sink: Layer.Layer<Sink, unknown>): Promise<number> => {
+/** This process's CPU time since `before`, in microseconds per backlog record. */
+const cpuPerRecord = (before: NodeJS.CpuUsage): number => {
+  const used = process.cpuUsage(before)
+  return Number(((used.user + used.system) / total).toFixed(1))
+}
+
+/**
+ * Records per second of a relay draining the backlog from a fresh SQLite file through `sink`; its CPU time
+ * per record is pushed to `cpu`.
+ */
+const relayRound = (sink: Layer.Layer<Sink, unknown>, cpu: Array<number>): Promise<number> => {
   const acked = { count: 0 }
   return Effect.runPromise(
     Effect.gen(function* () {
@@ -91,6 +102,7 @@ const relayRound = (sink: Layer.Layer<Sink, unknown>): Promise<number> => {
         return left === 0
       })
       const started = performance.now()
+      const cpuBefore = process.cpuUsage()
       yield* Effect.scoped(
         Effect.gen(function* () {
           yield* Relay.start({
@@ -112,6 +124,7 @@ const relayRound = (sink: Layer.Layer<Sink, unknown>): Promise<number> => {
           while (!(yield* drained)) yield* Effect.sleep("2 millis")
         })
       )
+      cpu.push(cpuPerRecord(cpuBefore))
       return total / ((performance.now() - started) / 1000)
     }).pipe(
       Effect.provide(
@@ -141,12 +154,18 @@ const rawMessages: ReadonlyArray<RawMessage> = backlog().map((record, n) => ({
 
 /**
  * Records per second of `publish` over the backlog's messages with `inFlight` lanes, each awaiting its
- * ack; `ordered`: a keyed message waits for the ack of the previous message of its key.
+ * ack; `ordered`: a keyed message waits for the ack of the previous message of its key. Its CPU time per
+ * record is pushed to `cpu`.
  */
-const rawRound = async (publish: (message: RawMessage) => Promise<unknown>, ordered: boolean): Promise<number> => {
+const rawRound = async (
+  publish: (message: RawMessage) => Promise<unknown>,
+  ordered: boolean,
+  cpu: Array<number>
+): Promise<number> => {
   let next = 0
   const lastOfKey = new Map<string, Promise<unknown>>()
   const started = performance.now()
+  const cpuBefore = process.cpuUsage()
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
       for (;;) {
@@ -164,7 +183,9 @@ const rawRound = async (publish: (message: RawMessage) => Promise<unknown>, orde
       }
     })
   )
-  return total / ((performance.now() - started) / 1000)
+  const seconds = (performance.now() - started) / 1000
+  cpu.push(cpuPerRecord(cpuBefore))
+  return total / seconds
 }
 
 interface Figures {
@@ -172,19 +193,30 @@ interface Figures {
   readonly raw: Array<number>
   readonly rawUnordered: Array<number>
   readonly relayNoopSink: Array<number>
+  /** This process's CPU time per record (µs) in each round of the relay, the ordered raw client and the no-op relay. */
+  readonly cpu: { readonly relay: Array<number>; readonly raw: Array<number>; readonly relayNoopSink: Array<number> }
 }
 
 /** A sink that accepts every record at once: the relay's own ceiling on this backlog (store and drainer). */
 const noopSink: Layer.Layer<Sink> = Layer.succeed(Sink, Sink.of({ send: () => Effect.void }))
 
-const measure = async (relay: () => Promise<number>, raw: (ordered: boolean) => Promise<number>): Promise<Figures> => {
-  const figures: Figures = { relay: [], raw: [], rawUnordered: [], relayNoopSink: [] }
-  await relay() // untimed warm-up round
+const measure = async (
+  relay: (cpu: Array<number>) => Promise<number>,
+  raw: (ordered: boolean, cpu: Array<number>) => Promise<number>
+): Promise<Figures> => {
+  const figures: Figures = {
+    relay: [],
+    raw: [],
+    rawUnordered: [],
+    relayNoopSink: [],
+    cpu: { relay: [], raw: [], relayNoopSink: [] }
+  }
+  await relay([]) // untimed warm-up round
   for (let round = 0; round < rounds; round++) {
-    figures.raw.push(await raw(true))
-    figures.rawUnordered.push(await raw(false))
-    figures.relay.push(await relay())
-    figures.relayNoopSink.push(await relayRound(noopSink))
+    figures.raw.push(await raw(true, figures.cpu.raw))
+    figures.rawUnordered.push(await raw(false, []))
+    figures.relay.push(await relay(figures.cpu.relay))
+    figures.relayNoopSink.push(await relayRound(noopSink, figures.cpu.relayNoopSink))
     console.log(
       `round ${round + 1}/${rounds}: raw ${figures.raw.at(-1)?.toFixed(0)}/s (unordered ${figures.rawUnordered.at(-1)?.toFixed(0)}/s), relay ${figures.relay.at(-1)?.toFixed(0)}/s (no-op sink ${figures.relayNoopSink.at(-1)?.toFixed(0)}/s)`
     )
@@ -204,6 +236,11 @@ const summary = (figures: Figures) => {
     ratioVsUnordered: Number((relay / rawUnordered).toFixed(2)),
     relayNoopSinkRecordsPerSecond: Math.round(Math.max(...figures.relayNoopSink)),
     ceilingRatio: Number((Math.max(...figures.relayNoopSink) / raw).toFixed(2)),
+    cpuMicrosPerRecord: {
+      relay: Math.min(...figures.cpu.relay),
+      raw: Math.min(...figures.cpu.raw),
+      relayNoopSink: Math.min(...figures.cpu.relayNoopSink)
+    },
     rounds: figures
   }
 }
@@ -227,18 +264,22 @@ const natsFigures = await (async () => {
     const js = nc.jetstream()
     let base = 0
     return await measure(
-      () => relayRound(NatsSink.layer({ servers: nats.url, subject: "bench.relay.{partitionKey}" })),
-      (ordered) => {
+      (cpu) => relayRound(NatsSink.layer({ servers: nats.url, subject: "bench.relay.{partitionKey}" }), cpu),
+      (ordered, cpu) => {
         base += total
         const offset = base
-        return rawRound((message) => {
-          const h = natsHeaders()
-          for (const [name, value] of Object.entries(outboxHeaders(message))) h.set(name, value)
-          return js.publish(`bench.raw.${message.partitionKey}`, payload, {
-            msgID: `raw-${offset + message.n}`,
-            headers: h
-          })
-        }, ordered)
+        return rawRound(
+          (message) => {
+            const h = natsHeaders()
+            for (const [name, value] of Object.entries(outboxHeaders(message))) h.set(name, value)
+            return js.publish(`bench.raw.${message.partitionKey}`, payload, {
+              msgID: `raw-${offset + message.n}`,
+              headers: h
+            })
+          },
+          ordered,
+          cpu
+        )
       }
     )
   } finally {
@@ -256,8 +297,8 @@ const rabbitFigures = await (async () => {
     const purge = setInterval(() => void channel.purgeQueue("bench").catch(() => undefined), 1_000)
     try {
       return await measure(
-        () => relayRound(RabbitMqSink.layer({ url: rabbit.url, routingKey: "bench" })),
-        (ordered) =>
+        (cpu) => relayRound(RabbitMqSink.layer({ url: rabbit.url, routingKey: "bench" }), cpu),
+        (ordered, cpu) =>
           rawRound(
             (message) =>
               new Promise<void>((resolve, reject) =>
@@ -274,7 +315,8 @@ const rabbitFigures = await (async () => {
                   (error: unknown) => (error === null || error === undefined ? resolve() : reject(error))
                 )
               ),
-            ordered
+            ordered,
+            cpu
           )
       )
     } finally {

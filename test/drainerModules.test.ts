@@ -3,10 +3,12 @@
  * the wave sender, the dead-letter entry of a record and the run-time configuration check.
  */
 import { describe, expect, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import * as Runtime from "effect/Runtime"
@@ -118,7 +120,7 @@ describe("SinkHealth", () => {
 
 const batchRuntime = Effect.gen(function* () {
   const batch: BatchState.BatchRuntime = {
-    run: Runtime.runSyncExit(yield* Effect.runtime<never>()),
+    fork: Runtime.runFork(yield* Effect.runtime<never>()),
     clock: yield* Effect.clock
   }
   return batch
@@ -173,6 +175,31 @@ describe("Sender", () => {
       )
       expect(exit._tag).toBe("Failure")
       expect(slots[1]?.result).toBeUndefined()
+    })
+  )
+
+  it.effect("a defect of a waiting send ends the wave at once and interrupts the sends still running", () =>
+    Effect.gen(function* () {
+      const interrupted: Array<string> = []
+      const sink: SinkService = {
+        send: (r) =>
+          r.id === "buggy"
+            ? Effect.zipRight(Effect.sleep("1 second"), Effect.dieMessage("sink bug"))
+            : Effect.onInterrupt(Effect.sleep("1 minute"), () => Effect.sync(() => interrupted.push(r.id)))
+      }
+      const records = [record("slow"), record("buggy"), record("later")]
+      const slots = slotsOf(records)
+      const state = BatchState.make(records)
+      const fiber = yield* Effect.fork(
+        Effect.exit(Sender.sendAll(sink, slots, state, yield* batchRuntime, Duration.seconds(30)))
+      )
+      yield* TestClock.adjust("1 second")
+      // the defect ends the wave long before its 30 s deadline
+      const exit = yield* Fiber.join(fiber)
+      expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+      yield* Effect.yieldNow()
+      expect(interrupted.sort()).toEqual(["later", "slow"])
+      expect(slots.map((s) => s.result)).toEqual([undefined, undefined, undefined])
     })
   )
 })

@@ -198,11 +198,24 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
           })
         )
       }
-      return Effect.tryPromise({
-        try: () =>
-          js.publish(subject, record.payload, { msgID: record.id, headers: headersOf(record), timeout: timeoutMillis }),
-        catch: (error) => error
-      }).pipe(Effect.matchEffect({ onFailure: (error) => classify(error, subject), onSuccess: () => Effect.void }))
+      // one callback pair per publish: resumed with success on the ack, or with the classified failure
+      return Effect.async<void, SendError>((resume) => {
+        let published: Promise<unknown>
+        try {
+          published = js.publish(subject, record.payload, {
+            msgID: record.id,
+            headers: headersOf(record),
+            timeout: timeoutMillis
+          })
+        } catch (error) {
+          resume(classify(error, subject))
+          return
+        }
+        published.then(
+          () => resume(Effect.void),
+          (error: unknown) => resume(classify(error, subject))
+        )
+      })
     }
     return Sink.of({ send })
   })

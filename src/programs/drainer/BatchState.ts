@@ -7,7 +7,7 @@
 import type * as Clock from "effect/Clock"
 import type * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
-import type * as Exit from "effect/Exit"
+import type * as Fiber from "effect/Fiber"
 import type { StaleFencingToken } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import type { SendError } from "../../services/Sink.js"
@@ -52,12 +52,13 @@ export interface Slot {
 }
 
 /**
- * What the waves of one batch share: a synchronous runner on the batch fiber's runtime, and its clock.
+ * What the waves of one batch share: a starter of fibers on the batch fiber's runtime (a fiber started
+ * this way runs on the spot until it has to wait), and its clock.
  *
  * @since 0.1.0
  */
 export interface BatchRuntime {
-  readonly run: <A, E>(effect: Effect.Effect<A, E>) => Exit.Exit<A, E>
+  readonly fork: <A, E>(effect: Effect.Effect<A, E>) => Fiber.RuntimeFiber<A, E>
   readonly clock: Clock.Clock
 }
 

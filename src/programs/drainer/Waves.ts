@@ -331,7 +331,7 @@ export const runWaves = (
   Effect.gen(function* () {
     // the batch fiber's runtime (log annotations, span) runs the sends; its clock stamps the waves
     const batch: BatchRuntime = {
-      run: Runtime.runSyncExit(yield* Effect.runtime<never>()),
+      fork: Runtime.runFork(yield* Effect.runtime<never>()),
       clock: yield* Effect.clock
     }
     const turns = Turns.make(groups, instance.config.maxConcurrency)
