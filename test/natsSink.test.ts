@@ -22,6 +22,7 @@ import {
   keyedRecords,
   relayUntil
 } from "./support/BrokerRelay.js"
+import { killedRelayTakenOver } from "./support/BrokerCrash.js"
 import { buildCli } from "./support/CliBundle.js"
 import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
 import { startNats } from "./support/NatsServer.js"
@@ -104,7 +105,7 @@ describe("NatsSink", { timeout: 120_000 }, () => {
     )
   )
 
-  it.live("re-sending the same record ids (a relay killed between publish and complete) is exactly-once", () =>
+  it.live("re-sending the same record ids is exactly-once at the consumer (Nats-Msg-Id)", () =>
     withStream(natsUrl, (prefix, jsm) =>
       Effect.gen(function* () {
         const sink = yield* NatsSink.make({ servers: natsUrl })
@@ -116,6 +117,33 @@ describe("NatsSink", { timeout: 120_000 }, () => {
         expect(seen.map((m) => m.id)).toEqual(["r1", "r2", "r3"])
       }).pipe(Effect.scoped)
     )
+  )
+
+  it.live(
+    "a relay process killed between the stream's ack and the complete: its successor re-sends, the stream keeps each record once, in per-key order",
+    () =>
+      withStream(natsUrl, (prefix, jsm) =>
+        Effect.gen(function* () {
+          const partitions = ["a", "b", "c", "d"]
+          const outcome = yield* killedRelayTakenOver({
+            broker: "nats",
+            url: natsUrl,
+            target: `${prefix}.{partitionKey}`,
+            records: keyedRecords(partitions, 30),
+            killAfter: 50
+          })
+          expect(outcome.left).toBe(0)
+          expect(outcome.killedSent).toHaveLength(50)
+          expect(outcome.claimedAtKill).toBeGreaterThan(0)
+          // the last record the killed relay had acknowledged was never completed: the successor sent it again
+          expect(outcome.successorSent).toContain(outcome.killedSent.at(-1))
+          expect(outcome.killedSent.length + outcome.successorSent.length).toBeGreaterThan(120)
+          const seen = yield* readStream(jsm, prefix)
+          expect(seen).toHaveLength(120)
+          expect(new Set(seen.map((m) => m.id)).size).toBe(120)
+          expectOrdered(seen, partitions, 30)
+        })
+      )
   )
 
   it.live("the broker restarted mid-drain: nothing lost, nothing duplicated, per-key order held", () =>

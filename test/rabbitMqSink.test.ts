@@ -22,6 +22,7 @@ import {
   keyedRecords,
   relayUntil
 } from "./support/BrokerRelay.js"
+import { killedRelayTakenOver } from "./support/BrokerCrash.js"
 import { buildCli } from "./support/CliBundle.js"
 import { cliRunner, finish, waitFor } from "./support/CliProcess.js"
 import { startRabbitMq } from "./support/RabbitMqServer.js"
@@ -186,6 +187,35 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
       expect(yield* disposeThrough(layer, [denied("d2")], "drop")).toEqual([])
       expect((yield* drain(queue)).map((m) => m.id)).toEqual(["a1", "a3"])
     }).pipe(Effect.scoped)
+  )
+
+  it.live(
+    "a relay process killed between the confirm and the complete: its successor re-sends with the same message_id (at least once), first deliveries in per-key order",
+    () =>
+      Effect.gen(function* () {
+        const queue = yield* freshQueue()
+        const partitions = ["a", "b", "c", "d"]
+        const outcome = yield* killedRelayTakenOver({
+          broker: "rabbitmq",
+          url: rabbit.url,
+          target: queue,
+          records: keyedRecords(partitions, 30),
+          killAfter: 50
+        })
+        expect(outcome.left).toBe(0)
+        expect(outcome.killedSent).toHaveLength(50)
+        expect(outcome.claimedAtKill).toBeGreaterThan(0)
+        const last = outcome.killedSent.at(-1)
+        // the last record the killed relay had confirmed was never completed: the successor sent it again
+        expect(outcome.successorSent).toContain(last)
+        const seen = yield* drain(queue)
+        // every confirmed send is in the queue (and maybe sends in flight at the kill): each record at least
+        // once, the re-sent one twice under the same message_id
+        expect(seen.length).toBeGreaterThanOrEqual(outcome.killedSent.length + outcome.successorSent.length)
+        expect(new Set(seen.map((m) => m.id)).size).toBe(120)
+        expect(seen.filter((m) => m.id === last).length).toBeGreaterThanOrEqual(2)
+        expectOrdered(seen, partitions, 30)
+      })
   )
 
   it.live("the broker restarted mid-drain: nothing lost, per-key order held (first deliveries)", () =>
