@@ -790,6 +790,32 @@ const brokersSection = (data: unknown): Array<string> => {
       ""
     )
   }
+  const cpu = [
+    ["NATS JetStream", "nats"],
+    ["RabbitMQ", "rabbitmq"]
+  ].filter(([, key = ""]) => num(data, key, "cpuMicrosPerRecord", "relay") !== undefined)
+  if (cpu.length > 0) {
+    out.push(
+      "CPU time of the bench process per record (µs, the lowest of the rounds; the broker server runs on the",
+      "same cores):",
+      "",
+      ...table(
+        ["broker", "relay", "relay, no-op sink", "raw client", "relay − no-op sink"],
+        cpu.map(([label = "", key = ""]) => {
+          const relay = num(data, key, "cpuMicrosPerRecord", "relay")
+          const noop = num(data, key, "cpuMicrosPerRecord", "relayNoopSink")
+          return [
+            label,
+            formatNumber(relay),
+            formatNumber(noop),
+            formatNumber(num(data, key, "cpuMicrosPerRecord", "raw")),
+            relay === undefined || noop === undefined ? na : formatNumber(Number((relay - noop).toFixed(1)))
+          ]
+        })
+      ),
+      ""
+    )
+  }
   return out
 }
 

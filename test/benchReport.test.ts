@@ -338,6 +338,7 @@ describe("bench report", () => {
         ratio: 0.1,
         rawUnorderedRecordsPerSecond: 2_800,
         relayNoopSinkRecordsPerSecond: 3_000,
+        cpuMicrosPerRecord: { relay: 150.5, raw: 30, relayNoopSink: 70.2 },
         rounds: { relay: [1_399.6, 1_200], raw: [2_000, 1_800.2] }
       },
       rabbitmq: {
@@ -358,6 +359,9 @@ describe("bench report", () => {
     // the no-op-sink ceiling and the unordered raw client, only for the brokers that report them
     expect(readme).toContain("| NATS JetStream | 3,000 | 1.50× | 2,800 | 0.50× |")
     expect(readme).not.toContain("| RabbitMQ | —")
+    // CPU per record, only for the brokers that report it
+    expect(readme).toContain("| NATS JetStream | 150.5 | 70.2 | 30 | 80.3 |")
+    expect(readme.match(/\| RabbitMQ \|/g)).toHaveLength(1)
   })
 
   it("a missing result says so instead of failing, and the other sections still render", () => {
