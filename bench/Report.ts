@@ -727,6 +727,35 @@ const goalRatio = (goal: string | undefined): number | undefined => {
   return found === undefined ? undefined : Number(found)
 }
 
+/** The brokers of brokers.json: table label and result key. */
+const brokers: ReadonlyArray<readonly [string, string]> = [
+  ["NATS JetStream", "nats"],
+  ["RabbitMQ", "rabbitmq"]
+]
+
+/**
+ * A table of the brokers for which `reports` holds, after its intro lines; nothing when none does (results
+ * of an earlier shape).
+ */
+const brokerTable = (
+  reports: (key: string) => boolean,
+  intro: ReadonlyArray<string>,
+  headers: ReadonlyArray<string>,
+  row: (label: string, key: string) => Array<string>
+): Array<string> => {
+  const present = brokers.filter(([, key]) => reports(key))
+  if (present.length === 0) return []
+  return [
+    ...intro,
+    "",
+    ...table(
+      headers,
+      present.map(([label, key]) => row(label, key))
+    ),
+    ""
+  ]
+}
+
 const brokersSection = (data: unknown): Array<string> => {
   const out = ["## Broker sinks (relay vs raw client)", "", measuredLine(data), ""]
   const goal = str(data, "goal")
@@ -738,10 +767,7 @@ const brokersSection = (data: unknown): Array<string> => {
     "",
     ...table(
       ["broker", "relay rec/s", "raw client rec/s", "relay / raw", "goal", "goal met", "rounds relay", "rounds raw"],
-      [
-        ["NATS JetStream", "nats"],
-        ["RabbitMQ", "rabbitmq"]
-      ].map(([label = "", key = ""]) => {
+      brokers.map(([label, key]) => {
         const relay = num(data, key, "relayRecordsPerSecond")
         const raw = num(data, key, "rawRecordsPerSecond")
         const rounds = (side: string) =>
@@ -764,58 +790,46 @@ const brokersSection = (data: unknown): Array<string> => {
     ),
     ""
   )
-  const ceilings = [
-    ["NATS JetStream", "nats"],
-    ["RabbitMQ", "rabbitmq"]
-  ].filter(([, key = ""]) => num(data, key, "relayNoopSinkRecordsPerSecond") !== undefined)
-  if (ceilings.length > 0) {
-    out.push(
-      "The same relay with a sink that accepts every record at once (what the store and the drainer reach on this",
-      "backlog, an upper bound for any broker sink here), and the raw client without the per-key wait:",
-      "",
-      ...table(
-        ["broker", "relay, no-op sink rec/s", "no-op sink / raw", "raw, unordered rec/s", "relay / raw unordered"],
-        ceilings.map(([label = "", key = ""]) => {
-          const noop = num(data, key, "relayNoopSinkRecordsPerSecond")
-          const unordered = num(data, key, "rawUnorderedRecordsPerSecond")
-          return [
-            label,
-            formatNumber(noop),
-            formatRatio(noop, num(data, key, "rawRecordsPerSecond")),
-            formatNumber(unordered),
-            formatRatio(num(data, key, "relayRecordsPerSecond"), unordered)
-          ]
-        })
-      ),
-      ""
+  out.push(
+    ...brokerTable(
+      (key) => num(data, key, "relayNoopSinkRecordsPerSecond") !== undefined,
+      [
+        "The same relay with a sink that accepts every record at once (what the store and the drainer reach on this",
+        "backlog, an upper bound for any broker sink here), and the raw client without the per-key wait:"
+      ],
+      ["broker", "relay, no-op sink rec/s", "no-op sink / raw", "raw, unordered rec/s", "relay / raw unordered"],
+      (label, key) => {
+        const noop = num(data, key, "relayNoopSinkRecordsPerSecond")
+        const unordered = num(data, key, "rawUnorderedRecordsPerSecond")
+        return [
+          label,
+          formatNumber(noop),
+          formatRatio(noop, num(data, key, "rawRecordsPerSecond")),
+          formatNumber(unordered),
+          formatRatio(num(data, key, "relayRecordsPerSecond"), unordered)
+        ]
+      }
+    ),
+    ...brokerTable(
+      (key) => num(data, key, "cpuMicrosPerRecord", "relay") !== undefined,
+      [
+        "CPU time of the bench process per record (µs, the lowest of the rounds; the broker server runs on the",
+        "same cores):"
+      ],
+      ["broker", "relay", "relay, no-op sink", "raw client", "relay − no-op sink"],
+      (label, key) => {
+        const relay = num(data, key, "cpuMicrosPerRecord", "relay")
+        const noop = num(data, key, "cpuMicrosPerRecord", "relayNoopSink")
+        return [
+          label,
+          formatNumber(relay),
+          formatNumber(noop),
+          formatNumber(num(data, key, "cpuMicrosPerRecord", "raw")),
+          relay === undefined || noop === undefined ? na : formatNumber(Number((relay - noop).toFixed(1)))
+        ]
+      }
     )
-  }
-  const cpu = [
-    ["NATS JetStream", "nats"],
-    ["RabbitMQ", "rabbitmq"]
-  ].filter(([, key = ""]) => num(data, key, "cpuMicrosPerRecord", "relay") !== undefined)
-  if (cpu.length > 0) {
-    out.push(
-      "CPU time of the bench process per record (µs, the lowest of the rounds; the broker server runs on the",
-      "same cores):",
-      "",
-      ...table(
-        ["broker", "relay", "relay, no-op sink", "raw client", "relay − no-op sink"],
-        cpu.map(([label = "", key = ""]) => {
-          const relay = num(data, key, "cpuMicrosPerRecord", "relay")
-          const noop = num(data, key, "cpuMicrosPerRecord", "relayNoopSink")
-          return [
-            label,
-            formatNumber(relay),
-            formatNumber(noop),
-            formatNumber(num(data, key, "cpuMicrosPerRecord", "raw")),
-            relay === undefined || noop === undefined ? na : formatNumber(Number((relay - noop).toFixed(1)))
-          ]
-        })
-      ),
-      ""
-    )
-  }
+  )
   return out
 }
 

@@ -13,10 +13,10 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { connect, type JetStreamManager, type NatsConnection } from "nats"
-import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as NatsSink from "../src/layers/sinks/NatsSink.js"
 import {
   claimedRecord as record,
+  recordTo,
   disposeThrough,
   expectOrdered,
   keyedRecords,
@@ -239,15 +239,7 @@ describe("NatsSink", { timeout: 120_000 }, () => {
           expect(denied.message).toContain("forbidden.x")
           expect(denied.message).not.toContain("pub-pw")
 
-          const forbidden = (id: string) =>
-            new NewOutboxRecord({
-              id,
-              partitionKey: `perm-${id}`,
-              envelopeId: `env-${id}`,
-              bindingId: "b",
-              payload: new TextEncoder().encode(id),
-              address: "forbidden.{partitionKey}"
-            })
+          const forbidden = (id: string) => recordTo(id, "forbidden.{partitionKey}")
           const layer = NatsSink.layer({ servers: publisherUrl, timeout: "2 seconds" })
           const deadLettered = yield* disposeThrough(layer, [forbidden("d1")], "dlq")
           expect(deadLettered).toHaveLength(1)

@@ -12,11 +12,11 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
-import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
 import {
   allCompleted,
   claimedRecord as record,
+  recordTo,
   disposeThrough,
   expectOrdered,
   keyedRecords,
@@ -171,15 +171,7 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
       // the channel closed by the broker is replaced: the next send goes through
       yield* sink.send(record("a3", queue))
 
-      const denied = (id: string) =>
-        new NewOutboxRecord({
-          id,
-          partitionKey: `perm-${id}`,
-          envelopeId: `env-${id}`,
-          bindingId: "b",
-          payload: new TextEncoder().encode(id),
-          address: `${exchange}/key`
-        })
+      const denied = (id: string) => recordTo(id, `${exchange}/key`)
       const layer = RabbitMqSink.layer({ url, timeout: "3 seconds" })
       const deadLettered = yield* disposeThrough(layer, [denied("d1")], "dlq")
       expect(deadLettered).toHaveLength(1)

@@ -158,6 +158,17 @@ export const expectOrdered = (
   }
 }
 
+/** A new record of its own partition (`perm-<id>`) with the given id and address, its payload the id. */
+export const recordTo = (id: string, address: string): NewOutboxRecord =>
+  new NewOutboxRecord({
+    id,
+    partitionKey: `perm-${id}`,
+    envelopeId: `env-${id}`,
+    bindingId: "b",
+    payload: new TextEncoder().encode(id),
+    address
+  })
+
 /** A claimed record with the given id, address and payload, for calling a sink's `send` directly. */
 export const claimedRecord = (id: string, address: string, payload = new TextEncoder().encode("x")): OutboxRecord =>
   new OutboxRecord({

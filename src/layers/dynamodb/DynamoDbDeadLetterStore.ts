@@ -51,6 +51,7 @@ import * as DeadLetterStore from "../../services/DeadLetterStore.js"
 import { DynamoDb, type DynamoDbError, type DynamoDbService } from "../../services/DynamoDb.js"
 import { OutboxStore, type OutboxStoreService } from "../../services/OutboxStore.js"
 import * as DeadLetterTable from "./DeadLetterTable.js"
+import { decodeAll } from "../DecodeAll.js"
 
 /**
  * Options of the DynamoDB dead-letter store.
@@ -188,15 +189,11 @@ const namesFor = (...expressions: ReadonlyArray<string | undefined>): Record<str
 const decodeItems = (
   operation: string,
   items: ReadonlyArray<Item>
-): Either.Either<Array<DeadLetterEntry>, StoreUnavailable> => {
-  const entries: Array<DeadLetterEntry> = []
-  for (const item of items) {
-    const decoded = DeadLetterTable.decode(item)
-    if (Either.isLeft(decoded)) return Either.left(new StoreUnavailable({ operation, cause: new Error(decoded.left) }))
-    entries.push(decoded.right)
-  }
-  return Either.right(entries)
-}
+): Either.Either<Array<DeadLetterEntry>, StoreUnavailable> =>
+  Either.mapLeft(
+    decodeAll(items, DeadLetterTable.decode),
+    (problem) => new StoreUnavailable({ operation, cause: new Error(problem) })
+  )
 
 interface Cursor {
   readonly cursor: Item | undefined

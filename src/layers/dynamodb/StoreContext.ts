@@ -15,6 +15,7 @@ import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import type { DynamoDbError, DynamoDbService } from "../../services/DynamoDb.js"
 import * as OutboxStore from "../../services/OutboxStore.js"
 import * as RecordItem from "./RecordItem.js"
+import { decodeAll } from "../DecodeAll.js"
 
 /**
  * What one scan-path claim saw, reported to {@link DynamoDbOutboxStoreOptions.onScanFold}.
@@ -201,15 +202,7 @@ export const isConditionFailure = (error: DynamoDbError): boolean => error.kind 
  */
 export const decodeItems = (
   items: ReadonlyArray<RecordItem.Item>
-): Either.Either<Array<OutboxRecord.OutboxRecord>, CorruptRecord> => {
-  const records: Array<OutboxRecord.OutboxRecord> = []
-  for (const item of items) {
-    const decoded = RecordItem.decode(item)
-    if (Either.isLeft(decoded)) return Either.left(decoded.left)
-    records.push(decoded.right)
-  }
-  return Either.right(records)
-}
+): Either.Either<Array<OutboxRecord.OutboxRecord>, CorruptRecord> => decodeAll(items, RecordItem.decode)
 
 /**
  * A Query of the outbox table without its table name and start key.

@@ -21,6 +21,7 @@ import * as SqlClaim from "../sql/SqlClaim.js"
 import type * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import * as PostgresOutboxSchema from "./PostgresOutboxSchema.js"
 import type { Transactions } from "./PostgresTransaction.js"
+import { decodeAll } from "../DecodeAll.js"
 
 /**
  * Rows of `id`.
@@ -80,15 +81,7 @@ export const records = (
   text: string,
   params: ReadonlyArray<unknown>
 ): Effect.Effect<Array<OutboxRecord.OutboxRecord>, SqlError | CorruptRecord> =>
-  Effect.flatMap(ctx.run(conn, text, params), (rows) => {
-    const out: Array<OutboxRecord.OutboxRecord> = []
-    for (const row of rows) {
-      const decoded = PostgresOutboxSchema.decodeRow(row)
-      if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-      out.push(decoded.right)
-    }
-    return Effect.succeed(out)
-  })
+  Effect.flatMap(ctx.run(conn, text, params), (rows) => decodeAll(rows, PostgresOutboxSchema.decodeRow))
 
 /**
  * Locks the partition's fence row, admits the token and raises the mark (R-CLAIM-2, R-EXP-1).

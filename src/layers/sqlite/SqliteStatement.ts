@@ -15,6 +15,7 @@ import type { CorruptRecord } from "../../domain/OutboxError.js"
 import { StoreUnavailable } from "../../domain/OutboxError.js"
 import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import * as SqliteOutboxRows from "./SqliteOutboxRows.js"
+import { decodeAll } from "../DecodeAll.js"
 
 /** Row decoders, compiled once: they only run to describe a row that failed its structural check. */
 const rowsOf = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknownEither(Schema.Array(schema))
@@ -100,12 +101,4 @@ export const records = (
   text: string,
   params: ReadonlyArray<unknown>
 ): Effect.Effect<Array<OutboxRecord.OutboxRecord>, SqlError | CorruptRecord> =>
-  Effect.flatMap(run(conn, text, params), (rows) => {
-    const out: Array<OutboxRecord.OutboxRecord> = []
-    for (const row of rows) {
-      const decoded = SqliteOutboxRows.decodeRow(row)
-      if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-      out.push(decoded.right)
-    }
-    return Effect.succeed(out)
-  })
+  Effect.flatMap(run(conn, text, params), (rows) => decodeAll(rows, SqliteOutboxRows.decodeRow))
