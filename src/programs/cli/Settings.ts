@@ -284,7 +284,10 @@ const sinkConfig: Config.Config<SinkSettings> = Config.all({
         Either.left(
           ConfigError.MissingData(
             ["sink", "url"],
-            type === "webhook" ? "a webhook sink needs a URL (--webhook-url, sink.url)" : `a ${type} sink needs a URL`
+            type === "webhook"
+              ? "a relay needs a sink: relay webhook <url> (or --webhook-url), relay nats <url>, " +
+                  "relay rabbitmq <url> or relay stdout (config sink.type, sink.url)"
+              : `a ${type} sink needs a URL: relay ${type} <url>`
           )
         ),
       onSome: (value) =>
