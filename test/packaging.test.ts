@@ -231,7 +231,7 @@ describe("a SQLite-only consumer of the tarball", () => {
     const inspected = await npx(consumer, ["inspect", "--sqlite-file", "cli.db", "--json"])
     expect(inspected.stdout).toContain('"orders"')
     expect(inspected.code).toBe(0)
-  })
+  }, 240_000)
 
   it("with OTEL_EXPORTER_OTLP_ENDPOINT set and no @effect/opentelemetry: one WARN line naming it, and the command runs", async () => {
     const result = await npx(consumer, ["inspect", "--backend", "memory"], "", {
@@ -244,7 +244,7 @@ describe("a SQLite-only consumer of the tarball", () => {
     expect(lines[0]).toContain("running without telemetry")
     expect(result.stdout).toContain("dead letters")
     expect(result.code).toBe(0)
-  })
+  }, 120_000)
 
   it("has no DynamoDB or OpenTelemetry package installed", () => {
     expect(fs.existsSync(path.join(consumer, "node_modules", "effect-outbox", "dist", "index.js"))).toBe(true)

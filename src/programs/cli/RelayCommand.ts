@@ -18,14 +18,24 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
+import * as Logger from "effect/Logger"
 import * as Redact from "../../layers/sinks/Redact.js"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
 import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
 import { httpFlagEntries, httpOptions, opsApp, serve } from "./HttpOptions.js"
+import { stderrLogger } from "./Logging.js"
+import * as StdoutWatch from "./StdoutWatch.js"
 import { CliFailure, httpConfig, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
+
+/** The CLI's logger without the drainers' "sink failing" warnings about a stdout whose reader has gone away. */
+const quietWhenStdoutClosed = Logger.make<unknown, void>((options) => {
+  const text = Array.isArray(options.message) ? options.message.map(String).join(" ") : String(options.message)
+  if (text.startsWith("sink failing") && text.includes("stdout-closed")) return
+  stderrLogger.log(options)
+})
 
 /**
  * The sink layer for the settings (a webhook sink loads its HTTP client when the layer is built). An
@@ -231,12 +241,17 @@ export const command = Command.make(
             leaseTtl: Duration.format(settings.leaseTtl)
           })
         )
+        if (settings.sink._tag === "stdout") yield* StdoutWatch.watch(Deferred.succeed(stdoutClosed, undefined))
         yield* Deferred.await(stdoutClosed)
         yield* Effect.logInfo("the reader of stdout has gone away; stopping the relay")
       })
-      return yield* withStores(
+      const relay = withStores(
         store,
         Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink, Deferred.succeed(stdoutClosed, undefined))))
       )
+      // a reader that goes away is how a stdout relay is meant to stop: not a failing sink worth a WARN
+      return yield* settings.sink._tag === "stdout"
+        ? Effect.provide(relay, Logger.replace(stderrLogger, quietWhenStdoutClosed))
+        : relay
     })
 ).pipe(Command.withDescription("Run a relay: lease partitions, deliver their records, until SIGINT/SIGTERM"))
