@@ -135,7 +135,8 @@ describe("the packed package", () => {
       "package/dist/sqlite.js",
       "package/dist/dynamodb.js",
       "package/dist/otel.js",
-      "package/dist/programs/cli/main.js"
+      "package/dist/programs/cli/main.js",
+      "package/schemas/webhook-body.schema.json"
     ]) {
       expect(tarballFiles).toContain(file)
     }
