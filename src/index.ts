@@ -78,3 +78,6 @@ export * as OpsServer from "./programs/ops/OpsServer.js"
 
 /** Effect's metric registry in the Prometheus text exposition format. @since 0.1.0 */
 export * as Prometheus from "./programs/ops/Prometheus.js"
+
+/** Typed topics: declare a message once (Schema + key functions), publish, decode, wire metadata. @since 0.2.0 */
+export * as Topic from "./programs/Topic.js"

@@ -168,7 +168,8 @@ describe("the packed package", () => {
       "package/dist/sqlite.js",
       "package/dist/dynamodb.js",
       "package/dist/otel.js",
-      "package/dist/cli/main.mjs"
+      "package/dist/cli/main.mjs",
+      "package/schemas/webhook-body.schema.json"
     ]) {
       expect(tarballFiles).toContain(file)
     }

@@ -101,11 +101,37 @@ export class InvalidRecord extends Schema.TaggedError<InvalidRecord>()("InvalidR
   /** The record id when the input had a usable one. */
   recordId: Schema.optional(Schema.String),
   partitionKey: Schema.optional(Schema.String),
-  reason: Schema.String
+  reason: Schema.String,
+  /** The topic of the value, when it was published through a typed topic (SPEC §11). */
+  topic: Schema.optional(Schema.String),
+  /** The field (dotted path) of the value that failed to encode, or the key option that was empty. */
+  field: Schema.optional(Schema.String)
 }) {
   override get message(): string {
     const id = this.recordId !== undefined ? ` ${this.recordId}` : ""
     return `invalid record${id} at index ${this.index}: ${this.reason}`
+  }
+}
+
+/**
+ * A delivered message could not be decoded as a value of the topic (SPEC §11): it names no or another topic,
+ * lacks the outbox wire headers, or its payload does not match the topic's Schema. Names the topic, the
+ * field and (when known) the record id, never the value. Permanent: the same message never decodes.
+ *
+ * @since 0.2.0
+ */
+export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError", {
+  /** The topic the message was decoded as. */
+  topic: Schema.String,
+  /** The record id, when the message carried one. */
+  recordId: Schema.optional(Schema.String),
+  /** The field (dotted path, header name, `(payload)` or `(body)`) that was wrong. */
+  field: Schema.String,
+  reason: Schema.String
+}) {
+  override get message(): string {
+    const id = this.recordId !== undefined ? ` (record ${this.recordId})` : ""
+    return `cannot decode a message of topic ${this.topic}${id}: ${this.reason}`
   }
 }
 

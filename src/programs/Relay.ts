@@ -219,6 +219,8 @@ const startWith = (
           return
         }
         yield* Metric.increment(OutboxMetrics.tagged(OutboxMetrics.OutboxLeaseAcquired, partitionKey))
+        // lease churn is read from both counters: the lost one exists (at zero) once a lease is held
+        yield* Metric.incrementBy(OutboxMetrics.tagged(OutboxMetrics.OutboxLeaseLost, partitionKey), 0)
         yield* Effect.logDebug("partition leased").pipe(
           Effect.annotateLogs({ partition: partitionKey, version: acquired.right.token.version })
         )

@@ -33,9 +33,20 @@ export const OutboxClaimConflicts = Metric.counter("OutboxClaimConflicts", {
   incremental: true
 })
 
-/** Records completed. @since 0.1.0 */
+/** Records completed (delivered, dead-lettered or dropped). @since 0.1.0 */
 export const OutboxCompletions = Metric.counter("OutboxCompletions", {
-  description: "records completed",
+  description: "records completed (delivered, dead-lettered or dropped)",
+  incremental: true
+})
+
+/**
+ * Records the sink accepted (a send that succeeded), apart from dead-lettered and dropped ones; tagged with
+ * the record's route when it has one. A record sent again after a lost lease is counted again.
+ *
+ * @since 0.1.0
+ */
+export const OutboxDelivered = Metric.counter("OutboxDelivered", {
+  description: "records the sink accepted",
   incremental: true
 })
 
@@ -46,7 +57,7 @@ export const OutboxReplayCount = Metric.histogram(
   "replayCount of claimed records"
 )
 
-/** Records whose send failed. @since 0.1.0 */
+/** Records whose send failed (transient or permanent); tagged with the record's route when it has one. @since 0.1.0 */
 export const OutboxRecordFailures = Metric.counter("OutboxRecordFailures", {
   description: "record sends that failed",
   incremental: true

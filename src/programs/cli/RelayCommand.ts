@@ -61,7 +61,8 @@ export const sinkLayer = (
             NatsSink.layer({
               servers: sink.url,
               subject: Option.getOrUndefined(sink.subject),
-              timeout: sink.timeout
+              timeout: sink.timeout,
+              allowedSubjectPrefixes: Option.getOrUndefined(sink.allowedSubjectPrefixes)
             })
         )
       )
@@ -74,7 +75,8 @@ export const sinkLayer = (
               url: sink.url,
               exchange: sink.exchange,
               routingKey: Option.getOrUndefined(sink.routingKey),
-              timeout: sink.timeout
+              timeout: sink.timeout,
+              allowedExchanges: Option.getOrUndefined(sink.allowedExchanges)
             })
         )
       )
@@ -86,11 +88,12 @@ export const sinkLayer = (
           ),
           ([WebhookSink, NodeHttpClient]) =>
             WebhookSink.layerWith({
-              url: sink.url,
+              url: Option.getOrUndefined(sink.url),
               timeout: sink.timeout,
               headers: sink.headers,
               maxRetryAfter: sink.maxRetryAfter,
-              signingSecret: Option.getOrUndefined(sink.signingSecret)
+              signingSecret: Option.getOrUndefined(sink.signingSecret),
+              allowedOrigins: Option.getOrUndefined(sink.allowedOrigins)
             }).pipe(Layer.provide(NodeHttpClient.layerUndici))
         )
       )
@@ -110,8 +113,18 @@ export const relayOptions = (settings: RelaySettings): Relay.RelayOptions => ({
   drainer: { batchSize: settings.batchSize, maxConcurrency: settings.concurrency }
 })
 
+const listFlag = (values: ReadonlyArray<string>): Option.Option<string> =>
+  values.length === 0 ? Option.none() : Option.some(values.join("\n"))
+
 const describeSink = (sink: SinkSettings): string =>
-  sink._tag === "stdout" ? "stdout" : `${sink._tag} ${Redact.url(sink.url)}`
+  sink._tag === "stdout"
+    ? "stdout"
+    : sink._tag === "webhook"
+      ? Option.match(sink.url, {
+          onNone: () => "webhook (record addresses)",
+          onSome: (url) => `webhook ${Redact.url(url)}`
+        })
+      : `${sink._tag} ${Redact.url(sink.url)}`
 
 /**
  * The `relay` command.
@@ -169,6 +182,24 @@ export const command = Command.make(
       Options.withDescription("RabbitMQ routing key for records without an address (env OUTBOX_SINK_ROUTING_KEY)"),
       Options.optional
     ),
+    allowOrigin: Options.text("allow-origin").pipe(
+      Options.withDescription(
+        "Webhook origin a record's address may name, repeatable (env OUTBOX_SINK_ALLOWED_ORIGINS, comma-separated)"
+      ),
+      Options.repeated
+    ),
+    allowSubjectPrefix: Options.text("allow-subject-prefix").pipe(
+      Options.withDescription(
+        "NATS subject prefix a record's address may use, repeatable (env OUTBOX_SINK_ALLOWED_SUBJECT_PREFIXES)"
+      ),
+      Options.repeated
+    ),
+    allowExchange: Options.text("allow-exchange").pipe(
+      Options.withDescription(
+        "RabbitMQ exchange a record's address may name, repeatable (env OUTBOX_SINK_ALLOWED_EXCHANGES)"
+      ),
+      Options.repeated
+    ),
     owner: Options.text("owner").pipe(
       Options.withDescription("Lease owner id of this relay (default relay-<host>-<pid>)"),
       Options.optional
@@ -211,6 +242,9 @@ export const command = Command.make(
             ["sink.subject", flags.subject],
             ["sink.exchange", flags.exchange],
             ["sink.routingKey", flags.routingKey],
+            ["sink.allowedOrigins", listFlag(flags.allowOrigin)],
+            ["sink.allowedSubjectPrefixes", listFlag(flags.allowSubjectPrefix)],
+            ["sink.allowedExchanges", listFlag(flags.allowExchange)],
             ["relay.owner", flags.owner],
             ["relay.maxPartitions", flags.maxPartitions],
             ["relay.leaseTtl", flags.leaseTtl],

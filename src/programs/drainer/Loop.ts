@@ -13,11 +13,12 @@ import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
+import * as Metric from "effect/Metric"
 import * as Schedule from "effect/Schedule"
 import type { DrainStalled, StaleFencingToken } from "../../domain/OutboxError.js"
 import { yieldToEventLoop } from "../../services/EventLoop.js"
 import * as Cycle from "./Cycle.js"
-import type { Instance } from "./Instance.js"
+import { type Instance, routeMetricsFor } from "./Instance.js"
 import { type DrainerSettings, nextBatchSize } from "./Settings.js"
 import * as SinkHealth from "./SinkHealth.js"
 
@@ -72,6 +73,26 @@ const tolerated = (instance: Instance, cycle: Effect.Effect<Cycle.CycleResult, C
   )
 
 /**
+ * Makes the partition's delivery, failure, dead-letter and completion counters exist at zero (a counter
+ * that appears only with its first increment hides that first increment from `rate()` and `increase()`).
+ */
+const startCounters = (instance: Instance): Effect.Effect<void> => {
+  const base = routeMetricsFor(instance.config.partitionKey, instance.config.routeId)
+  return Effect.forEach(
+    [
+      base.delivered,
+      base.failures,
+      base.dlq.poison,
+      base.dlq.permanent,
+      base.dlq.expired,
+      instance.metrics.completions
+    ],
+    (counter) => Metric.incrementBy(counter, 0),
+    { discard: true }
+  )
+}
+
+/**
  * The loop of a drainer.
  *
  * @since 0.1.0
@@ -79,6 +100,7 @@ const tolerated = (instance: Instance, cycle: Effect.Effect<Cycle.CycleResult, C
 export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
   Effect.gen(function* () {
     const config = instance.config
+    yield* startCounters(instance)
     const idle = yield* Schedule.driver(idleSchedule(config))
     const pause = idle.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(config.idleBackoffMax)))
     const wake = instance.wake

@@ -1,6 +1,7 @@
 /**
  * The relay's HTTP operations endpoint (SPEC §10): `GET /metrics` (Prometheus text format from Effect's
- * metric registry), `GET /healthz` (the process answers) and `GET /readyz` (store reachable, relay
+ * metric registry by the Prometheus conventions, plus the store's gauges when an `OutboxInspection` is in
+ * context — see `Prometheus` and `StoreGauges`), `GET /healthz` (the process answers) and `GET /readyz` (store reachable, relay
  * running, no drainer stalled; 503 with a JSON reason otherwise).
  *
  * The app runs on any `HttpServer` the caller provides (the CLI uses Node's, bound to 127.0.0.1 by
@@ -13,12 +14,14 @@ import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
 import type { DeadLetterStore } from "../../services/DeadLetterStore.js"
-import type { OutboxInspection } from "../../services/OutboxInspection.js"
+import { OutboxInspection } from "../../services/OutboxInspection.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
 import * as Dashboard from "./Dashboard.js"
 import * as Prometheus from "./Prometheus.js"
 import * as Readiness from "./Readiness.js"
+import * as StoreGauges from "./StoreGauges.js"
 
 /**
  * Options of the operations endpoint.
@@ -28,6 +31,8 @@ import * as Readiness from "./Readiness.js"
 export interface OpsServerOptions {
   /** How readiness is decided (relay state, stall window, store probe timeout). */
   readonly readiness?: Readiness.ReadinessOptions | undefined
+  /** Label caps of `/metrics` (default: the process-wide exposition, 200 partitions and 50 routes). */
+  readonly exposition?: Prometheus.ExpositionOptions | undefined
 }
 
 /**
@@ -63,10 +68,17 @@ const noStore = { "cache-control": "no-store" }
 export const router = (options: OpsServerOptions = {}): Effect.Effect<HttpRouter.HttpRouter, never, OutboxStore> =>
   Effect.gen(function* () {
     const readiness = yield* Readiness.make(options.readiness)
+    const inspection = yield* Effect.serviceOption(OutboxInspection)
+    const exposition = options.exposition === undefined ? undefined : Prometheus.make(options.exposition)
+    const metrics = Effect.all([Metric.snapshot, StoreGauges.read(inspection)]).pipe(
+      Effect.map(([pairs, store]) =>
+        exposition === undefined ? Prometheus.render(pairs, store) : exposition.render(pairs, store)
+      )
+    )
     return HttpRouter.empty.pipe(
       HttpRouter.get(
         "/metrics",
-        Effect.map(Prometheus.scrape, (body) =>
+        Effect.map(metrics, (body) =>
           HttpServerResponse.text(body, { contentType: Prometheus.contentType, headers: noStore })
         )
       ),
