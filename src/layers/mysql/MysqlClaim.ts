@@ -85,7 +85,8 @@ export const records = (
   Effect.flatMap(ctx.tx.run(conn, text, params), (rows) => decodeAll(rows, SqlOutboxRow.decodeRow))
 
 /**
- * Locks the partition's fence row (creating it when missing), admits the token and raises the mark
+ * Locks the partition's fence row (created when missing, then read `SELECT … FOR UPDATE`), admits the
+ * token and raises the mark
  * (R-CLAIM-2, R-EXP-1).
  *
  * @since 0.1.0
@@ -99,11 +100,11 @@ export const fence = (
 ): Effect.Effect<void, SqlError | StoreUnavailable | StaleFencingToken> =>
   Effect.gen(function* () {
     const { st, tx } = ctx
-    let rows = yield* select(ctx, operation, FenceRows, conn, st.lockFence, [partitionKey])
-    if (rows.length === 0) {
-      yield* tx.write(conn, st.createFence, [partitionKey])
-      rows = yield* select(ctx, operation, FenceRows, conn, st.lockFence, [partitionKey])
-    }
+    // the upsert makes sure the row exists and locks it (a duplicate primary key takes a record lock, no
+    // gap lock, under any isolation level); a locking read of a missing row would take a gap lock under
+    // REPEATABLE READ and hold back the first claim of other partitions
+    yield* tx.write(conn, st.createFence, [partitionKey])
+    const rows = yield* select(ctx, operation, FenceRows, conn, st.lockFence, [partitionKey])
     const mark = rows[0]?.max_version ?? 0
     switch (Fence.admit(mark, token.version)) {
       case "stale":

@@ -235,7 +235,7 @@ export const migrations = (
 export interface Statements extends SqlOutboxStatements.Statements {
   /** Params: partitionKey. Locks the fence row; returns `max_version`. */
   readonly lockFence: string
-  /** Params: partitionKey. Creates the fence row when missing. */
+  /** Params: partitionKey. Creates the fence row when missing; locks it either way. */
   readonly createFence: string
   /** Params: version, partitionKey. */
   readonly raiseFence: string
