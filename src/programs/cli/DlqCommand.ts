@@ -26,7 +26,7 @@ import {
   toJson
 } from "../../domain/DeadLetterEntry.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
-import { count, table } from "./Format.js"
+import { count, inertLines, table } from "./Format.js"
 import { CliFailure } from "./Settings.js"
 import { resolve, storeOptions, withStores } from "./StoreOptions.js"
 
@@ -128,7 +128,7 @@ const list = Command.make(
         { readOnly: true }
       )
       if (flags.json) {
-        for (const entry of entries) yield* Console.log(JSON.stringify(entryJson(entry)))
+        for (const entry of entries) yield* Console.log(inertLines(JSON.stringify(entryJson(entry))))
         return
       }
       if (entries.length === 0) return yield* Console.log("no dead-letter entries match")
@@ -184,7 +184,7 @@ const redrive = Command.make(
         })
       )
       yield* Console.log(`redrove ${count(redriven.length)} entries into the outbox`)
-      for (const id of redriven) yield* Console.log(id)
+      for (const id of redriven) yield* Console.log(inertLines(id))
     })
 ).pipe(Command.withDescription("Re-enqueue dead-letter entries as fresh pending records"))
 
