@@ -26,7 +26,11 @@ import {
   toJson
 } from "../../domain/DeadLetterEntry.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
+<<<<<<< HEAD
 import { counted, table } from "./Format.js"
+=======
+import { count, inertLines, table } from "./Format.js"
+>>>>>>> hostile
 import { CliFailure } from "./Settings.js"
 import { resolve, storeOptions, withStores } from "./StoreOptions.js"
 
@@ -128,7 +132,7 @@ const list = Command.make(
         { readOnly: true }
       )
       if (flags.json) {
-        for (const entry of entries) yield* Console.log(JSON.stringify(entryJson(entry)))
+        for (const entry of entries) yield* Console.log(inertLines(JSON.stringify(entryJson(entry))))
         return
       }
       if (entries.length === 0) return yield* Console.log("no dead-letter entries match")
@@ -183,8 +187,13 @@ const redrive = Command.make(
           return yield* dlq.redrive(ids)
         })
       )
+<<<<<<< HEAD
       yield* Console.log(`redrove ${counted(redriven.length, "entry", "entries")} into the outbox`)
       for (const id of redriven) yield* Console.log(id)
+=======
+      yield* Console.log(`redrove ${count(redriven.length)} entries into the outbox`)
+      for (const id of redriven) yield* Console.log(inertLines(id))
+>>>>>>> hostile
     })
 ).pipe(Command.withDescription("Re-enqueue dead-letter entries as fresh pending records"))
 

@@ -22,7 +22,7 @@ import {
   type PartitionInspection,
   type Stranded
 } from "../../services/OutboxInspection.js"
-import { age, count, table } from "./Format.js"
+import { age, count, inertLines, table } from "./Format.js"
 import { resolve, storeOptions, withStores } from "./StoreOptions.js"
 
 /**
@@ -176,6 +176,6 @@ export const command = Command.make(
     Effect.gen(function* () {
       const { store } = yield* resolve(flags)
       const result = yield* withStores(store, report, { readOnly: true })
-      yield* Console.log(flags.json ? JSON.stringify(result, null, 2) : render(result))
+      yield* Console.log(inertLines(flags.json ? JSON.stringify(result, null, 2) : render(result)))
     })
 ).pipe(Command.withDescription("Show per-partition depths, fences and leases, and dead-letter counts"))

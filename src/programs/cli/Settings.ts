@@ -395,10 +395,13 @@ export interface HttpSettings {
   readonly host: string
   readonly allowMutations: boolean
   readonly showPayloads: boolean
+  /** Host names accepted in the `Host` header besides loopback names and `host` (`http.allowedHosts`). */
+  readonly allowedHosts: ReadonlyArray<string>
 }
 
 /**
- * The settings as a `Config` (paths `http.port`, `http.host`, `http.allowMutations`, `http.showPayloads`).
+ * The settings as a `Config` (paths `http.port`, `http.host`, `http.allowMutations`, `http.showPayloads`,
+ * `http.allowedHosts`).
  *
  * @since 0.1.0
  */
@@ -411,7 +414,14 @@ export const httpConfig: Config.Config<HttpSettings> = Config.all({
   ),
   host: Config.nonEmptyString("host").pipe(Config.nested("http"), Config.withDefault("127.0.0.1")),
   allowMutations: Config.boolean("allowMutations").pipe(Config.nested("http"), Config.withDefault(false)),
-  showPayloads: Config.boolean("showPayloads").pipe(Config.nested("http"), Config.withDefault(false))
+  showPayloads: Config.boolean("showPayloads").pipe(Config.nested("http"), Config.withDefault(false)),
+  allowedHosts: Config.string("allowedHosts").pipe(
+    Config.map((text): ReadonlyArray<string> => text.split(/[\n,]/)),
+    Config.orElse(() => Config.array(Config.string(), "allowedHosts")),
+    Config.map((items) => items.map((item) => item.trim()).filter((item) => item.length > 0)),
+    Config.nested("http"),
+    Config.withDefault<ReadonlyArray<string>>([])
+  )
 })
 
 /**

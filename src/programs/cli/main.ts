@@ -26,7 +26,11 @@ import * as EnqueueCommand from "./EnqueueCommand.js"
 import * as HelpText from "./HelpText.js"
 import * as InspectCommand from "./InspectCommand.js"
 import * as RelayCommand from "./RelayCommand.js"
+<<<<<<< HEAD
 import * as Telemetry from "./Telemetry.js"
+=======
+import { inertLines } from "./Format.js"
+>>>>>>> hostile
 import { stderrLogger } from "./Logging.js"
 import { CliFailure } from "./Settings.js"
 import * as UnknownFlags from "./UnknownFlags.js"
@@ -117,10 +121,13 @@ const program = Effect.suspend(() => checkedCli(process.argv)).pipe(
     if (Option.isSome(failure)) {
       // @effect/cli has already printed its own usage errors
       if (ValidationError.isValidationError(failure.value)) return Effect.void
-      if (failure.value instanceof CliFailure) return Console.error(`effect-outbox: ${failure.value.message}`)
-      return Console.error(`effect-outbox: ${describe(failure.value)}`)
+      if (failure.value instanceof CliFailure)
+        return Console.error(inertLines(`effect-outbox: ${failure.value.message}`))
+      return Console.error(inertLines(`effect-outbox: ${describe(failure.value)}`))
     }
-    return Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(`effect-outbox: ${Cause.pretty(cause)}`)
+    return Cause.isInterruptedOnly(cause)
+      ? Effect.void
+      : Console.error(inertLines(`effect-outbox: ${Cause.pretty(cause)}`))
   }),
   Effect.provide(Layer.mergeAll(NodeContext.layer, Layer.provide(Telemetry.layer, loggerLayer), loggerLayer))
 )

@@ -5,7 +5,8 @@
  *
  * Mutations are refused with 403 unless `allowMutations` is set, and every POST must carry the page's
  * per-process CSRF token in `x-csrf-token`, a JSON body and, when the browser sends one, an `Origin` whose
- * host is the request's `Host`. Payloads are shown only with `showPayloads`; header values never.
+ * host is the request's `Host`. Bodies over `maxBodyBytes` are 413; a purge with an unknown key is 400 and
+ * deleting everything needs `{"all": true}`; a cursor whose time is out of range is 400. Payloads are shown only with `showPayloads`; header values never.
  *
  * @since 0.1.0
  */
@@ -26,6 +27,7 @@ import {
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import { OutboxInspection, type PartitionInspection } from "../../services/OutboxInspection.js"
 import * as DashboardPage from "./DashboardPage.js"
+import * as RequestGuard from "./RequestGuard.js"
 
 /**
  * Options of the dashboard.
@@ -41,6 +43,8 @@ export interface DashboardOptions {
   readonly showPayloads?: boolean | undefined
   /** How often the page polls (default 1 s). */
   readonly refreshMillis?: number | undefined
+  /** Largest POST body accepted (default 1 MiB); a larger one is 413, counted as it arrives. */
+  readonly maxBodyBytes?: number | undefined
 }
 
 const noStore = { "cache-control": "no-store" }
@@ -102,8 +106,13 @@ const RedriveBody = Schema.Struct({
   ids: Schema.Array(Schema.NonEmptyString).pipe(Schema.minItems(1), Schema.maxItems(500))
 })
 
-/** A keyset cursor: the `(failedAt, id)` of the last entry of the previous page. */
-const Cursor = Schema.parseJson(Schema.Tuple(Schema.Number, Schema.String))
+/** The body of a purge: filters, or `all: true` alone to delete every entry. */
+const PurgeBody = Schema.Struct({ ...FilterFields.fields, all: Schema.optional(Schema.Literal(true)) })
+
+/** A keyset cursor: the `(failedAt, id)` of the last entry of the previous page (a time DateTime can hold). */
+const Cursor = Schema.parseJson(
+  Schema.Tuple(Schema.Number.pipe(Schema.int(), Schema.between(-8.64e15, 8.64e15)), Schema.String)
+)
 const encodeCursor = (entry: DeadLetterEntry): string =>
   Buffer.from(JSON.stringify([DateTime.toEpochMillis(entry.failedAt), entry.id])).toString("base64url")
 const decodeCursor = (cursor: string) =>
@@ -162,6 +171,7 @@ export const router = (
     const inspection = yield* OutboxInspection
     const deadLetters = yield* DeadLetterStore
     const showPayloads = options.showPayloads === true
+    const maxBodyBytes = options.maxBodyBytes ?? RequestGuard.DefaultMaxBodyBytes
     const page = DashboardPage.render({
       csrfToken: options.csrfToken,
       allowMutations: options.allowMutations === true,
@@ -188,7 +198,9 @@ export const router = (
       let after: readonly [number, string] | undefined
       if (query.right.cursor !== undefined) {
         const decoded = decodeCursor(query.right.cursor)
-        if (Either.isLeft(decoded)) return failure(400, "invalid cursor")
+        if (Either.isLeft(decoded)) {
+          return failure(400, "invalid cursor: expected a cursor from nextCursor (its time must be a valid date)")
+        }
         after = decoded.right
       }
       const since = after === undefined ? filter.since : DateTime.unsafeMake(after[0])
@@ -213,8 +225,8 @@ export const router = (
     const redrive = Effect.gen(function* () {
       const refused = yield* guard(options)
       if (Option.isSome(refused)) return refused.value
-      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(RedriveBody))
-      if (Either.isLeft(body)) return failure(400, 'expected {"ids": [entry ids]}')
+      const body = yield* RequestGuard.jsonBody(RedriveBody, maxBodyBytes)
+      if (Either.isLeft(body)) return RequestGuard.bodyFailure(body.left, maxBodyBytes, 'expected {"ids": [entry ids]}')
       const recordIds = yield* deadLetters.redrive(body.right.ids)
       yield* Effect.logWarning("dead-letter entries redriven from the dashboard").pipe(
         Effect.annotateLogs({ entries: body.right.ids.length })
@@ -232,9 +244,21 @@ export const router = (
     const purge = Effect.gen(function* () {
       const refused = yield* guard(options)
       if (Option.isSome(refused)) return refused.value
-      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(FilterFields))
-      if (Either.isLeft(body)) return failure(400, "invalid filter: route, category, since, before")
-      const deleted = yield* deadLetters.deleteWhere(toFilter(body.right))
+      const body = yield* RequestGuard.jsonBody(PurgeBody, maxBodyBytes)
+      if (Either.isLeft(body)) {
+        return RequestGuard.bodyFailure(
+          body.left,
+          maxBodyBytes,
+          'invalid purge: filters route, category, since, before, or {"all": true} alone; other keys are refused'
+        )
+      }
+      const { all, ...filters } = body.right
+      const filtered = Object.keys(toFilter(filters)).length > 0
+      if (all === true && filtered) return failure(400, '{"all": true} deletes every entry: give it without filters')
+      if (all !== true && !filtered) {
+        return failure(400, 'deleting every dead-letter entry needs {"all": true} (the CLI needs --all)')
+      }
+      const deleted = yield* deadLetters.deleteWhere(toFilter(filters))
       yield* Effect.logWarning("dead-letter entries purged from the dashboard").pipe(Effect.annotateLogs({ deleted }))
       return json({ deleted })
     }).pipe(Effect.catchTags({ InvalidArgument: invalid, StoreUnavailable: unavailable }))

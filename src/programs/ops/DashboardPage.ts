@@ -186,7 +186,7 @@ async function purge() {
   const scope = Object.keys(params).length === 0 ? "EVERY dead-letter entry" : "every entry matching the filters";
   if (!window.confirm("Delete " + scope + "? This cannot be undone.")) return;
   try {
-    const data = await post("api/dead-letters/purge", params);
+    const data = await post("api/dead-letters/purge", Object.keys(params).length === 0 ? { all: true } : params);
     $("dlq-status").textContent = "purged: " + data.deleted;
   } catch (error) { $("dlq-status").textContent = "purge failed: " + error.message; }
   cursors = [null];
