@@ -78,3 +78,9 @@ export * as OpsServer from "./programs/ops/OpsServer.js"
 
 /** Effect's metric registry in the Prometheus text exposition format. @since 0.1.0 */
 export * as Prometheus from "./programs/ops/Prometheus.js"
+
+/** The optional WakeSignal port: a backend's signal that ends idle pauses (SPEC §3.4, §13). @since 0.1.0 */
+export * as WakeSignal from "./services/WakeSignal.js"
+
+/** The in-process wake-up: persists of this process end idle pauses of its drainers (SPEC §13). @since 0.1.0 */
+export * as WakeHub from "./services/WakeHub.js"

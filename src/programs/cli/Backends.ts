@@ -17,6 +17,7 @@ import * as SqliteDeadLetterStore from "../../layers/sqlite/SqliteDeadLetterStor
 import * as SqliteInspection from "../../layers/sqlite/SqliteInspection.js"
 import * as SqliteLeaseStore from "../../layers/sqlite/SqliteLeaseStore.js"
 import * as SqliteOutboxStore from "../../layers/sqlite/SqliteOutboxStore.js"
+import * as SqliteWakeSignal from "../../layers/sqlite/SqliteWakeSignal.js"
 import type { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import type { LeaseStore } from "../../services/LeaseStore.js"
 import type { OutboxInspection } from "../../services/OutboxInspection.js"
@@ -32,12 +33,16 @@ import * as SqliteFile from "./SqliteFile.js"
 export type Stores = OutboxStore | LeaseStore | DeadLetterStore | OutboxInspection
 
 /**
- * How a command uses the store: `readOnly` commands (`inspect`, `dlq list`) never create a database.
+ * How a command uses the store: `readOnly` commands (`inspect`, `dlq list`) never create a database;
+ * with `wake` (the relay) the SQLite and PostgreSQL backends also provide their `WakeSignal`
+ * (`SqliteWakeSignal`, `PostgresWakeSignal`), so records committed by other processes wake the idle
+ * relay (SPEC §13).
  *
  * @since 0.1.0
  */
 export interface OpenOptions {
   readonly readOnly: boolean
+  readonly wake?: boolean | undefined
 }
 
 /**
@@ -62,8 +67,10 @@ const sqlite: BackendLayer = (settings, options) => {
     SqliteLeaseStore.layerWith({ tablePrefix })
   )
   const withInspection = Layer.provideMerge(SqliteInspection.layerWith({ tablePrefix }), stores)
+  const withWake =
+    options.wake === true ? Layer.merge(withInspection, SqliteWakeSignal.layerWith({ tablePrefix })) : withInspection
   return Layer.unwrapEffect(
-    Effect.as(SqliteFile.check(settings.sqliteFile, options), Layer.provide(withInspection, database))
+    Effect.as(SqliteFile.check(settings.sqliteFile, options), Layer.provide(withWake, database))
   ).pipe(Layer.catchAllCause((cause) => Layer.fail(SqliteFile.openFailure(settings.sqliteFile, cause))))
 }
 
@@ -77,11 +84,11 @@ const dynamodb: BackendLayer = (settings) =>
   ).pipe(Layer.catchAllCause((cause) => Layer.fail(SqliteFile.failure(`dynamodb (${settings.dynamodbTable})`, cause))))
 
 // loaded on demand, like DynamoDB; the URL is never part of a message
-const postgres: BackendLayer = (settings) =>
+const postgres: BackendLayer = (settings, options) =>
   Layer.unwrapEffect(
     Effect.map(
       Effect.promise(() => import("./PostgresBackend.js")),
-      (backend) => backend.layer(settings)
+      (backend) => backend.layer(settings, options.wake === true)
     )
   ).pipe(
     Layer.catchAllCause((cause) =>
