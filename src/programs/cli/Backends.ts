@@ -27,12 +27,16 @@ import * as SqliteFile from "./SqliteFile.js"
 export type Stores = OutboxStore | LeaseStore | DeadLetterStore | OutboxInspection
 
 /**
- * How a command uses the store: `readOnly` commands (`inspect`, `dlq list`) never create a database.
+ * How a command uses the store: `readOnly` commands (`inspect`, `dlq list`) never create a database;
+ * with `wake` (the relay) the SQLite and PostgreSQL backends also provide their `WakeSignal`
+ * (`SqliteWakeSignal`, `PostgresWakeSignal`), so records committed by other processes wake the idle
+ * relay (SPEC §13).
  *
  * @since 0.1.0
  */
 export interface OpenOptions {
   readonly readOnly: boolean
+  readonly wake?: boolean | undefined
 }
 
 /**
@@ -55,7 +59,7 @@ const sqlite: BackendLayer = (settings, options) =>
       SqliteFile.check(settings.sqliteFile, options),
       Effect.map(
         Effect.promise(() => import("./SqliteBackend.js")),
-        (backend) => backend.layer(settings)
+        (backend) => backend.layer(settings, options.wake === true)
       )
     )
   ).pipe(Layer.catchAllCause((cause) => Layer.fail(SqliteFile.openFailure(settings.sqliteFile, cause))))
@@ -70,11 +74,11 @@ const dynamodb: BackendLayer = (settings) =>
   ).pipe(Layer.catchAllCause((cause) => Layer.fail(SqliteFile.failure(`dynamodb (${settings.dynamodbTable})`, cause))))
 
 // loaded on demand, like DynamoDB; the URL is never part of a message
-const postgres: BackendLayer = (settings) =>
+const postgres: BackendLayer = (settings, options) =>
   Layer.unwrapEffect(
     Effect.map(
       Effect.promise(() => import("./PostgresBackend.js")),
-      (backend) => backend.layer(settings)
+      (backend) => backend.layer(settings, options.wake === true)
     )
   ).pipe(
     Layer.catchAllCause((cause) =>

@@ -3,6 +3,8 @@
  * webhook, NATS JetStream, RabbitMQ or stdout (JSON lines). On a signal the relay stops discovery, lets
  * each drainer finish or release its in-flight batch, and releases every lease before the process exits.
  * A stdout relay whose reader goes away (`relay stdout | head -n 3`) stops the same way and exits 0.
+ * Records other processes commit wake the idle relay (SPEC §13): on SQLite through `SqliteWakeSignal`,
+ * on PostgreSQL through `PostgresWakeSignal`; DynamoDB relays poll with the idle back-off.
  *
  * Each sink (with its client: HTTP, `nats`, `amqplib`) is imported only when a relay delivers to it.
  *
@@ -281,7 +283,8 @@ export const command = Command.make(
       })
       const relay = withStores(
         store,
-        Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink, Deferred.succeed(stdoutClosed, undefined))))
+        Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink, Deferred.succeed(stdoutClosed, undefined)))),
+        { readOnly: false, wake: true }
       )
       // a reader that goes away is how a stdout relay is meant to stop: not a failing sink worth a WARN
       return yield* settings.sink._tag === "stdout"

@@ -11,15 +11,17 @@ import * as SqliteDeadLetterStore from "../../layers/sqlite/SqliteDeadLetterStor
 import * as SqliteInspection from "../../layers/sqlite/SqliteInspection.js"
 import * as SqliteLeaseStore from "../../layers/sqlite/SqliteLeaseStore.js"
 import * as SqliteOutboxStore from "../../layers/sqlite/SqliteOutboxStore.js"
+import * as SqliteWakeSignal from "../../layers/sqlite/SqliteWakeSignal.js"
 import type { Stores } from "./Backends.js"
 import type { StoreSettings } from "./Settings.js"
 
 /**
- * The SQLite stores and inspection for the settings (tables created when missing).
+ * The SQLite stores and inspection for the settings (tables created when missing); with `wake` (the relay)
+ * also the `SqliteWakeSignal`, so commits of other processes end the relay's idle pauses.
  *
  * @since 0.1.0
  */
-export const layer = (settings: StoreSettings): Layer.Layer<Stores, unknown> => {
+export const layer = (settings: StoreSettings, wake = false): Layer.Layer<Stores, unknown> => {
   const tablePrefix = settings.sqliteTablePrefix
   const database = SqliteDatabase.layer({ filename: settings.sqliteFile, synchronous: settings.sqliteSynchronous })
   const outbox = SqliteOutboxStore.layerWith({ tablePrefix })
@@ -27,5 +29,7 @@ export const layer = (settings: StoreSettings): Layer.Layer<Stores, unknown> => 
     Layer.provideMerge(SqliteDeadLetterStore.layerWith({ tablePrefix }), outbox),
     SqliteLeaseStore.layerWith({ tablePrefix })
   )
-  return Layer.provide(Layer.provideMerge(SqliteInspection.layerWith({ tablePrefix }), stores), database)
+  const withInspection = Layer.provideMerge(SqliteInspection.layerWith({ tablePrefix }), stores)
+  const withWake = wake ? Layer.merge(withInspection, SqliteWakeSignal.layerWith({ tablePrefix })) : withInspection
+  return Layer.provide(withWake, database)
 }
