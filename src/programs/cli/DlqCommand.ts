@@ -26,11 +26,7 @@ import {
   toJson
 } from "../../domain/DeadLetterEntry.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
-<<<<<<< HEAD
-import { counted, table } from "./Format.js"
-=======
-import { count, inertLines, table } from "./Format.js"
->>>>>>> hostile
+import { counted, inertLines, table } from "./Format.js"
 import { CliFailure } from "./Settings.js"
 import { resolve, storeOptions, withStores } from "./StoreOptions.js"
 
@@ -187,13 +183,8 @@ const redrive = Command.make(
           return yield* dlq.redrive(ids)
         })
       )
-<<<<<<< HEAD
       yield* Console.log(`redrove ${counted(redriven.length, "entry", "entries")} into the outbox`)
-      for (const id of redriven) yield* Console.log(id)
-=======
-      yield* Console.log(`redrove ${count(redriven.length)} entries into the outbox`)
       for (const id of redriven) yield* Console.log(inertLines(id))
->>>>>>> hostile
     })
 ).pipe(Command.withDescription("Re-enqueue dead-letter entries as fresh pending records"))
 

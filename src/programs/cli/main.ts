@@ -26,11 +26,8 @@ import * as EnqueueCommand from "./EnqueueCommand.js"
 import * as HelpText from "./HelpText.js"
 import * as InspectCommand from "./InspectCommand.js"
 import * as RelayCommand from "./RelayCommand.js"
-<<<<<<< HEAD
 import * as Telemetry from "./Telemetry.js"
-=======
 import { inertLines } from "./Format.js"
->>>>>>> hostile
 import { stderrLogger } from "./Logging.js"
 import { CliFailure } from "./Settings.js"
 import * as UnknownFlags from "./UnknownFlags.js"
