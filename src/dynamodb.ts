@@ -19,3 +19,6 @@ export * as DynamoDbDeadLetterStore from "./layers/dynamodb/DynamoDbDeadLetterSt
 
 /** DynamoDB OutboxInspection (the stores' table names). @since 0.1.0 */
 export * as DynamoDbInspection from "./layers/dynamodb/DynamoDbInspection.js"
+
+/** DynamoDB InboxStore backend (the handler's items written with the inbox item). @since 0.1.0 */
+export * as DynamoDbInboxStore from "./layers/dynamodb/DynamoDbInboxStore.js"

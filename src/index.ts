@@ -78,3 +78,18 @@ export * as OpsServer from "./programs/ops/OpsServer.js"
 
 /** Effect's metric registry in the Prometheus text exposition format. @since 0.1.0 */
 export * as Prometheus from "./programs/ops/Prometheus.js"
+
+/** What the inbox needs of a delivered message: id, partition, ordering key and seq. @since 0.1.0 */
+export * as InboxMessage from "./domain/InboxMessage.js"
+
+/** The outcomes of processing a message: `Processed`, `Duplicate`, `Stale`. @since 0.1.0 */
+export * as InboxOutcome from "./domain/InboxOutcome.js"
+
+/** The InboxStore port (consumer-side dedupe and per-key marks) and its shared core. @since 0.1.0 */
+export * as InboxStore from "./services/InboxStore.js"
+
+/** In-memory InboxStore backend. @since 0.1.0 */
+export * as MemoryInboxStore from "./layers/memory/MemoryInboxStore.js"
+
+/** Consumer side: effectively-once, in-order processing of delivered messages. @since 0.1.0 */
+export * as Inbox from "./programs/Inbox.js"
