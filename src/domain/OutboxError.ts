@@ -348,3 +348,57 @@ export class DrainStalled extends Schema.TaggedError<DrainStalled>()("DrainStall
     return `drain of partition ${this.partitionKey} stalled after ${this.elapsedMillis} ms with ${this.held} records held`
   }
 }
+
+/**
+ * An inbox handler failed (SPEC §12): nothing of it was committed, and the message id was not recorded.
+ * `retryable` is false when the handler marked the failure permanent (it failed with `PermanentFailure`
+ * or `DecodeError`); a receiver then settles the message for good (4xx, `term`, reject) instead of asking
+ * for a redelivery. `cause` is the handler's own error.
+ *
+ * @since 0.1.0
+ */
+export class HandlerFailed extends Schema.TaggedError<HandlerFailed>()("HandlerFailed", {
+  consumer: Schema.String,
+  messageId: Schema.String,
+  retryable: Schema.Boolean,
+  reason: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    const kind = this.retryable ? "retryable" : "permanent"
+    return `handler of consumer ${this.consumer} failed on message ${this.messageId} (${kind}): ${this.reason}`
+  }
+}
+
+/**
+ * A handler's way to say "retrying will not help" (invalid business input, a rule that can never pass):
+ * the inbox turns it into a `HandlerFailed` with `retryable: false`.
+ *
+ * @since 0.1.0
+ */
+export class PermanentFailure extends Schema.TaggedError<PermanentFailure>()("PermanentFailure", {
+  reason: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    return `permanent failure: ${this.reason}`
+  }
+}
+
+/**
+ * A delivered message could not be decoded (bad envelope, missing wire metadata, a payload its topic's
+ * Schema rejects, a foreign topic). Permanent: redelivering the same bytes cannot succeed. The reason
+ * names what was wrong, never the value.
+ *
+ * @since 0.1.0
+ */
+export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError", {
+  reason: Schema.String,
+  topic: Schema.optional(Schema.String),
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    const topic = this.topic !== undefined ? ` of topic ${this.topic}` : ""
+    return `cannot decode message${topic}: ${this.reason}`
+  }
+}
