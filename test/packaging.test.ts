@@ -155,7 +155,7 @@ beforeAll(async () => {
 afterAll(() => fs.rmSync(workDirectory, { recursive: true, force: true }))
 
 describe("the packed package", () => {
-  it("ships built ESM, declarations, source maps, the bin, LICENSE and CHANGELOG — no sources, tests or benchmarks", () => {
+  it("ships built ESM, declarations, source maps, the bin, LICENSE, CHANGELOG and deploy/ — no sources, tests or benchmarks", () => {
     for (const file of [
       "package/package.json",
       "package/README.md",
@@ -169,7 +169,10 @@ describe("the packed package", () => {
       "package/dist/dynamodb.js",
       "package/dist/otel.js",
       "package/dist/cli/main.mjs",
-      "package/schemas/webhook-body.schema.json"
+      "package/schemas/webhook-body.schema.json",
+      "package/deploy/prometheus/outbox-alerts.yml",
+      "package/deploy/prometheus/outbox-alerts.test.yml",
+      "package/deploy/grafana/effect-outbox.json"
     ]) {
       expect(tarballFiles).toContain(file)
     }

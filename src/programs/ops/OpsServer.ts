@@ -82,7 +82,8 @@ export const router = (options: OpsServerOptions = {}): Effect.Effect<HttpRouter
     const readiness = yield* Readiness.make(options.readiness)
     const inspection = yield* Effect.serviceOption(OutboxInspection)
     const exposition = options.exposition === undefined ? undefined : Prometheus.make(options.exposition)
-    const metrics = Effect.all([Metric.snapshot, StoreGauges.read(inspection)]).pipe(
+    const gauges = StoreGauges.make()
+    const metrics = Effect.all([Metric.snapshot, gauges.read(inspection)]).pipe(
       Effect.map(([pairs, store]) =>
         exposition === undefined ? Prometheus.render(pairs, store) : exposition.render(pairs, store)
       )
