@@ -114,24 +114,26 @@ export class InvalidRecord extends Schema.TaggedError<InvalidRecord>()("InvalidR
 }
 
 /**
- * A delivered message could not be decoded as a value of the topic (SPEC §11): it names no or another topic,
- * lacks the outbox wire headers, or its payload does not match the topic's Schema. Names the topic, the
- * field and (when known) the record id, never the value. Permanent: the same message never decodes.
+ * A delivered message could not be decoded (SPEC §11, §12): a bad envelope, missing or malformed wire
+ * metadata, a message naming no or another topic, or a payload the topic's Schema rejects. Names the topic,
+ * the field and (when known) the record id, never the value. Permanent: the same message never decodes.
  *
  * @since 0.2.0
  */
 export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError", {
-  /** The topic the message was decoded as. */
-  topic: Schema.String,
+  /** The topic the message was decoded as, when one was expected. */
+  topic: Schema.optional(Schema.String),
   /** The record id, when the message carried one. */
   recordId: Schema.optional(Schema.String),
-  /** The field (dotted path, header name, `(payload)` or `(body)`) that was wrong. */
-  field: Schema.String,
-  reason: Schema.String
+  /** The field (dotted path, header name, `(payload)` or `(body)`) that was wrong, when one was. */
+  field: Schema.optional(Schema.String),
+  reason: Schema.String,
+  cause: Schema.optional(Schema.Defect)
 }) {
   override get message(): string {
+    const topic = this.topic !== undefined ? ` of topic ${this.topic}` : ""
     const id = this.recordId !== undefined ? ` (record ${this.recordId})` : ""
-    return `cannot decode a message of topic ${this.topic}${id}: ${this.reason}`
+    return `cannot decode a message${topic}${id}: ${this.reason}`
   }
 }
 
@@ -382,23 +384,5 @@ export class PermanentFailure extends Schema.TaggedError<PermanentFailure>()("Pe
 }) {
   override get message(): string {
     return `permanent failure: ${this.reason}`
-  }
-}
-
-/**
- * A delivered message could not be decoded (bad envelope, missing wire metadata, a payload its topic's
- * Schema rejects, a foreign topic). Permanent: redelivering the same bytes cannot succeed. The reason
- * names what was wrong, never the value.
- *
- * @since 0.1.0
- */
-export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError", {
-  reason: Schema.String,
-  topic: Schema.optional(Schema.String),
-  cause: Schema.optional(Schema.Defect)
-}) {
-  override get message(): string {
-    const topic = this.topic !== undefined ? ` of topic ${this.topic}` : ""
-    return `cannot decode message${topic}: ${this.reason}`
   }
 }
