@@ -99,6 +99,24 @@ export const OutboxLeaseLost = Metric.counter("OutboxLeaseLost", {
   incremental: true
 })
 
+/**
+ * Partitions with pending work that no relay leases, as a relay's last discovery round saw them (gauge,
+ * tagged with `relay`, the owner id). Non-zero for long means the relays lack slots: see
+ * `OutboxUnleasedOldestAge`. @since 0.1.0
+ */
+export const OutboxUnleasedPartitions = Metric.gauge("OutboxUnleasedPartitions", {
+  description: "partitions with pending work and no lease, per relay"
+})
+
+/**
+ * Seconds the longest-waiting partition with pending work has gone without a lease, as a relay saw it
+ * (gauge, tagged with `relay`); 0 when none waits. Past the relay's `starvationThreshold` the relay logs
+ * a WARN and `/readyz` reports not ready. @since 0.1.0
+ */
+export const OutboxUnleasedOldestAge = Metric.gauge("OutboxUnleasedOldestAge", {
+  description: "seconds the oldest partition with pending work has waited for a lease, per relay"
+})
+
 /** Dead-letter entries written; tag with `category`. @since 0.1.0 */
 export const DLQEntries = Metric.counter("DLQEntries", {
   description: "dead-letter entries written",

@@ -31,6 +31,8 @@ export interface Drainer {
   readonly drainOnce: (limit?: number) => Effect.Effect<Cycle.CycleResult, Cycle.CycleError>
   /** The loop: cycles forever, adapting the batch size and backing off while idle. */
   readonly run: Effect.Effect<never, Loop.DrainError>
+  /** The loop in a turn: returns between two cycles once `endTurn` says so (see `Loop.runTurn`). */
+  readonly runTurn: (endTurn: Loop.TurnEnd) => Effect.Effect<void, Loop.DrainError>
   /** The current adaptive batch size. */
   readonly batchSize: Effect.Effect<number>
 }
@@ -86,6 +88,7 @@ export const build = (
       settings: config,
       drainOnce: (limit?: number) => Cycle.drainOnce(instance, limit),
       run: Loop.run(instance),
+      runTurn: (endTurn: Loop.TurnEnd) => Loop.runTurn(instance, endTurn),
       batchSize: Effect.sync(() => instance.currentBatchSize)
     }
   })

@@ -5,7 +5,9 @@
  * pause ends as soon as a persist of this process signals the partition (`WakeHub`, SPEC §13) or a
  * `WakeSignal` in the context fires for it; a lost signal only delays work until the pause ends. A sink's `Retry-After` is a minimum pause, logged at WARN
  * (at most once per minute and partition). Store errors of a cycle are logged and backed off; a lost
- * lease (`StaleFencingToken`) or a stall ends the loop with that error.
+ * lease (`StaleFencingToken`) or a stall ends the loop with that error. A relay runs the loop in turns
+ * (`runTurn`): after every cycle it is asked whether the turn ends, and the loop then returns between two
+ * cycles, holding nothing in flight.
  *
  * @since 0.1.0
  */
@@ -93,11 +95,20 @@ const startCounters = (instance: Instance): Effect.Effect<void> => {
 }
 
 /**
- * The loop of a drainer.
+ * Whether a drainer's turn ends, asked after every cycle with its result (`undefined` when the cycle
+ * failed and was backed off) and the number of records earlier cycles left claimed (`stranded`).
  *
  * @since 0.1.0
  */
-export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
+export type TurnEnd = (result: Cycle.CycleResult | undefined, stranded: number) => Effect.Effect<boolean>
+
+/**
+ * The loop of a drainer, until `endTurn` says the turn is over (checked between cycles, so the batch of
+ * the last cycle has been finished or released).
+ *
+ * @since 0.1.0
+ */
+export const runTurn = (instance: Instance, endTurn: TurnEnd): Effect.Effect<void, DrainError> =>
   Effect.gen(function* () {
     const config = instance.config
     yield* startCounters(instance)
@@ -142,6 +153,7 @@ export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
       yield* yieldToEventLoop
       mark = hub.mark()
       const result = yield* tolerated(instance, Cycle.drainOnce(instance))
+      if (yield* endTurn(result, instance.toComplete.size + instance.toRelease.size)) return
       if (result === undefined || !result.leased) {
         yield* pause
         continue
@@ -159,3 +171,13 @@ export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
       else if (result.deferred + result.leftClaimed > 0) yield* pause
     }
   })
+
+const endless: TurnEnd = () => Effect.succeed(false)
+
+/**
+ * The loop of a drainer.
+ *
+ * @since 0.1.0
+ */
+export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
+  Effect.zipRight(runTurn(instance, endless), Effect.never)
