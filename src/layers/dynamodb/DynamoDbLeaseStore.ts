@@ -33,7 +33,7 @@ import type { AttributeValue } from "@aws-sdk/client-dynamodb"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as ParseResult from "effect/ParseResult"
+import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
@@ -104,9 +104,7 @@ const decodeStored = (
       new StoreUnavailable({
         operation,
         partitionKey,
-        cause: new Error(
-          `lease item of partition ${partitionKey} is malformed: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
-        )
+        cause: new Error(`lease item of partition ${partitionKey} is malformed: ${SchemaIssues.describe(error)}`)
       }),
     onRight: (v) => ({
       owner: v.lease_owner.S,

@@ -13,7 +13,7 @@
 import * as DateTime from "effect/DateTime"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import { CorruptRecord, InvalidConfiguration } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
@@ -336,7 +336,7 @@ export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxReco
       new CorruptRecord({
         recordId: typeof id === "string" ? id : "<unknown>",
         partitionKey: typeof pk === "string" ? pk : undefined,
-        reason: ParseResult.TreeFormatter.formatErrorSync(decoded.left)
+        reason: SchemaIssues.describe(decoded.left)
       })
     )
   }
