@@ -40,6 +40,7 @@ import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError
 import { DynamoDb, type DynamoDbError, type DynamoDbService } from "../../services/DynamoDb.js"
 import * as LeaseStore from "../../services/LeaseStore.js"
 import * as OutboxTable from "./OutboxTable.js"
+import * as RecordItem from "./RecordItem.js"
 
 /**
  * Options of the DynamoDB lease store.
@@ -215,6 +216,12 @@ export const fromService = (dynamo: DynamoDbService, tableName: string): LeaseSt
   })
 
   return LeaseStore.make({
+    keyProblem: (partitionKey) => {
+      const bytes = RecordItem.byteLength(partitionKey)
+      return bytes > RecordItem.MaxPartitionKeyBytes
+        ? `is ${bytes} bytes; the DynamoDB store's limit is ${RecordItem.MaxPartitionKeyBytes} bytes`
+        : undefined
+    },
     tryAcquire: (partitionKey, owner, nowMillis, expiresAtMillis) =>
       conditional("acquire", partitionKey, {
         expression:
