@@ -122,7 +122,7 @@ const seeded = Effect.gen(function* () {
 
 describe("operations endpoint: requests refused before they reach anything", () => {
   it.live(
-    "a Host naming neither a loopback host nor a configured one is 421 on every path, before the CSRF check, and purges nothing (DNS rebinding)",
+    "a Host that is not localhost, an IP address or a configured name is 421 on every path, before the CSRF check, and purges nothing (DNS rebinding)",
     () =>
       Effect.gen(function* () {
         const deadLetters = yield* seeded
@@ -151,6 +151,8 @@ describe("operations endpoint: requests refused before they reach anything", () 
         expect(RequestGuard.isAllowedHost("ops.internal:80", ["ops.internal:9464"])).toBe(false)
         expect(RequestGuard.isAllowedHost("127.0.0.1.attacker.example", [])).toBe(false)
         expect(RequestGuard.isAllowedHost("localhost.attacker.example:80", [])).toBe(false)
+        expect(RequestGuard.isAllowedHost("10.1.2.3:9464", [])).toBe(true)
+        expect(RequestGuard.isAllowedHost("[fd00::5]:9464", [])).toBe(true)
       }).pipe(Effect.scoped, Effect.provide(stores))
   )
 

@@ -13,7 +13,6 @@
 import * as DateTime from "effect/DateTime"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CorruptRecord, InvalidConfiguration } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"

@@ -42,7 +42,7 @@ export const httpOptions = {
   ),
   httpAllowedHost: Options.text("http-allowed-host").pipe(
     Options.withDescription(
-      "Host name accepted in requests besides loopback names and --http-host, repeatable (env OUTBOX_HTTP_ALLOWED_HOSTS)"
+      "Host name accepted in requests besides localhost and IP addresses, repeatable (env OUTBOX_HTTP_ALLOWED_HOSTS)"
     ),
     Options.repeated
   )

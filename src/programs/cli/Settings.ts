@@ -395,7 +395,7 @@ export interface HttpSettings {
   readonly host: string
   readonly allowMutations: boolean
   readonly showPayloads: boolean
-  /** Host names accepted in the `Host` header besides loopback names and `host` (`http.allowedHosts`). */
+  /** Host names accepted in the `Host` header besides `localhost`, IP addresses and `host` (`http.allowedHosts`). */
   readonly allowedHosts: ReadonlyArray<string>
 }
 

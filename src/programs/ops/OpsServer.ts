@@ -4,8 +4,8 @@
  * context — see `Prometheus` and `StoreGauges`), `GET /healthz` (the process answers) and `GET /readyz` (store reachable, relay
  * running, no drainer stalled; 503 with a JSON reason otherwise).
  *
- * Every request first passes {@link RequestGuard}: a `Host` naming neither a loopback host nor one of
- * `allowedHosts` is 421 (DNS rebinding), bodies over `maxBodyBytes` are 413, unexpected failures are a
+ * Every request first passes {@link RequestGuard}: a `Host` that is not `localhost`, an IP address or one
+ * of `allowedHosts` is 421 (DNS rebinding), bodies over `maxBodyBytes` are 413, unexpected failures are a
  * logged 500.
  *
  * The app runs on any `HttpServer` the caller provides (the CLI uses Node's, bound to 127.0.0.1 by
@@ -40,7 +40,7 @@ export interface OpsServerOptions {
   readonly exposition?: Prometheus.ExpositionOptions | undefined
   /**
    * Host names (`ops.internal`, or `ops.internal:9464` for one port) accepted in the `Host` header besides
-   * loopback names; any other Host is answered 421 before anything else.
+   * `localhost` and IP address literals; any other Host is answered 421 before anything else.
    */
   readonly allowedHosts?: ReadonlyArray<string> | undefined
   /** Largest request body accepted (default 1 MiB); a larger one is 413. */

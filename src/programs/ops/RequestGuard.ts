@@ -1,9 +1,9 @@
 /**
  * What every request to the operations endpoint passes before a route sees it (SPEC §10):
  *
- * - The `Host` header must name a loopback host (`localhost`, `127.x.x.x`, `[::1]`) or one of the
- *   configured hosts, else 421 — checked first, so a page under another name that resolves to 127.0.0.1
- *   (DNS rebinding) reads and changes nothing.
+ * - The `Host` header must be `localhost`, an IP address literal or one of the configured host names,
+ *   else 421 — checked first, so a page under another name that resolves to 127.0.0.1 (DNS rebinding)
+ *   reads and changes nothing.
  * - Request bodies are read as a stream and counted: one over `maxBodyBytes` (default 1 MiB) is 413, and
  *   nothing past the limit is kept in memory.
  * - A failure no route answered for is a 500 with a fixed body, logged at ERROR with its cause; an unknown
@@ -45,15 +45,20 @@ const hostName = (host: string): string => {
 }
 
 /**
- * Whether a `Host` header value is accepted: a loopback name (`localhost`, `127.x.x.x`, `[::1]`, any
- * port) or one of `allowed` (a bare name matches any port; `name:port` only that port). Case-insensitive.
+ * Whether a `Host` header value is accepted: `localhost`, an IP address literal (`127.0.0.1`, `10.1.2.3`,
+ * `[::1]`: DNS rebinding needs a name), or one of `allowed` (a bare name matches any port; `name:port` only
+ * that port). Case-insensitive.
  *
  * @since 0.1.0
  */
 export const isAllowedHost = (host: string | undefined, allowed: ReadonlyArray<string> = []): boolean => {
   if (host === undefined || host.length === 0) return false
   const name = hostName(host)
-  if (name === "localhost" || name === "[::1]" || /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name)) return true
+  // an IP literal cannot be rebound: a page reaches it only under that very address (probes and scrapers
+  // by pod IP keep working)
+  if (name === "localhost" || /^\d{1,3}\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(name) || /^\[[0-9a-f:.]+\]$/.test(name)) {
+    return true
+  }
   const full = host.trim().toLowerCase()
   return allowed.some((entry) => {
     const wanted = entry.trim().toLowerCase()
@@ -73,7 +78,7 @@ export const guard =
     Effect.gen(function* () {
       const request = yield* HttpServerRequest.HttpServerRequest
       if (!isAllowedHost(request.headers["host"], allowedHosts)) {
-        return failure(421, "misdirected request: the Host header names neither a loopback host nor a configured host")
+        return failure(421, "misdirected request: the Host header is not localhost, an IP address or a configured host")
       }
       return yield* app.pipe(
         Effect.catchAllCause((cause) => {
