@@ -2,9 +2,10 @@
  * The SQLite `WakeSignal` (SPEC §13): notices records other processes commit to the database file, so an
  * idle relay delivers them within a few milliseconds instead of after its idle back-off.
  *
- * It opens a connection of its own to the file and reads `PRAGMA data_version` there every
- * `pollInterval` (default 5 ms): a value that only changes when another connection committed, read from
- * SQLite's shared memory without touching a table, a lock or an index — no claim and no count per tick.
+ * It opens a connection of its own to the file (through `better-sqlite3`, the driver under
+ * `@effect/sql-sqlite-node`, so that a tick costs one native call) and reads `PRAGMA data_version` there
+ * every `pollInterval` (default 10 ms): a value that only changes when another connection committed, read
+ * without touching a table or an index — no claim and no count per tick.
  * When it changed, one read of the outbox's partition rows (`<prefix>outbox_fence`, one row per partition;
  * every persist raises its partition's `seq_counter`) tells which partitions received records, and those
  * are signalled through the process's `WakeHub`, which the drainers and the relay of the process wait on.
@@ -16,15 +17,15 @@
  *
  * @since 0.1.0
  */
-import * as SqlClient from "@effect/sql/SqlClient"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
-import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
+import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
+import { createRequire } from "node:module"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import { WakeHub } from "../../services/WakeHub.js"
 import { WakeSignal } from "../../services/WakeSignal.js"
@@ -41,7 +42,7 @@ export interface SqliteWakeSignalOptions {
   /** The outbox store's `tablePrefix` (default none). */
   readonly tablePrefix?: string | undefined
   /**
-   * Time between two reads of `PRAGMA data_version` (default 5 ms, at least 1 ms): the longest a commit
+   * Time between two reads of `PRAGMA data_version` (default 10 ms, at least 1 ms): the longest a commit
    * of another process waits to be noticed.
    */
   readonly pollInterval?: Duration.DurationInput | undefined
@@ -52,12 +53,42 @@ export interface SqliteWakeSignalOptions {
  *
  * @since 0.1.0
  */
-export const defaultPollInterval: Duration.Duration = Duration.millis(5)
+export const defaultPollInterval: Duration.Duration = Duration.millis(10)
 
-const DataVersion = Schema.Struct({ data_version: Schema.Number })
-const decodeVersion = Schema.decodeUnknown(Schema.Array(DataVersion))
-const PartitionRow = Schema.Struct({ partition_key: Schema.String, seq_counter: Schema.Number })
-const decodePartitions = Schema.decodeUnknown(Schema.Array(PartitionRow))
+/** The part of a `better-sqlite3` statement used here. */
+interface Statement {
+  readonly all: (...params: ReadonlyArray<unknown>) => ReadonlyArray<unknown>
+}
+
+/** The part of a `better-sqlite3` connection used here. */
+interface Connection {
+  readonly prepare: (sql: string) => Statement
+  readonly close: () => void
+}
+
+const isConnection = (u: unknown): u is Connection =>
+  typeof u === "object" &&
+  u !== null &&
+  typeof Reflect.get(u, "prepare") === "function" &&
+  typeof Reflect.get(u, "close") === "function"
+
+/** Opens a `better-sqlite3` connection, the driver `@effect/sql-sqlite-node` loads (resolved from there). */
+const open = (filename: string): Connection => {
+  const driver: unknown = createRequire(createRequire(import.meta.url).resolve("@effect/sql-sqlite-node/SqliteClient"))(
+    "better-sqlite3"
+  )
+  if (typeof driver !== "function") throw new Error("better-sqlite3 did not load")
+  const connection: unknown = Reflect.construct(driver, [filename, { fileMustExist: true }])
+  if (!isConnection(connection)) throw new Error("better-sqlite3 returned no connection")
+  return connection
+}
+
+const DataVersion = Schema.Array(Schema.Struct({ data_version: Schema.Number }))
+const decodeVersion = Schema.decodeUnknownEither(DataVersion)
+const PartitionRows = Schema.Array(Schema.Struct({ partition_key: Schema.String, seq_counter: Schema.Number }))
+const decodePartitions = Schema.decodeUnknownEither(PartitionRows)
+
+const messageOf = (error: unknown): string => (error instanceof Error ? error.message : String(error))
 
 /**
  * Builds the wake signal for the database of the `SqliteClient` in the context (e.g. `SqliteDatabase.layer`):
@@ -89,69 +120,71 @@ export const make = (
     })
     if (isMemory(filename)) return service
 
-    // the connection of the signal: WAL is the stores' choice, not changed from here
-    const own = yield* Layer.build(SqliteClient.layer({ filename, disableWAL: true })).pipe(
-      Effect.map((context) => Context.get(context, SqlClient.SqlClient)),
-      Effect.either
+    const opened = yield* Effect.acquireRelease(Effect.either(Effect.try(() => open(filename))), (connection) =>
+      Either.isRight(connection) ? Effect.sync(() => connection.right.close()) : Effect.void
     )
-    if (Either.isLeft(own)) {
+    if (Either.isLeft(opened)) {
       yield* Effect.logWarning("SQLite wake-up disabled: its connection could not be opened").pipe(
-        Effect.annotateLogs({ error: own.left.message })
+        Effect.annotateLogs({ error: messageOf(opened.left.error) })
       )
       return service
     }
-    const sql = own.right
-    const readVersion = Effect.flatMap(sql.unsafe("PRAGMA data_version"), decodeVersion).pipe(
-      Effect.map((rows) => rows[0]?.data_version)
-    )
-    const readPartitions = Effect.flatMap(
-      sql.unsafe(`SELECT partition_key, seq_counter FROM ${fence}`),
-      decodePartitions
-    )
-    // the client caches a statement that failed to prepare, so the table is looked up first until it exists
-    const fenceExists = Effect.map(
-      sql`SELECT name FROM sqlite_master WHERE type = 'table' AND name = ${fence}`,
-      (rows) => rows.length > 0
-    )
-    let fenceSeen = false
+    const db = opened.right
+    const runtime = yield* Effect.runtime<never>()
+    const logSkipped = (error: unknown): void => {
+      Runtime.runFork(runtime)(
+        Effect.logDebug("SQLite wake-up read failed; the relay polls until the next one").pipe(
+          Effect.annotateLogs({ error: messageOf(error) })
+        )
+      )
+    }
+    const versionStatement = db.prepare("PRAGMA data_version")
+    const readVersion = (): number | undefined => {
+      const decoded = decodeVersion(versionStatement.all())
+      return Either.isRight(decoded) ? decoded.right[0]?.data_version : undefined
+    }
+    // prepared once the table exists: a statement on a missing table fails to prepare
+    let fenceStatement: Statement | undefined
+    const tableStatement = db.prepare("SELECT name FROM sqlite_master WHERE type = 'table' AND name = ?")
     const counters = new Map<string, number>()
     /**
      * Signals every partition whose counter rose since the last read; the read at start-up only records
      * them (the relay's first claims find those records anyway).
      */
-    const scan = (first: boolean) =>
-      Effect.gen(function* () {
-        if (!fenceSeen) {
-          if (!(yield* fenceExists)) return
-          fenceSeen = true
-        }
-        const rows = yield* readPartitions
-        for (const row of rows) {
-          const before = counters.get(row.partition_key)
-          if (before === row.seq_counter) continue
-          counters.set(row.partition_key, row.seq_counter)
-          if (!first) hub.signal(row.partition_key)
-        }
-      })
-    const logSkipped = (error: unknown) =>
-      Effect.logDebug("SQLite wake-up read failed; the relay polls until the next one").pipe(
-        Effect.annotateLogs({ error: error instanceof Error ? error.message : String(error) })
-      )
-    let last = yield* Effect.orElseSucceed(readVersion, () => undefined)
-    yield* Effect.catchAll(scan(true), logSkipped)
-    yield* Effect.gen(function* () {
-      for (;;) {
-        yield* Effect.sleep(interval)
-        const version = yield* Effect.either(readVersion)
-        if (Either.isLeft(version)) {
-          yield* logSkipped(version.left)
-          continue
-        }
-        if (version.right === last) continue
-        last = version.right
-        yield* Effect.catchAll(scan(false), logSkipped)
+    const scan = (first: boolean): void => {
+      if (fenceStatement === undefined) {
+        if (tableStatement.all(fence).length === 0) return
+        fenceStatement = db.prepare(`SELECT partition_key, seq_counter FROM ${fence}`)
       }
-    }).pipe(Effect.withTracerEnabled(false), Effect.forkScoped)
+      const rows = decodePartitions(fenceStatement.all())
+      if (Either.isLeft(rows)) throw new Error(`unexpected ${fence} rows`)
+      for (const row of rows.right) {
+        if (counters.get(row.partition_key) === row.seq_counter) continue
+        counters.set(row.partition_key, row.seq_counter)
+        if (!first) hub.signal(row.partition_key)
+      }
+    }
+    let last: number | undefined
+    try {
+      last = readVersion()
+      scan(true)
+    } catch (error) {
+      logSkipped(error)
+    }
+    const tick = (): void => {
+      try {
+        const version = readVersion()
+        if (version === last) return
+        last = version
+        scan(false)
+      } catch (error) {
+        logSkipped(error)
+      }
+    }
+    yield* Effect.acquireRelease(
+      Effect.sync(() => setInterval(tick, Duration.toMillis(interval))),
+      (handle) => Effect.sync(() => clearInterval(handle))
+    )
     return service
   })
 
@@ -165,7 +198,7 @@ export const layerWith = (
 ): Layer.Layer<WakeSignal, InvalidConfiguration, SqliteClient.SqliteClient> => Layer.scoped(WakeSignal, make(options))
 
 /**
- * The wake signal for tables without a prefix, polling every 5 ms.
+ * The wake signal for tables without a prefix, polling every 10 ms.
  *
  * @since 0.1.0
  */

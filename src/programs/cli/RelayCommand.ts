@@ -29,7 +29,15 @@ import * as Relay from "../Relay.js"
 import { httpFlagEntries, httpOptions, opsApp, serve } from "./HttpOptions.js"
 import { stderrLogger } from "./Logging.js"
 import * as StdoutWatch from "./StdoutWatch.js"
-import { CliFailure, httpConfig, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
+import {
+  type BackendName,
+  CliFailure,
+  httpConfig,
+  load,
+  type RelaySettings,
+  relayConfig,
+  type SinkSettings
+} from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
 
 /** The CLI's logger without the drainers' "sink failing" warnings about a stdout whose reader has gone away. */
@@ -107,16 +115,38 @@ export const sinkLayer = (
  *
  * @since 0.1.0
  */
-export const relayOptions = (settings: RelaySettings): Relay.RelayOptions => ({
+export const relayOptions = (settings: RelaySettings, backend?: BackendName): Relay.RelayOptions => ({
   owner: settings.owner,
   maxPartitions: settings.maxPartitions,
   leaseTtl: settings.leaseTtl,
   discoveryInterval: settings.discoveryInterval,
-  drainer: { batchSize: settings.batchSize, maxConcurrency: settings.concurrency }
+  drainer: {
+    batchSize: settings.batchSize,
+    maxConcurrency: settings.concurrency,
+    ...idleBackoff(settings, backend)
+  }
 })
 
 const listFlag = (values: ReadonlyArray<string>): Option.Option<string> =>
   values.length === 0 ? Option.none() : Option.some(values.join("\n"))
+
+/**
+ * The idle back-off bound of the relay's drainers: the setting, else 1 second on DynamoDB (no wake-up
+ * from other processes there, so the bound is the latency of an idle relay; see docs/operations.md),
+ * else the drainer's default (other backends wake the relay, SPEC §13).
+ */
+const idleBackoff = (settings: RelaySettings, backend: BackendName | undefined) => {
+  const max = Option.getOrUndefined(settings.idleBackoffMax) ?? (backend === "dynamodb" ? dynamoIdleMax : undefined)
+  if (max === undefined) return {}
+  return { idleBackoffMax: max, idleBackoffMin: Duration.min(max, Duration.millis(100)) }
+}
+
+/**
+ * The idle poll bound of a CLI relay on DynamoDB.
+ *
+ * @since 0.1.0
+ */
+export const dynamoIdleMax: Duration.Duration = Duration.seconds(1)
 
 const describeSink = (sink: SinkSettings): string =>
   sink._tag === "stdout"
@@ -218,6 +248,12 @@ export const command = Command.make(
       Options.withDescription('Time between partition discovery rounds (default "5 seconds")'),
       Options.optional
     ),
+    idleBackoffMax: Options.text("idle-backoff-max").pipe(
+      Options.withDescription(
+        'Longest idle pause of a drainer (default "1 second" on DynamoDB, else "30 seconds"; SQLite and PostgreSQL relays are woken by new records)'
+      ),
+      Options.optional
+    ),
     batchSize: Options.integer("batch-size").pipe(
       Options.withDescription("Initial claim size per partition (default 100)"),
       Options.optional
@@ -251,6 +287,7 @@ export const command = Command.make(
             ["relay.maxPartitions", flags.maxPartitions],
             ["relay.leaseTtl", flags.leaseTtl],
             ["relay.discoveryInterval", flags.discoveryInterval],
+            ["relay.idleBackoffMax", flags.idleBackoffMax],
             ["relay.batchSize", flags.batchSize],
             ["relay.concurrency", flags.concurrency]
           ])
@@ -261,7 +298,7 @@ export const command = Command.make(
       const running = yield* Ref.make(false)
       const stdoutClosed = yield* Deferred.make<void>()
       const run = Effect.gen(function* () {
-        yield* Relay.start(relayOptions(settings))
+        yield* Relay.start(relayOptions(settings, store.backend))
         yield* Ref.set(running, true)
         yield* Effect.addFinalizer(() => Ref.set(running, false))
         yield* Layer.buildWithScope(

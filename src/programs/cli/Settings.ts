@@ -213,6 +213,11 @@ export interface RelaySettings {
   readonly maxPartitions: number
   readonly leaseTtl: Duration.Duration
   readonly discoveryInterval: Duration.Duration
+  /**
+   * Longest idle pause of a drainer (unset: 1 second on DynamoDB, which has no wake-up from other
+   * processes, else the drainer's 30 seconds; SPEC §13).
+   */
+  readonly idleBackoffMax: Option.Option<Duration.Duration>
   readonly batchSize: number
   readonly concurrency: number
   readonly sink: SinkSettings
@@ -351,6 +356,14 @@ export const relayConfig: Config.Config<RelaySettings> = Config.all({
   maxPartitions: positiveInt("maxPartitions", 64).pipe(Config.nested("relay")),
   leaseTtl: positiveDuration("leaseTtl", "30 seconds").pipe(Config.nested("relay")),
   discoveryInterval: positiveDuration("discoveryInterval", "5 seconds").pipe(Config.nested("relay")),
+  idleBackoffMax: Config.option(
+    Config.duration("idleBackoffMax").pipe(
+      Config.validate({
+        message: "Expected a positive duration such as 30 seconds, 500 millis or 2 minutes",
+        validation: (d) => Duration.toMillis(d) > 0
+      })
+    )
+  ).pipe(Config.nested("relay")),
   batchSize: positiveInt("batchSize", 100).pipe(Config.nested("relay")),
   concurrency: positiveInt("concurrency", 10).pipe(Config.nested("relay")),
   sink: sinkConfig
