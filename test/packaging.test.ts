@@ -99,7 +99,7 @@ const packageOf = (input: string): string | undefined => {
 }
 
 const driverPackages =
-  /^(?:@aws-sdk\/|@effect\/opentelemetry$|@opentelemetry\/|@effect\/sql-pg$|pg$|nats$|amqplib$|@effect\/cli$|@effect\/platform-node|undici$|tsx$)/
+  /^(?:@aws-sdk\/|@effect\/opentelemetry$|@opentelemetry\/|@effect\/sql-pg$|pg$|@effect\/sql-mysql2$|mysql2$|nats$|amqplib$|@effect\/cli$|@effect\/platform-node|undici$|tsx$)/
 
 beforeAll(async () => {
   const packed = await run("npm", ["pack", "--pack-destination", workDirectory, "--loglevel=error"], repoRoot)

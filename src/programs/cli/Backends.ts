@@ -8,6 +8,7 @@
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as MemoryDeadLetterStore from "../../layers/memory/MemoryDeadLetterStore.js"
 import * as MemoryInspection from "../../layers/memory/MemoryInspection.js"
 import * as MemoryLeaseStore from "../../layers/memory/MemoryLeaseStore.js"
@@ -86,12 +87,33 @@ const postgres: BackendLayer = (settings, options) =>
     )
   )
 
+// loaded on demand, like PostgreSQL; the URL is never part of a message
+const mysql: BackendLayer = (settings) =>
+  Layer.unwrapEffect(
+    Effect.map(
+      Effect.promise(() => import("./MysqlBackend.js")),
+      (backend) => backend.layer(settings)
+    )
+  ).pipe(
+    Layer.catchAllCause((cause) =>
+      Layer.fail(
+        SqliteFile.failure(`mysql (database ${Option.getOrElse(settings.mysqlDatabase, () => "of the URL")})`, cause)
+      )
+    )
+  )
+
 /**
  * The backend table.
  *
  * @since 0.1.0
  */
-export const backends: { readonly [B in BackendName]: BackendLayer } = { memory, sqlite, dynamodb, postgres }
+export const backends: { readonly [B in BackendName]: BackendLayer } = {
+  memory,
+  sqlite,
+  dynamodb,
+  postgres,
+  mysql
+}
 
 /**
  * The stores and inspection for the settings. Building the layer runs the backend's migrations or table

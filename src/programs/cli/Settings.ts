@@ -39,7 +39,7 @@ export class CliFailure extends Schema.TaggedError<CliFailure>()("CliFailure", {
  *
  * @since 0.1.0
  */
-export type BackendName = "sqlite" | "dynamodb" | "memory" | "postgres"
+export type BackendName = "sqlite" | "dynamodb" | "memory" | "postgres" | "mysql"
 
 /**
  * Where the records live.
@@ -77,6 +77,10 @@ export interface StoreSettings {
   readonly postgresUrl: Option.Option<Redacted.Redacted>
   /** PostgreSQL schema of the outbox tables (`postgres.schema`, default `public`). */
   readonly postgresSchema: string
+  /** MySQL / MariaDB connection URL (`mysql.url`; redacted: never logged). */
+  readonly mysqlUrl: Option.Option<Redacted.Redacted>
+  /** MySQL database of the outbox tables (`mysql.database`; default: the URL's database). */
+  readonly mysqlDatabase: Option.Option<string>
 }
 
 /**
@@ -109,7 +113,7 @@ const nonEmpty = (name: string): Config.Config<string> => Config.nested(trimmed,
  * The store settings as a `Config` (paths `backend`, `sqlite.file`, `sqlite.synchronous`, `sqlite.tablePrefix`,
  * `dynamodb.endpoint`,
  * `dynamodb.region`, `dynamodb.table`, `dynamodb.deadLetterTable`, `dynamodb.ensureTables`,
- * `dynamodb.localClaimIndex`, `postgres.url`, `postgres.schema`).
+ * `dynamodb.localClaimIndex`, `postgres.url`, `postgres.schema`, `mysql.url`, `mysql.database`).
  *
  * @since 0.1.0
  */
@@ -118,7 +122,8 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
     "sqlite",
     "dynamodb",
     "memory",
-    "postgres"
+    "postgres",
+    "mysql"
   )("backend").pipe(Config.withDefault("sqlite" as const)),
   sqliteFile: nonEmpty("file").pipe(Config.nested("sqlite"), Config.withDefault(DefaultSqliteFile)),
   sqliteSynchronous: Config.literal(
@@ -143,7 +148,9 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
   dynamodbEnsureTables: Config.boolean("ensureTables").pipe(Config.nested("dynamodb"), Config.withDefault(true)),
   dynamodbLocalClaimIndex: Config.boolean("localClaimIndex").pipe(Config.nested("dynamodb"), Config.withDefault(false)),
   postgresUrl: Config.option(Config.redacted("url").pipe(Config.nested("postgres"))),
-  postgresSchema: nonEmpty("schema").pipe(Config.nested("postgres"), Config.withDefault("public"))
+  postgresSchema: nonEmpty("schema").pipe(Config.nested("postgres"), Config.withDefault("public")),
+  mysqlUrl: Config.option(Config.redacted("url").pipe(Config.nested("mysql"))),
+  mysqlDatabase: Config.option(nonEmpty("database").pipe(Config.nested("mysql")))
 })
 
 /**
