@@ -23,6 +23,7 @@ import * as MemoryInspection from "../src/layers/memory/MemoryInspection.js"
 import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
 import * as MemorySink from "../src/layers/sinks/MemorySink.js"
+import * as Observability from "../src/programs/Observability.js"
 import * as OpsServer from "../src/programs/ops/OpsServer.js"
 import * as Prometheus from "../src/programs/ops/Prometheus.js"
 import * as Relay from "../src/programs/Relay.js"
@@ -176,4 +177,61 @@ describe("a relay's /metrics", () => {
     expect(bad.status).not.toBe(0)
     expect(bad.output).toContain("_total")
   })
+})
+
+describe("OpenTelemetry export beside the exposition", () => {
+  it.live(
+    "still exports the metrics under their Effect keys, the delivered counter included",
+    () =>
+      Effect.gen(function* () {
+        const received: Array<{ readonly path: string; readonly body: string }> = []
+        const collector = http.createServer((request, response) => {
+          let body = ""
+          request.on("data", (chunk: Buffer) => (body += chunk.toString("utf8")))
+          request.on("end", () => {
+            received.push({ path: request.url ?? "", body })
+            response.writeHead(200, { "content-type": "application/json" }).end("{}")
+          })
+        })
+        yield* Effect.acquireRelease(
+          Effect.promise(() => new Promise<void>((resolve) => collector.listen(0, "127.0.0.1", resolve))),
+          () =>
+            Effect.promise(
+              () =>
+                new Promise<void>((resolve) => {
+                  collector.close(() => resolve())
+                  collector.closeAllConnections()
+                })
+            )
+        )
+        const address = collector.address()
+        const port = typeof address === "object" && address !== null ? address.port : 0
+        const partition = `otel-${Date.now()}`
+        // the export layer's scope closes (and flushes) before the collector's
+        yield* Effect.gen(function* () {
+          const store = yield* OutboxStore
+          yield* store.persist(Array.from({ length: 5 }, (_, i) => rec(partition, i, "billing")))
+          yield* Relay.start({
+            owner: "otel-relay",
+            discoveryInterval: "50 millis",
+            drainer: { idleBackoffMax: "50 millis" }
+          })
+          yield* store.countPending(partition).pipe(
+            Effect.filterOrFail((n) => n === 0),
+            Effect.retry(Schedule.spaced("50 millis").pipe(Schedule.upTo("20 seconds")))
+          )
+        }).pipe(
+          Effect.scoped,
+          Effect.provide(Layer.merge(stores, Observability.layerWith({ endpoint: `http://127.0.0.1:${port}` })))
+        )
+        const metrics = received
+          .filter((r) => r.path === "/v1/metrics")
+          .map((r) => r.body)
+          .join("")
+        expect(metrics).toContain("OutboxDelivered")
+        expect(metrics).toContain("OutboxCompletions")
+        expect(metrics).toContain(partition)
+      }).pipe(Effect.scoped),
+    60_000
+  )
 })

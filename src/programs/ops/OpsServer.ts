@@ -19,10 +19,12 @@ import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import type * as Scope from "effect/Scope"
 import type { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import { OutboxInspection } from "../../services/OutboxInspection.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
 import * as Dashboard from "./Dashboard.js"
+import type * as History from "./History.js"
 import * as Prometheus from "./Prometheus.js"
 import * as Readiness from "./Readiness.js"
 import * as StoreGauges from "./StoreGauges.js"
@@ -59,6 +61,8 @@ export interface OpsDashboardOptions extends OpsServerOptions {
   readonly showPayloads?: boolean | undefined
   /** How often the page polls (default 1 s). */
   readonly refreshMillis?: number | undefined
+  /** The ring of snapshots the dashboard's charts are drawn from (default every 2 s, 15 minutes kept). */
+  readonly history?: History.HistoryOptions | undefined
 }
 
 /**
@@ -109,13 +113,14 @@ export const router = (options: OpsServerOptions = {}): Effect.Effect<HttpRouter
   })
 
 /**
- * The operations routes plus the dashboard (`GET /`, its JSON API and, when allowed, its mutations).
+ * The operations routes plus the dashboard (`GET /`, its JSON API and, when allowed, its mutations); the
+ * dashboard's snapshot ring is sampled in the background for the life of the scope.
  *
  * @since 0.1.0
  */
 export const routerWithDashboard = (
   options: OpsDashboardOptions = {}
-): Effect.Effect<HttpRouter.HttpRouter, never, OutboxStore | OutboxInspection | DeadLetterStore> =>
+): Effect.Effect<HttpRouter.HttpRouter, never, OutboxStore | OutboxInspection | DeadLetterStore | Scope.Scope> =>
   Effect.gen(function* () {
     const ops = yield* router(options)
     const dashboard = yield* Dashboard.router({
@@ -123,7 +128,8 @@ export const routerWithDashboard = (
       allowMutations: options.allowMutations,
       showPayloads: options.showPayloads,
       refreshMillis: options.refreshMillis,
-      maxBodyBytes: options.maxBodyBytes
+      maxBodyBytes: options.maxBodyBytes,
+      history: options.history
     })
     return HttpRouter.concat(ops, dashboard)
   })
@@ -136,7 +142,7 @@ export const routerWithDashboard = (
 export const layerWithDashboard = (
   options: OpsDashboardOptions = {}
 ): Layer.Layer<never, never, HttpServer.HttpServer | OutboxStore | OutboxInspection | DeadLetterStore> =>
-  Layer.unwrapEffect(
+  Layer.unwrapScoped(
     Effect.map(routerWithDashboard(options), (routes) =>
       HttpServer.serve(RequestGuard.guard(options.allowedHosts)(routes))
     )
