@@ -14,6 +14,7 @@ import * as Inbox from "../src/programs/Inbox.js"
 import * as DynamoDb from "../src/services/DynamoDb.js"
 import { InboxStore } from "../src/services/InboxStore.js"
 import { inboxStoreContract, TestApp } from "./contract/InboxStoreContract.js"
+import { dynamoApp } from "./support/InboxApps.js"
 import { makeTestClientConfig, randomTableName } from "./support/DynamoLocal.js"
 
 const table = randomTableName("inbox")
@@ -36,30 +37,11 @@ afterAll(() =>
   )
 )
 
-/** The consumer's own items: `PK = key`, `SK = value`, written in the inbox's transaction. */
-const dynamoApp = Layer.effect(
-  TestApp,
-  Effect.map(DynamoDb.DynamoDb, (dynamo) =>
-    TestApp.of({
-      write: (k, v) =>
-        DynamoDbInboxStore.write([{ Put: { TableName: appTable, Item: { PK: { S: k }, SK: { S: v } } } }]),
-      read: (k) =>
-        dynamo
-          .query({
-            TableName: appTable,
-            KeyConditionExpression: "PK = :k",
-            ExpressionAttributeValues: { ":k": { S: k } },
-            ConsistentRead: true
-          })
-          .pipe(Effect.map((out) => (out.Items ?? []).map((item) => item["SK"]?.S ?? "").sort()))
-    })
-  )
-)
-
 const storeLayer = (options: DynamoDbInboxStore.DynamoDbInboxStoreOptions = {}) =>
-  Layer.mergeAll(DynamoDbInboxStore.layerWith({ tableName: table, ensureTable: false, ...options }), dynamoApp).pipe(
-    Layer.provideMerge(dynamoLayer)
-  )
+  Layer.mergeAll(
+    DynamoDbInboxStore.layerWith({ tableName: table, ensureTable: false, ...options }),
+    dynamoApp(appTable)
+  ).pipe(Layer.provideMerge(dynamoLayer))
 
 inboxStoreContract("dynamodb", (options) => storeLayer(options), { transactionalWrites: true, trims: false })
 

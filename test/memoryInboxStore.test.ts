@@ -8,15 +8,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as TestClock from "effect/TestClock"
 import * as MemoryInboxStore from "../src/layers/memory/MemoryInboxStore.js"
-import { inboxStoreContract, TestApp } from "./contract/InboxStoreContract.js"
-
-const memoryApp = Layer.sync(TestApp, () => {
-  const state = new Map<string, Array<string>>()
-  return TestApp.of({
-    write: (key, value) => Effect.sync(() => void state.set(key, [...(state.get(key) ?? []), value])),
-    read: (key) => Effect.sync(() => [...(state.get(key) ?? [])].sort())
-  })
-})
+import { inboxStoreContract } from "./contract/InboxStoreContract.js"
+import { memoryApp } from "./support/InboxApps.js"
 
 inboxStoreContract("memory", (options) => Layer.merge(MemoryInboxStore.layerWith(options), memoryApp), {
   transactionalWrites: false,

@@ -14,30 +14,15 @@ import { inject } from "vitest"
 import * as PostgresInboxStore from "../src/layers/postgres/PostgresInboxStore.js"
 import * as Inbox from "../src/programs/Inbox.js"
 import { InboxStore, type InboxOptions } from "../src/services/InboxStore.js"
-import { inboxStoreContract, TestApp } from "./contract/InboxStoreContract.js"
+import { inboxStoreContract } from "./contract/InboxStoreContract.js"
+import { sqlApp } from "./support/InboxApps.js"
 import { clientLayer, createDatabase } from "./support/PostgresServer.js"
 
 const url = await createDatabase(inject("postgresUrl"), "inbox")
 
-const pgApp = Layer.effect(
-  TestApp,
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql`CREATE TABLE IF NOT EXISTS app_seen (k text NOT NULL, v text NOT NULL)`
-    return TestApp.of({
-      write: (k, v) => sql`INSERT INTO app_seen (k, v) VALUES (${k}, ${v})`,
-      read: (k) =>
-        sql`SELECT v FROM app_seen WHERE k = ${k} ORDER BY v`.pipe(
-          Effect.flatMap(Schema.decodeUnknown(Schema.Array(Schema.Struct({ v: Schema.String })))),
-          Effect.map((rows) => rows.map((row) => row.v))
-        )
-    })
-  })
-)
-
 let prefixes = 0
 const storeWith = (options: InboxOptions & { tablePrefix?: string } = {}) =>
-  Layer.mergeAll(PostgresInboxStore.layerWith({ tablePrefix: `t${++prefixes}_`, ...options }), pgApp).pipe(
+  Layer.mergeAll(PostgresInboxStore.layerWith({ tablePrefix: `t${++prefixes}_`, ...options }), sqlApp).pipe(
     Layer.provideMerge(clientLayer(url, 8))
   )
 

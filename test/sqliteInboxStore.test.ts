@@ -19,27 +19,11 @@ import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteInboxStore from "../src/layers/sqlite/SqliteInboxStore.js"
 import * as Inbox from "../src/programs/Inbox.js"
 import { InboxStore, type InboxOptions } from "../src/services/InboxStore.js"
-import { inboxStoreContract, TestApp } from "./contract/InboxStoreContract.js"
+import { inboxStoreContract } from "./contract/InboxStoreContract.js"
+import { sqlApp } from "./support/InboxApps.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-sqlite-inbox-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
-
-/** The consumer's own table on the same client: handler writes join the inbox's transaction. */
-export const sqlApp = Layer.effect(
-  TestApp,
-  Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
-    yield* sql`CREATE TABLE IF NOT EXISTS app_seen (k TEXT NOT NULL, v TEXT NOT NULL)`
-    return TestApp.of({
-      write: (k, v) => sql`INSERT INTO app_seen (k, v) VALUES (${k}, ${v})`,
-      read: (k) =>
-        sql`SELECT v FROM app_seen WHERE k = ${k} ORDER BY v`.pipe(
-          Effect.flatMap(Schema.decodeUnknown(Schema.Array(Schema.Struct({ v: Schema.String })))),
-          Effect.map((rows) => rows.map((row) => row.v))
-        )
-    })
-  })
-)
 
 const storeOn = (filename: string, options: InboxOptions & { tablePrefix?: string } = {}) =>
   Layer.mergeAll(SqliteInboxStore.layerWith(options), sqlApp).pipe(
