@@ -263,7 +263,9 @@ export class Partition {
 
   constructor(
     readonly key: string,
-    private readonly visits: Visits
+    private readonly visits: Visits,
+    /** The keys of the partitions holding non-terminal records, kept up to date by `add` and `retire`. */
+    private readonly live: Set<string> = new Set()
   ) {
     this.keyless = new SortedIndex(compareEntries, isLive, visits)
     this.heads = new SortedIndex(compareHeads, (node) => node.alive, visits)
@@ -290,6 +292,7 @@ export class Partition {
 
   add(entry: Entry): void {
     this.pending++
+    this.live.add(this.key)
     if (entry.expiresMillis !== undefined) this.expiring.insert(entry)
     if (Option.isNone(entry.orderingKey)) {
       this.keyless.insert(entry)
@@ -315,6 +318,7 @@ export class Partition {
   retire(entry: Entry, status: "completed" | "expired", now: number): void {
     if (entry.status === "pending") this.pending--
     else this.claimed--
+    if (this.pending + this.claimed === 0) this.live.delete(this.key)
     entry.status = status
     entry.terminalAt = now
     if (entry.expiresMillis !== undefined) this.expiring.released()

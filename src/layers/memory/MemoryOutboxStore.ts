@@ -76,6 +76,8 @@ class State {
   readonly byId = new Map<string, Entry>()
   readonly byIdentity = new Map<string, Entry>()
   readonly partitions = new Map<string, Partition>()
+  /** Keys of the partitions with non-terminal records (what `listPartitions` returns). */
+  readonly live = new Set<string>()
   /** FIFO of terminal entries for retention, read from `terminalStart`. */
   terminal: Array<Entry> = []
   terminalStart = 0
@@ -87,7 +89,7 @@ class State {
   partitionOf(key: string): Partition {
     let partition = this.partitions.get(key)
     if (partition === undefined) {
-      partition = new Partition(key, this.visits)
+      partition = new Partition(key, this.visits, this.live)
       this.partitions.set(key, partition)
     }
     return partition
@@ -325,13 +327,8 @@ const backendOf = (state: State): OutboxStore.Backend => {
     countPending: (partitionKey) => atomically(() => Effect.succeed(state.partitions.get(partitionKey)?.pending ?? 0)),
     countClaimed: (partitionKey) => atomically(() => Effect.succeed(state.partitions.get(partitionKey)?.claimed ?? 0)),
     listPartitions: Stream.fromIterableEffect(
-      atomically(() => {
-        const keys: Array<string> = []
-        for (const partition of state.partitions.values()) {
-          if (partition.pending + partition.claimed > 0) keys.push(partition.key)
-        }
-        return Effect.succeed(keys)
-      })
+      // O(partitions with work), however many partitions ever stored a record (R-READ-3)
+      atomically(() => Effect.succeed(Array.from(state.live)))
     )
   }
 }

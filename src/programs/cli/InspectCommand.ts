@@ -52,6 +52,11 @@ export interface InspectReport {
   readonly backend: string
   readonly partitions: ReadonlyArray<PartitionReport>
   readonly totals: { readonly pending: number; readonly claimed: number }
+  /**
+   * Partitions with pending records and no live lease (nobody drains them now), and the age of the oldest
+   * pending record among them (null when none waits or the backend cannot tell).
+   */
+  readonly unleased: { readonly partitions: number; readonly oldestPendingAgeMillis: number | null }
   readonly deadLetters: DeadLetterCounts & { readonly total: number }
   readonly notes: ReadonlyArray<string>
 }
@@ -103,6 +108,8 @@ export const report: Effect.Effect<InspectReport, StoreUnavailable, OutboxInspec
   if (stranded.length > 0) {
     notes.push(`stranded heads (claimed records nobody is draining): ${stranded.map((p) => p.partition).join(", ")}`)
   }
+  const unleased = partitions.filter((p) => (p.pending ?? 0) > 0 && (p.leaseOwner === null || p.leaseExpired === true))
+  const unleasedAges = unleased.flatMap((p) => (p.oldestPendingAgeMillis === null ? [] : [p.oldestPendingAgeMillis]))
   const deadLetters = snapshot.deadLetters
   return {
     backend: snapshot.backend,
@@ -110,6 +117,10 @@ export const report: Effect.Effect<InspectReport, StoreUnavailable, OutboxInspec
     totals: {
       pending: partitions.reduce((sum, p) => sum + (p.pending ?? 0), 0),
       claimed: partitions.reduce((sum, p) => sum + (p.claimed ?? 0), 0)
+    },
+    unleased: {
+      partitions: unleased.length,
+      oldestPendingAgeMillis: unleasedAges.length === 0 ? null : Math.max(...unleasedAges)
     },
     deadLetters: { ...deadLetters, total: deadLetters.poison + deadLetters.permanent + deadLetters.expired },
     notes
@@ -146,6 +157,9 @@ export const render = (r: InspectReport): string => {
           ["partition", "pending", "claimed", "oldest pending", "fence", "head", "lease"],
           [...rows, ["total", count(r.totals.pending), count(r.totals.claimed), "", "", "", ""]]
         ),
+    `partitions with pending work and no lease: ${count(r.unleased.partitions)}${
+      r.unleased.oldestPendingAgeMillis === null ? "" : ` (oldest pending ${age(r.unleased.oldestPendingAgeMillis)})`
+    }`,
     "",
     table(
       ["dead letters", "count"],

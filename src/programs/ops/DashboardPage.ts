@@ -106,9 +106,13 @@ async function refreshPartitions() {
     const data = await response.json();
     $("backend").textContent = data.backend;
     $("updated").textContent = new Date(data.at).toLocaleTimeString();
-    let pending = 0, claimed = 0, stranded = 0;
+    let pending = 0, claimed = 0, stranded = 0, unleased = 0, unleasedAge = null;
     const rows = data.partitions.map((p) => {
       pending += p.pending || 0; claimed += p.claimed || 0; if (p.stranded) stranded++;
+      if (p.pending > 0 && (p.lease === null || !p.lease.live)) {
+        unleased++;
+        if (p.oldestPendingAgeMs !== null) unleasedAge = Math.max(unleasedAge ?? 0, p.oldestPendingAgeMs);
+      }
       const lease = p.lease === null ? "—" : p.lease.owner + " v" + p.lease.version + (p.lease.live ? "" : " (expired)");
       return el("tr", { "data-partition": p.partitionKey },
         el("td", {}, p.partitionKey),
@@ -123,6 +127,7 @@ async function refreshPartitions() {
     $("total-pending").textContent = pending;
     $("total-claimed").textContent = claimed;
     $("total-stranded").textContent = stranded;
+    $("total-unleased").textContent = unleased === 0 ? "0" : unleased + " (oldest " + age(unleasedAge) + ")";
     $("total-dlq").textContent = data.deadLetters.poison + data.deadLetters.permanent + data.deadLetters.expired;
     $("notes").textContent = data.notes.join(" ");
     $("partitions-error").textContent = "";
@@ -384,6 +389,7 @@ export const render = (options: PageOptions): string => `<!doctype html>
     <div class="stat"><b id="total-pending">…</b><span>pending</span></div>
     <div class="stat"><b id="total-claimed">…</b><span>claimed</span></div>
     <div class="stat"><b id="total-stranded">…</b><span>stranded heads</span></div>
+    <div class="stat"><b id="total-unleased">…</b><span>pending, no lease</span></div>
     <div class="stat"><b id="total-dlq">…</b><span>dead letters</span></div>
     <div class="stat"><b id="total-delivered">…</b><span>delivered since start</span></div>
     <div class="stat"><b id="total-dead-lettered">…</b><span>dead-lettered since start</span></div>

@@ -1,6 +1,8 @@
 /**
  * Liveness and readiness of a relay process (SPEC §10): ready when the store answers, the relay is
- * running and no drainer stalled recently (`OutboxDrainStalled` did not grow within the stall window).
+ * running, no drainer stalled recently (`OutboxDrainStalled` did not grow within the stall window) and no
+ * partition with pending work has waited for a lease longer than `starvationThreshold`
+ * (`OutboxUnleasedOldestAge`: the relays lack slots for the partitions they could serve).
  *
  * @since 0.1.0
  */
@@ -39,10 +41,24 @@ export interface ReadinessOptions {
   readonly stallWindow?: Duration.DurationInput | undefined
   /** How long the store may take to answer the probe (default 2 seconds). */
   readonly storeTimeout?: Duration.DurationInput | undefined
+  /** How long a partition with work may wait for a lease before the process is not ready (default 1 minute). */
+  readonly starvationThreshold?: Duration.DurationInput | undefined
 }
 
 /** The name of the watchdog counter (`OutboxMetrics.OutboxDrainStalled`). */
 const stalledName = "OutboxDrainStalled"
+
+/** The longest wait for a lease any relay of this process reported (`OutboxUnleasedOldestAge`), in seconds. */
+const unleasedOldest: Effect.Effect<number> = Effect.map(Metric.snapshot, (pairs) => {
+  let oldest = 0
+  for (const pair of pairs) {
+    const state: unknown = pair.metricState
+    if (pair.metricKey.name === "OutboxUnleasedOldestAge" && MetricState.isGaugeState(state)) {
+      oldest = Math.max(oldest, Number(state.value))
+    }
+  }
+  return oldest
+})
 
 /** The sum of `OutboxDrainStalled` over every tag set in this process. */
 const stalledTotal: Effect.Effect<number> = Effect.map(Metric.snapshot, (pairs) => {
@@ -67,6 +83,7 @@ export const make = (options: ReadinessOptions = {}): Effect.Effect<Effect.Effec
     const store = yield* OutboxStore
     const stallWindowMillis = Duration.toMillis(Duration.decode(options.stallWindow ?? "1 minute"))
     const storeTimeout = Duration.decode(options.storeTimeout ?? "2 seconds")
+    const starvationSeconds = Duration.toMillis(Duration.decode(options.starvationThreshold ?? "1 minute")) / 1000
     let lastStalled = yield* stalledTotal
     let lastStallAt = Option.none<number>()
 
@@ -96,6 +113,12 @@ export const make = (options: ReadinessOptions = {}): Effect.Effect<Effect.Effec
       if (!storeOk) reasons.push("the outbox store did not answer")
       if (relay === "stopped") reasons.push("the relay is not running")
       if (drainerStalled) reasons.push("a drainer stalled within the stall window")
+      const waited = yield* unleasedOldest
+      if (relay === "running" && waited >= starvationSeconds) {
+        reasons.push(
+          `partitions with pending work have waited ${Math.floor(waited)} s for a lease: the relays cannot keep up (raise maxPartitions or add relays)`
+        )
+      }
       return {
         ready: reasons.length === 0,
         reasons,
