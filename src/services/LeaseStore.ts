@@ -275,7 +275,8 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
           })
         }
         const millis = yield* ttlMillis("acquire", ttl)
-        const now = yield* Clock.currentTimeMillis
+        // stored instants are whole milliseconds (a test clock can stand between two)
+        const now = Math.floor(yield* Clock.currentTimeMillis)
         for (let attempt = 1; attempt <= MaxAttempts; attempt++) {
           const outcome = yield* backend.tryAcquire(partitionKey, owner, now, now + millis)
           if (outcome._tag === "Written") return leaseOf(partitionKey, outcome.lease)
@@ -297,7 +298,7 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
         const refused = keyRefused("renew", partitionKey)
         if (refused !== undefined) return yield* refused
         const millis = yield* ttlMillis("renew", ttl)
-        const now = yield* Clock.currentTimeMillis
+        const now = Math.floor(yield* Clock.currentTimeMillis)
         return yield* holderWrite("renew", partitionKey, token, () => backend.extend(partitionKey, token, now + millis))
       }).pipe(span("LeaseStore.renew", partitionKey)),
     release: (partitionKey, token) =>

@@ -5,8 +5,9 @@
  *
  * - Subject: the record's `address`, else the configured `subject`; both may hold `{partitionKey}` and
  *   `{routeId}`.
- * - Headers: the record's headers plus `Outbox-Partition`, `Outbox-Ordering-Key` (when set) and
- *   `Outbox-Envelope-Id`.
+ * - Headers: the record's headers plus the wire metadata of SPEC §11 (`Outbox-Record-Id`, `Outbox-Topic`,
+ *   `Outbox-Partition`, `Outbox-Ordering-Key`, `Outbox-Seq`, `Outbox-Created-At`; `Topic.wireHeaders`) and
+ *   `Outbox-Envelope-Id`. `NatsMessage.decode` reads a message of a typed topic back.
  * - Records choose subjects only inside what was configured: a `$`-prefixed (system) subject such as
  *   `$JS.API.STREAM.DELETE.X` is refused (`system-subject`), and with `allowedSubjectPrefixes` a record's
  *   address must start with one of them (`subject-not-allowed`); both are permanent, so the record is
@@ -30,6 +31,7 @@ import type * as Scope from "effect/Scope"
 import { connect, headers as natsHeaders, type JetStreamManager, type MsgHdrs, type NatsConnection } from "nats"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import * as Topic from "../../domain/Topic.js"
 import { SendError, Sink } from "../../services/Sink.js"
 import * as BrokerUrl from "./BrokerUrl.js"
 
@@ -118,9 +120,9 @@ const permanentCodes = new Set(["BAD_SUBJECT", "BAD_HEADER", "BAD_PAYLOAD", "INV
 const headersOf = (record: OutboxRecord): MsgHdrs => {
   const h = natsHeaders()
   for (const [name, value] of Object.entries(record.headers)) h.set(name, value)
-  h.set("Outbox-Partition", record.partitionKey)
-  h.set("Outbox-Envelope-Id", record.envelopeId)
-  if (Option.isSome(record.orderingKey)) h.set("Outbox-Ordering-Key", record.orderingKey.value)
+  // the wire metadata (SPEC §11) overrides a record header of the same name
+  for (const [name, value] of Object.entries(Topic.wireHeaders(record))) h.set(name, value)
+  h.set(Topic.EnvelopeIdHeader, Topic.encodeHeaderValue(record.envelopeId))
   return h
 }
 

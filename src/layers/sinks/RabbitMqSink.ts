@@ -10,8 +10,9 @@
  *   (`exchange/routingKey`) must name the configured `exchange` or one of `allowedExchanges`; anything
  *   else, the default exchange (`/queue`) and `amq.*` included, is permanent `exchange-not-allowed` and
  *   nothing is published.
- * - Headers: the record's headers plus `Outbox-Partition`, `Outbox-Ordering-Key` (when set) and
- *   `Outbox-Envelope-Id`.
+ * - Headers: the record's headers plus the wire metadata of SPEC §11 (`Outbox-Record-Id`, `Outbox-Topic`,
+ *   `Outbox-Partition`, `Outbox-Ordering-Key`, `Outbox-Seq`, `Outbox-Created-At`; `Topic.wireHeaders`) and
+ *   `Outbox-Envelope-Id`. `RabbitMqMessage.decode` reads a message of a typed topic back.
  * - Permanent: a returned (unroutable) message, a missing exchange (404), access refused (403).
  *   Transient: a nack, a closed channel or connection, no confirm within `timeout` (found by a sweep every
  *   quarter of it, so the wait may run up to a quarter over), a failed connect.
@@ -32,6 +33,7 @@ import type * as Scope from "effect/Scope"
 import { type ChannelModel, type ConfirmChannel, connect, type Message } from "amqplib"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import * as Topic from "../../domain/Topic.js"
 import { SendError, Sink } from "../../services/Sink.js"
 import * as BrokerUrl from "./BrokerUrl.js"
 
@@ -279,12 +281,12 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
           })
         )
       }
+      // the wire metadata (SPEC §11) overrides a record header of the same name
       const headers: Record<string, string> = {
         ...record.headers,
-        "Outbox-Partition": record.partitionKey,
-        "Outbox-Envelope-Id": record.envelopeId
+        ...Topic.wireHeaders(record),
+        [Topic.EnvelopeIdHeader]: Topic.encodeHeaderValue(record.envelopeId)
       }
-      if (Option.isSome(record.orderingKey)) headers["Outbox-Ordering-Key"] = record.orderingKey.value
       return Effect.suspend(() => {
         const live = state.live
         return live !== undefined && !live.closed

@@ -1,6 +1,8 @@
 /**
  * An HTTP webhook sink on `@effect/platform`'s `HttpClient` (SPEC §6, §10): each record is POSTed as
- * JSON ({@link RecordJson}) with `Idempotency-Key` = record id.
+ * JSON ({@link RecordJson}; documented by `schemas/webhook-body.schema.json`) with `Idempotency-Key` = record id
+ * and the wire metadata headers of SPEC §11 (`Topic.wireHeaders`; configured headers cannot override them).
+ * `Topic.decode(topic, { body })` reads a request of a typed topic back.
  *
  * - Delivery is decided on the status line: 2xx is delivered even if the body then trickles; the body is
  *   read separately, at most `maxBodyBytes` (64 KiB) within `bodyTimeout`, and the connection is dropped
@@ -40,6 +42,7 @@ import * as Stream from "effect/Stream"
 import { createHmac } from "node:crypto"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import * as Topic from "../../domain/Topic.js"
 import { SendError, Sink } from "../../services/Sink.js"
 import * as RecordJson from "./RecordJson.js"
 import * as Redact from "./Redact.js"
@@ -139,7 +142,8 @@ const reservedHeaders = new Set([
   "host",
   "connection",
   SignatureHeader.toLowerCase(),
-  TimestampHeader.toLowerCase()
+  TimestampHeader.toLowerCase(),
+  ...Topic.metadataHeaders.map((name) => name.toLowerCase())
 ])
 
 /**
@@ -439,6 +443,7 @@ export const make = (
             const base = HttpClientRequest.post(target.url).pipe(
               HttpClientRequest.setHeaders(extra),
               HttpClientRequest.setHeader("Idempotency-Key", record.id),
+              HttpClientRequest.setHeaders(Topic.wireHeaders(record)),
               HttpClientRequest.bodyText(body, "application/json")
             )
             const authorized = Option.match(target.authorization, {

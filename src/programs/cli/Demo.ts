@@ -162,7 +162,9 @@ const demoSettings = (file: string): StoreSettings => ({
   dynamodbLocalClaimIndex: false,
   sqliteTablePrefix: "",
   postgresUrl: Option.none(),
-  postgresSchema: "public"
+  postgresSchema: "public",
+  mysqlUrl: Option.none(),
+  mysqlDatabase: Option.none()
 })
 
 /** Enqueues the demo's records in batches of 500, waiting while the outbox is full; counts them in `progress`. */

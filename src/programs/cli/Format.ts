@@ -60,6 +60,14 @@ export const table = (headers: ReadonlyArray<string>, cells: ReadonlyArray<Reado
 export const count = (n: number): string => Math.round(n).toLocaleString("en-US")
 
 /**
+ * A count with its noun in the right number: `1 entry`, `2 entries`, `0 entries`.
+ *
+ * @since 0.1.0
+ */
+export const counted = (n: number, singular: string, plural: string): string =>
+  `${count(n)} ${n === 1 ? singular : plural}`
+
+/**
  * A short age: `850ms`, `12.3s`, `4m05s`, `2h10m`, `3d04h`.
  *
  * @since 0.1.0

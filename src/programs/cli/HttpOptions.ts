@@ -18,6 +18,7 @@ import type { OutboxInspection } from "../../services/OutboxInspection.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
 import * as OpsServer from "../ops/OpsServer.js"
 import { CliFailure, type HttpSettings } from "./Settings.js"
+import { errorCode, innermostMessage } from "./SqliteFile.js"
 import { flagEntries } from "./StoreOptions.js"
 
 /**
@@ -100,7 +101,7 @@ export const serveScoped = <R>(
           Layer.mapError(
             (error) =>
               new CliFailure({
-                message: `cannot serve the operations endpoint on ${settings.host}:${port}: ${error.message}`,
+                message: `cannot serve the operations endpoint on ${settings.host}:${port}: ${bindFailure(error)}`,
                 exitCode: 2
               })
           )
@@ -128,6 +129,15 @@ export const serve = <R>(
   settings: HttpSettings,
   app: Layer.Layer<never, never, HttpServer.HttpServer | R>
 ): Layer.Layer<never, CliFailure, R> => Layer.scopedDiscard(serveScoped(settings, app))
+
+/** Why the server could not listen: the system error code and the innermost message (never empty). */
+const bindFailure = (error: unknown): string => {
+  const code = errorCode(error)
+  const message = innermostMessage(error).trim()
+  const parts = [code, message].filter((part): part is string => part !== undefined && part.length > 0)
+  const unique = parts.length === 2 && parts[1]?.includes(parts[0] ?? "") === true ? [parts[1]] : parts
+  return unique.length > 0 ? unique.join(": ") : "the address cannot be listened on"
+}
 
 const hostText = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
 

@@ -131,7 +131,8 @@ export const render = (r: InspectReport): string => {
     cell(p.claimed),
     p.pending === 0 ? "-" : cell(p.oldestPendingAgeMillis, age),
     cell(p.fenceVersion),
-    p.stranded === null ? "" : "stranded",
+    // as the dashboard shows it
+    p.stranded === null ? "ok" : "stranded",
     p.leaseOwner === null
       ? "-"
       : `${p.leaseOwner} v${p.leaseVersion ?? "?"}${p.leaseExpired === true ? " (expired)" : ""}`

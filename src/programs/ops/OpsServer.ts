@@ -1,6 +1,7 @@
 /**
  * The relay's HTTP operations endpoint (SPEC §10): `GET /metrics` (Prometheus text format from Effect's
- * metric registry), `GET /healthz` (the process answers) and `GET /readyz` (store reachable, relay
+ * metric registry by the Prometheus conventions, plus the store's gauges when an `OutboxInspection` is in
+ * context — see `Prometheus` and `StoreGauges`), `GET /healthz` (the process answers) and `GET /readyz` (store reachable, relay
  * running, no drainer stalled; 503 with a JSON reason otherwise).
  *
  * Every request first passes {@link RequestGuard}: a `Host` that is not `localhost`, an IP address or one
@@ -17,12 +18,16 @@ import * as HttpServer from "@effect/platform/HttpServer"
 import * as HttpServerResponse from "@effect/platform/HttpServerResponse"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Metric from "effect/Metric"
+import type * as Scope from "effect/Scope"
 import type { DeadLetterStore } from "../../services/DeadLetterStore.js"
-import type { OutboxInspection } from "../../services/OutboxInspection.js"
+import { OutboxInspection } from "../../services/OutboxInspection.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
 import * as Dashboard from "./Dashboard.js"
+import type * as History from "./History.js"
 import * as Prometheus from "./Prometheus.js"
 import * as Readiness from "./Readiness.js"
+import * as StoreGauges from "./StoreGauges.js"
 import * as RequestGuard from "./RequestGuard.js"
 
 /**
@@ -33,6 +38,8 @@ import * as RequestGuard from "./RequestGuard.js"
 export interface OpsServerOptions {
   /** How readiness is decided (relay state, stall window, store probe timeout). */
   readonly readiness?: Readiness.ReadinessOptions | undefined
+  /** Label caps of `/metrics` (default: the process-wide exposition, 200 partitions and 50 routes). */
+  readonly exposition?: Prometheus.ExpositionOptions | undefined
   /**
    * Host names (`ops.internal`, or `ops.internal:9464` for one port) accepted in the `Host` header besides
    * `localhost` and IP address literals; any other Host is answered 421 before anything else.
@@ -54,6 +61,8 @@ export interface OpsDashboardOptions extends OpsServerOptions {
   readonly showPayloads?: boolean | undefined
   /** How often the page polls (default 1 s). */
   readonly refreshMillis?: number | undefined
+  /** The ring of snapshots the dashboard's charts are drawn from (default every 2 s, 15 minutes kept). */
+  readonly history?: History.HistoryOptions | undefined
 }
 
 /**
@@ -75,10 +84,18 @@ const noStore = { "cache-control": "no-store" }
 export const router = (options: OpsServerOptions = {}): Effect.Effect<HttpRouter.HttpRouter, never, OutboxStore> =>
   Effect.gen(function* () {
     const readiness = yield* Readiness.make(options.readiness)
+    const inspection = yield* Effect.serviceOption(OutboxInspection)
+    const exposition = options.exposition === undefined ? undefined : Prometheus.make(options.exposition)
+    const gauges = StoreGauges.make()
+    const metrics = Effect.all([Metric.snapshot, gauges.read(inspection)]).pipe(
+      Effect.map(([pairs, store]) =>
+        exposition === undefined ? Prometheus.render(pairs, store) : exposition.render(pairs, store)
+      )
+    )
     return HttpRouter.empty.pipe(
       HttpRouter.get(
         "/metrics",
-        Effect.map(Prometheus.scrape, (body) =>
+        Effect.map(metrics, (body) =>
           HttpServerResponse.text(body, { contentType: Prometheus.contentType, headers: noStore })
         )
       ),
@@ -96,13 +113,14 @@ export const router = (options: OpsServerOptions = {}): Effect.Effect<HttpRouter
   })
 
 /**
- * The operations routes plus the dashboard (`GET /`, its JSON API and, when allowed, its mutations).
+ * The operations routes plus the dashboard (`GET /`, its JSON API and, when allowed, its mutations); the
+ * dashboard's snapshot ring is sampled in the background for the life of the scope.
  *
  * @since 0.1.0
  */
 export const routerWithDashboard = (
   options: OpsDashboardOptions = {}
-): Effect.Effect<HttpRouter.HttpRouter, never, OutboxStore | OutboxInspection | DeadLetterStore> =>
+): Effect.Effect<HttpRouter.HttpRouter, never, OutboxStore | OutboxInspection | DeadLetterStore | Scope.Scope> =>
   Effect.gen(function* () {
     const ops = yield* router(options)
     const dashboard = yield* Dashboard.router({
@@ -110,7 +128,8 @@ export const routerWithDashboard = (
       allowMutations: options.allowMutations,
       showPayloads: options.showPayloads,
       refreshMillis: options.refreshMillis,
-      maxBodyBytes: options.maxBodyBytes
+      maxBodyBytes: options.maxBodyBytes,
+      history: options.history
     })
     return HttpRouter.concat(ops, dashboard)
   })
@@ -123,7 +142,7 @@ export const routerWithDashboard = (
 export const layerWithDashboard = (
   options: OpsDashboardOptions = {}
 ): Layer.Layer<never, never, HttpServer.HttpServer | OutboxStore | OutboxInspection | DeadLetterStore> =>
-  Layer.unwrapEffect(
+  Layer.unwrapScoped(
     Effect.map(routerWithDashboard(options), (routes) =>
       HttpServer.serve(RequestGuard.guard(options.allowedHosts)(routes))
     )
