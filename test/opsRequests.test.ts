@@ -232,25 +232,30 @@ describe("operations endpoint: requests refused before they reach anything", () 
       lines.push(line)
     })
     return Effect.gen(function* () {
+      // a dead-letter store whose list of an API page dies: the route has no answer for a defect
       const failing = Layer.effect(
-        OutboxInspection,
-        Effect.map(MemoryInspection.make, (real) =>
-          OutboxInspection.of({ ...real, snapshot: () => Effect.die(new Error("inspection exploded")) })
+        DeadLetterStore,
+        Effect.map(MemoryDeadLetterStore.make(), (real) =>
+          DeadLetterStore.of({
+            ...real,
+            // the page of the API (20 + 1 + 100 look-ahead); the inspection's own reads keep working
+            list: (filter) => (filter.limit === 121 ? Effect.die(new Error("listing exploded")) : real.list(filter))
+          })
         )
       )
       const port = yield* serveOn({}).pipe(
         Effect.provide(
-          failing.pipe(Layer.provideMerge(MemoryDeadLetterStore.layer), Layer.provideMerge(MemoryOutboxStore.layer))
+          MemoryInspection.layer.pipe(Layer.provideMerge(failing), Layer.provideMerge(MemoryOutboxStore.layer))
         )
       )
-      const answer = yield* send(port, { path: "/api/partitions" })
+      const answer = yield* send(port, { path: "/api/dead-letters" })
       expect(answer.status).toBe(500)
       expect(JSON.parse(answer.body)).toEqual({ error: "internal error (logged by the relay)" })
       expect(answer.body).not.toContain("exploded")
       const logged = lines.find((line) => line.includes("operations endpoint request failed"))
       expect(logged).toContain("level=ERROR")
-      expect(logged).toContain("path=/api/partitions")
-      expect(logged).toContain("inspection exploded")
+      expect(logged).toContain("path=/api/dead-letters")
+      expect(logged).toContain("listing exploded")
       expect((yield* send(port, { path: "/nope" })).status).toBe(404)
     }).pipe(Effect.scoped, Effect.provide(Logger.replace(Logger.defaultLogger, capture)))
   })
