@@ -27,6 +27,14 @@ import * as SqliteFile from "./SqliteFile.js"
 export type Stores = OutboxStore | LeaseStore | DeadLetterStore | OutboxInspection
 
 /**
+ * The tables of the SQL stores (without prefix); a read-only command needs every one of them and creates
+ * none.
+ *
+ * @since 0.1.0
+ */
+export const storeTables: ReadonlyArray<string> = ["outbox", "outbox_fence", "outbox_lease", "outbox_dead_letter"]
+
+/**
  * How a command uses the store: `readOnly` commands (`inspect`, `dlq list`) never create a database.
  *
  * @since 0.1.0
@@ -55,26 +63,26 @@ const sqlite: BackendLayer = (settings, options) =>
       SqliteFile.check(settings.sqliteFile, options),
       Effect.map(
         Effect.promise(() => import("./SqliteBackend.js")),
-        (backend) => backend.layer(settings)
+        (backend) => backend.layer(settings, options)
       )
     )
   ).pipe(Layer.catchAllCause((cause) => Layer.fail(SqliteFile.openFailure(settings.sqliteFile, cause))))
 
 // loaded on demand: the AWS SDK is the heaviest import of the CLI
-const dynamodb: BackendLayer = (settings) =>
+const dynamodb: BackendLayer = (settings, options) =>
   Layer.unwrapEffect(
     Effect.map(
       Effect.promise(() => import("./DynamoBackend.js")),
-      (backend) => backend.layer(settings)
+      (backend) => backend.layer(settings, options)
     )
   ).pipe(Layer.catchAllCause((cause) => Layer.fail(SqliteFile.failure(`dynamodb (${settings.dynamodbTable})`, cause))))
 
 // loaded on demand, like DynamoDB; the URL is never part of a message
-const postgres: BackendLayer = (settings) =>
+const postgres: BackendLayer = (settings, options) =>
   Layer.unwrapEffect(
     Effect.map(
       Effect.promise(() => import("./PostgresBackend.js")),
-      (backend) => backend.layer(settings)
+      (backend) => backend.layer(settings, options)
     )
   ).pipe(
     Layer.catchAllCause((cause) =>

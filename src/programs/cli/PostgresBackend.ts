@@ -6,21 +6,55 @@
  * @since 0.1.0
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Option from "effect/Option"
 import * as PostgresDeadLetterStore from "../../layers/postgres/PostgresDeadLetterStore.js"
 import * as PostgresInspection from "../../layers/postgres/PostgresInspection.js"
 import * as PostgresLeaseStore from "../../layers/postgres/PostgresLeaseStore.js"
 import * as PostgresOutboxStore from "../../layers/postgres/PostgresOutboxStore.js"
-import type { Stores } from "./Backends.js"
+import { type Stores, storeTables } from "./Backends.js"
 import { CliFailure, type StoreSettings } from "./Settings.js"
+
+const Names = Schema.Array(Schema.Struct({ name: Schema.String }))
+
+/** Fails with "no such schema" or "no such table" (exit 2) unless the schema holds every store table. */
+const tablesExist = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const schemas = yield* sql`SELECT nspname AS name FROM pg_namespace WHERE nspname = ${schema}`.pipe(
+      Effect.flatMap(Schema.decodeUnknown(Names))
+    )
+    if (schemas.length === 0) {
+      return yield* new CliFailure({
+        message: `no such schema: ${schema} (PostgreSQL; read-only commands create nothing)`,
+        exitCode: 2
+      })
+    }
+    const rows = yield* sql`SELECT tablename AS name FROM pg_tables WHERE schemaname = ${schema}`.pipe(
+      Effect.flatMap(Schema.decodeUnknown(Names))
+    )
+    const present = new Set(rows.map((row) => row.name))
+    const missing = storeTables.filter((table) => !present.has(table))
+    if (missing.length > 0) {
+      return yield* new CliFailure({
+        message: `no such table: ${missing.map((table) => `${schema}.${table}`).join(", ")} (PostgreSQL; read-only commands create nothing)`,
+        exitCode: 2
+      })
+    }
+  })
 
 /**
  * The PostgreSQL stores and inspection for the settings (tables created when missing).
  *
  * @since 0.1.0
  */
-export const layer = (settings: StoreSettings): Layer.Layer<Stores, unknown> => {
+export const layer = (
+  settings: StoreSettings,
+  options: { readonly readOnly: boolean } = { readOnly: false }
+): Layer.Layer<Stores, unknown> => {
   if (Option.isNone(settings.postgresUrl)) {
     return Layer.fail(
       new CliFailure({ message: "the postgres backend needs --postgres-url (or OUTBOX_POSTGRES_URL)", exitCode: 2 })
@@ -33,5 +67,7 @@ export const layer = (settings: StoreSettings): Layer.Layer<Stores, unknown> => 
     Layer.provideMerge(PostgresDeadLetterStore.layerWith({ schema }), outbox),
     PostgresLeaseStore.layerWith({ schema })
   )
-  return Layer.provideMerge(PostgresInspection.layerWith({ schema }), stores).pipe(Layer.provide(client))
+  const withInspection = Layer.provideMerge(PostgresInspection.layerWith({ schema }), stores)
+  const checked = options.readOnly ? Layer.unwrapEffect(Effect.as(tablesExist(schema), withInspection)) : withInspection
+  return checked.pipe(Layer.provide(client))
 }

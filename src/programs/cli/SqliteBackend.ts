@@ -5,21 +5,47 @@
  *
  * @since 0.1.0
  */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as SqliteDatabase from "../../layers/sqlite/SqliteDatabase.js"
 import * as SqliteDeadLetterStore from "../../layers/sqlite/SqliteDeadLetterStore.js"
 import * as SqliteInspection from "../../layers/sqlite/SqliteInspection.js"
 import * as SqliteLeaseStore from "../../layers/sqlite/SqliteLeaseStore.js"
 import * as SqliteOutboxStore from "../../layers/sqlite/SqliteOutboxStore.js"
-import type { Stores } from "./Backends.js"
-import type { StoreSettings } from "./Settings.js"
+import { type Stores, storeTables } from "./Backends.js"
+import { CliFailure, type StoreSettings } from "./Settings.js"
+
+const Names = Schema.Array(Schema.Struct({ name: Schema.String }))
+
+/** Fails with "no such table" (exit 2) unless every store table exists in the file. */
+const tablesExist = (file: string, prefix: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql`SELECT name FROM sqlite_master WHERE type = 'table'`.pipe(
+      Effect.flatMap(Schema.decodeUnknown(Names))
+    )
+    const present = new Set(rows.map((row) => row.name))
+    const missing = storeTables.map((table) => `${prefix}${table}`).filter((table) => !present.has(table))
+    if (missing.length > 0) {
+      return yield* new CliFailure({
+        message: `no such table: ${missing.join(", ")} in ${file} (read-only commands create nothing)`,
+        exitCode: 2
+      })
+    }
+  })
 
 /**
- * The SQLite stores and inspection for the settings (tables created when missing).
+ * The SQLite stores and inspection for the settings (tables created when missing, except for a read-only
+ * command: then a missing table is "no such table", exit 2).
  *
  * @since 0.1.0
  */
-export const layer = (settings: StoreSettings): Layer.Layer<Stores, unknown> => {
+export const layer = (
+  settings: StoreSettings,
+  options: { readonly readOnly: boolean } = { readOnly: false }
+): Layer.Layer<Stores, unknown> => {
   const tablePrefix = settings.sqliteTablePrefix
   const database = SqliteDatabase.layer({ filename: settings.sqliteFile, synchronous: settings.sqliteSynchronous })
   const outbox = SqliteOutboxStore.layerWith({ tablePrefix })
@@ -27,5 +53,9 @@ export const layer = (settings: StoreSettings): Layer.Layer<Stores, unknown> => 
     Layer.provideMerge(SqliteDeadLetterStore.layerWith({ tablePrefix }), outbox),
     SqliteLeaseStore.layerWith({ tablePrefix })
   )
-  return Layer.provide(Layer.provideMerge(SqliteInspection.layerWith({ tablePrefix }), stores), database)
+  const withInspection = Layer.provideMerge(SqliteInspection.layerWith({ tablePrefix }), stores)
+  const checked = options.readOnly
+    ? Layer.unwrapEffect(Effect.as(tablesExist(settings.sqliteFile, tablePrefix), withInspection))
+    : withInspection
+  return Layer.provide(checked, database)
 }
