@@ -27,12 +27,13 @@ import * as SqliteFile from "./SqliteFile.js"
 export type Stores = OutboxStore | LeaseStore | DeadLetterStore | OutboxInspection
 
 /**
- * The tables of the SQL stores (without prefix); a read-only command needs every one of them and creates
- * none.
+ * The tables of the SQL outbox store (without prefix) a read-only command needs: without them it says
+ * "no such table" and creates nothing. (The lease and dead-letter tables of a database that so far only a
+ * producer wrote are created by their stores when first opened.)
  *
  * @since 0.1.0
  */
-export const storeTables: ReadonlyArray<string> = ["outbox", "outbox_fence", "outbox_lease", "outbox_dead_letter"]
+export const storeTables: ReadonlyArray<string> = ["outbox", "outbox_fence"]
 
 /**
  * How a command uses the store: `readOnly` commands (`inspect`, `dlq list`) never create a database.
