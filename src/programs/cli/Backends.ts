@@ -28,6 +28,15 @@ import * as SqliteFile from "./SqliteFile.js"
 export type Stores = OutboxStore | LeaseStore | DeadLetterStore | OutboxInspection
 
 /**
+ * The tables of the SQL outbox store (without prefix) a read-only command needs: without them it says
+ * "no such table" and creates nothing. (The lease and dead-letter tables of a database that so far only a
+ * producer wrote are created by their stores when first opened.)
+ *
+ * @since 0.1.0
+ */
+export const storeTables: ReadonlyArray<string> = ["outbox", "outbox_fence"]
+
+/**
  * How a command uses the store: `readOnly` commands (`inspect`, `dlq list`) never create a database;
  * with `wake` (the relay) the SQLite and PostgreSQL backends also provide their `WakeSignal`
  * (`SqliteWakeSignal`, `PostgresWakeSignal`), so records committed by other processes wake the idle
@@ -60,17 +69,17 @@ const sqlite: BackendLayer = (settings, options) =>
       SqliteFile.check(settings.sqliteFile, options),
       Effect.map(
         Effect.promise(() => import("./SqliteBackend.js")),
-        (backend) => backend.layer(settings, options.wake === true)
+        (backend) => backend.layer(settings, options)
       )
     )
   ).pipe(Layer.catchAllCause((cause) => Layer.fail(SqliteFile.openFailure(settings.sqliteFile, cause))))
 
 // loaded on demand: the AWS SDK is the heaviest import of the CLI
-const dynamodb: BackendLayer = (settings) =>
+const dynamodb: BackendLayer = (settings, options) =>
   Layer.unwrapEffect(
     Effect.map(
       Effect.promise(() => import("./DynamoBackend.js")),
-      (backend) => backend.layer(settings)
+      (backend) => backend.layer(settings, options)
     )
   ).pipe(Layer.catchAllCause((cause) => Layer.fail(SqliteFile.failure(`dynamodb (${settings.dynamodbTable})`, cause))))
 
@@ -79,7 +88,7 @@ const postgres: BackendLayer = (settings, options) =>
   Layer.unwrapEffect(
     Effect.map(
       Effect.promise(() => import("./PostgresBackend.js")),
-      (backend) => backend.layer(settings, options.wake === true)
+      (backend) => backend.layer(settings, options)
     )
   ).pipe(
     Layer.catchAllCause((cause) =>

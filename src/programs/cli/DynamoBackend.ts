@@ -4,6 +4,7 @@
  *
  * @since 0.1.0
  */
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as DynamoDbDeadLetterStore from "../../layers/dynamodb/DynamoDbDeadLetterStore.js"
@@ -15,7 +16,7 @@ import * as DynamoDb from "../../services/DynamoDb.js"
 import type { LeaseStore } from "../../services/LeaseStore.js"
 import type { OutboxInspection } from "../../services/OutboxInspection.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
-import type { StoreSettings } from "./Settings.js"
+import { CliFailure, type StoreSettings } from "./Settings.js"
 
 /**
  * The DynamoDB stores and inspection for the settings (tables created when missing unless disabled). With
@@ -26,13 +27,15 @@ import type { StoreSettings } from "./Settings.js"
  * @since 0.1.0
  */
 export const layer = (
-  settings: StoreSettings
+  settings: StoreSettings,
+  options: { readonly readOnly: boolean } = { readOnly: false }
 ): Layer.Layer<OutboxStore | LeaseStore | DeadLetterStore | OutboxInspection, unknown> => {
   const client = DynamoDb.layer({
     region: settings.dynamodbRegion,
     ...(Option.isSome(settings.dynamodbEndpoint) ? { endpoint: settings.dynamodbEndpoint.value } : {})
   })
-  const ensureTable = settings.dynamodbEnsureTables
+  // read-only commands (inspect, dlq list, dashboard) never create a table
+  const ensureTable = settings.dynamodbEnsureTables && !options.readOnly
   const outbox = DynamoDbOutboxStore.layerWith({
     tableName: settings.dynamodbTable,
     ensureTable,
@@ -47,5 +50,32 @@ export const layer = (
     deadLetterTableName: settings.dynamodbDeadLetterTable
   })
   const stores = Layer.provideMerge(inspection, Layer.provideMerge(dlqAndLeases, outbox))
-  return stores.pipe(Layer.provide(client))
+  const checked = options.readOnly
+    ? Layer.unwrapEffect(
+        Effect.as(
+          tablesExist(settings.dynamodbRegion, [settings.dynamodbTable, settings.dynamodbDeadLetterTable]),
+          stores
+        )
+      )
+    : stores
+  return checked.pipe(Layer.provide(client))
 }
+
+/** Fails with "no such table" (exit 2) for the first of `tables` that does not exist. */
+const tablesExist = (region: string, tables: ReadonlyArray<string>) =>
+  Effect.flatMap(DynamoDb.DynamoDb, (dynamo) =>
+    Effect.forEach(tables, (TableName) =>
+      dynamo.describeTable({ TableName }).pipe(
+        Effect.catchIf(
+          (error) => error.kind === "ResourceNotFound",
+          () =>
+            Effect.fail(
+              new CliFailure({
+                message: `no such table: ${TableName} (DynamoDB, region ${region}; read-only commands create nothing)`,
+                exitCode: 2
+              })
+            )
+        )
+      )
+    )
+  )

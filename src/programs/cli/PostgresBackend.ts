@@ -6,15 +6,46 @@
  * @since 0.1.0
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as Option from "effect/Option"
 import * as PostgresDeadLetterStore from "../../layers/postgres/PostgresDeadLetterStore.js"
 import * as PostgresInspection from "../../layers/postgres/PostgresInspection.js"
 import * as PostgresLeaseStore from "../../layers/postgres/PostgresLeaseStore.js"
 import * as PostgresOutboxStore from "../../layers/postgres/PostgresOutboxStore.js"
 import * as PostgresWakeSignal from "../../layers/postgres/PostgresWakeSignal.js"
-import type { Stores } from "./Backends.js"
+import { type Stores, storeTables } from "./Backends.js"
 import { CliFailure, type StoreSettings } from "./Settings.js"
+
+const Names = Schema.Array(Schema.Struct({ name: Schema.String }))
+
+/** Fails with "no such schema" or "no such table" (exit 2) unless the schema holds every store table. */
+const tablesExist = (schema: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const schemas = yield* sql`SELECT nspname AS name FROM pg_namespace WHERE nspname = ${schema}`.pipe(
+      Effect.flatMap(Schema.decodeUnknown(Names))
+    )
+    if (schemas.length === 0) {
+      return yield* new CliFailure({
+        message: `no such schema: ${schema} (PostgreSQL; read-only commands create nothing)`,
+        exitCode: 2
+      })
+    }
+    const rows = yield* sql`SELECT tablename AS name FROM pg_tables WHERE schemaname = ${schema}`.pipe(
+      Effect.flatMap(Schema.decodeUnknown(Names))
+    )
+    const present = new Set(rows.map((row) => row.name))
+    const missing = storeTables.filter((table) => !present.has(table))
+    if (missing.length > 0) {
+      return yield* new CliFailure({
+        message: `no such table: ${missing.map((table) => `${schema}.${table}`).join(", ")} (PostgreSQL; read-only commands create nothing)`,
+        exitCode: 2
+      })
+    }
+  })
 
 /**
  * The PostgreSQL stores and inspection for the settings (tables created when missing); with `wake` also
@@ -22,7 +53,10 @@ import { CliFailure, type StoreSettings } from "./Settings.js"
  *
  * @since 0.1.0
  */
-export const layer = (settings: StoreSettings, wake = false): Layer.Layer<Stores, unknown> => {
+export const layer = (
+  settings: StoreSettings,
+  options: { readonly readOnly: boolean; readonly wake?: boolean | undefined } = { readOnly: false }
+): Layer.Layer<Stores, unknown> => {
   if (Option.isNone(settings.postgresUrl)) {
     return Layer.fail(
       new CliFailure({ message: "the postgres backend needs --postgres-url (or OUTBOX_POSTGRES_URL)", exitCode: 2 })
@@ -36,6 +70,8 @@ export const layer = (settings: StoreSettings, wake = false): Layer.Layer<Stores
     PostgresLeaseStore.layerWith({ schema })
   )
   const withInspection = Layer.provideMerge(PostgresInspection.layerWith({ schema }), stores)
-  const withWake = wake ? Layer.merge(withInspection, PostgresWakeSignal.layerWith({ schema })) : withInspection
-  return withWake.pipe(Layer.provide(client))
+  const withWake =
+    options.wake === true ? Layer.merge(withInspection, PostgresWakeSignal.layerWith({ schema })) : withInspection
+  const checked = options.readOnly ? Layer.unwrapEffect(Effect.as(tablesExist(schema), withWake)) : withWake
+  return checked.pipe(Layer.provide(client))
 }

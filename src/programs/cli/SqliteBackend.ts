@@ -5,23 +5,49 @@
  *
  * @since 0.1.0
  */
+import * as SqlClient from "@effect/sql/SqlClient"
+import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import * as SqliteDatabase from "../../layers/sqlite/SqliteDatabase.js"
 import * as SqliteDeadLetterStore from "../../layers/sqlite/SqliteDeadLetterStore.js"
 import * as SqliteInspection from "../../layers/sqlite/SqliteInspection.js"
 import * as SqliteLeaseStore from "../../layers/sqlite/SqliteLeaseStore.js"
 import * as SqliteOutboxStore from "../../layers/sqlite/SqliteOutboxStore.js"
 import * as SqliteWakeSignal from "../../layers/sqlite/SqliteWakeSignal.js"
-import type { Stores } from "./Backends.js"
-import type { StoreSettings } from "./Settings.js"
+import { type Stores, storeTables } from "./Backends.js"
+import { CliFailure, type StoreSettings } from "./Settings.js"
+
+const Names = Schema.Array(Schema.Struct({ name: Schema.String }))
+
+/** Fails with "no such table" (exit 2) unless every store table exists in the file. */
+const tablesExist = (file: string, prefix: string) =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    const rows = yield* sql`SELECT name FROM sqlite_master WHERE type = 'table'`.pipe(
+      Effect.flatMap(Schema.decodeUnknown(Names))
+    )
+    const present = new Set(rows.map((row) => row.name))
+    const missing = storeTables.map((table) => `${prefix}${table}`).filter((table) => !present.has(table))
+    if (missing.length > 0) {
+      return yield* new CliFailure({
+        message: `no such table: ${missing.join(", ")} in ${file} (read-only commands create nothing)`,
+        exitCode: 2
+      })
+    }
+  })
 
 /**
- * The SQLite stores and inspection for the settings (tables created when missing); with `wake` (the relay)
- * also the `SqliteWakeSignal`, so commits of other processes end the relay's idle pauses.
+ * The SQLite stores and inspection for the settings (tables created when missing, except for a read-only
+ * command: then a missing table is "no such table", exit 2); with `wake` (the relay) also the
+ * `SqliteWakeSignal`, so commits of other processes end the relay's idle pauses.
  *
  * @since 0.1.0
  */
-export const layer = (settings: StoreSettings, wake = false): Layer.Layer<Stores, unknown> => {
+export const layer = (
+  settings: StoreSettings,
+  options: { readonly readOnly: boolean; readonly wake?: boolean | undefined } = { readOnly: false }
+): Layer.Layer<Stores, unknown> => {
   const tablePrefix = settings.sqliteTablePrefix
   const database = SqliteDatabase.layer({ filename: settings.sqliteFile, synchronous: settings.sqliteSynchronous })
   const outbox = SqliteOutboxStore.layerWith({ tablePrefix })
@@ -30,6 +56,10 @@ export const layer = (settings: StoreSettings, wake = false): Layer.Layer<Stores
     SqliteLeaseStore.layerWith({ tablePrefix })
   )
   const withInspection = Layer.provideMerge(SqliteInspection.layerWith({ tablePrefix }), stores)
-  const withWake = wake ? Layer.merge(withInspection, SqliteWakeSignal.layerWith({ tablePrefix })) : withInspection
-  return Layer.provide(withWake, database)
+  const withWake =
+    options.wake === true ? Layer.merge(withInspection, SqliteWakeSignal.layerWith({ tablePrefix })) : withInspection
+  const checked = options.readOnly
+    ? Layer.unwrapEffect(Effect.as(tablesExist(settings.sqliteFile, tablePrefix), withWake))
+    : withWake
+  return Layer.provide(checked, database)
 }
