@@ -19,6 +19,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
 import * as Redact from "../../layers/sinks/Redact.js"
+import * as SinkRouter from "../../layers/sinks/SinkRouter.js"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
 import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { Sink } from "../../services/Sink.js"
@@ -102,6 +103,37 @@ export const relayOptions = (settings: RelaySettings): Relay.RelayOptions => ({
 
 const describeSink = (sink: SinkSettings): string =>
   sink._tag === "stdout" ? "stdout" : `${sink._tag} ${Redact.url(sink.url)}`
+
+/** The relay's sinks: one, or a routes table with the single sink (when given) as the default route. */
+const describeSinks = (settings: RelaySettings): string =>
+  [
+    ...settings.routes.map(([route, sink]) => `${route}: ${describeSink(sink)}`),
+    ...Option.match(settings.sink, {
+      onNone: () => [],
+      onSome: (sink) => [settings.routes.length > 0 ? `*: ${describeSink(sink)}` : describeSink(sink)]
+    })
+  ].join(", ")
+
+/**
+ * The relay's `Sink`: the one sink, or with a routes table a `SinkRouter` over each route's sink (SPEC §11),
+ * the single sink (when configured) taking every other route.
+ *
+ * @since 0.2.0
+ */
+export const relaySinkLayer = (
+  settings: RelaySettings,
+  onStdoutClosed: Effect.Effect<unknown>
+): Layer.Layer<Sink, CliFailure> => {
+  if (settings.routes.length === 0 && Option.isSome(settings.sink))
+    return sinkLayer(settings.sink.value, onStdoutClosed)
+  const entries: Array<readonly [string, SinkSettings]> = [...settings.routes]
+  if (Option.isSome(settings.sink)) entries.push([SinkRouter.DefaultRoute, settings.sink.value])
+  return SinkRouter.layer(
+    Effect.all(
+      Object.fromEntries(entries.map(([route, sink]) => [route, SinkRouter.sinkOf(sinkLayer(sink, onStdoutClosed))]))
+    )
+  )
+}
 
 /**
  * The `relay` command.
@@ -226,7 +258,7 @@ export const command = Command.make(
           Effect.annotateLogs({
             owner: settings.owner,
             backend: store.backend,
-            sink: describeSink(settings.sink),
+            sink: describeSinks(settings),
             maxPartitions: settings.maxPartitions,
             leaseTtl: Duration.format(settings.leaseTtl)
           })
@@ -236,7 +268,7 @@ export const command = Command.make(
       })
       return yield* withStores(
         store,
-        Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink, Deferred.succeed(stdoutClosed, undefined))))
+        Effect.scoped(run).pipe(Effect.provide(relaySinkLayer(settings, Deferred.succeed(stdoutClosed, undefined))))
       )
     })
 ).pipe(Command.withDescription("Run a relay: lease partitions, deliver their records, until SIGINT/SIGTERM"))

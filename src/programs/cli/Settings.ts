@@ -16,6 +16,7 @@ import * as PathPatch from "effect/ConfigProviderPathPatch"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as HashMap from "effect/HashMap"
 import * as HashSet from "effect/HashSet"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
@@ -208,15 +209,23 @@ export interface RelaySettings {
   readonly discoveryInterval: Duration.Duration
   readonly batchSize: number
   readonly concurrency: number
-  readonly sink: SinkSettings
+  /** The sink of records whose route has none in `routes` (absent only when `routes` is given). */
+  readonly sink: Option.Option<SinkSettings>
+  /**
+   * The routes table (`routes.<route>.type`, `.url`, … as `sink.`; SPEC §11): each route's records go to its
+   * own sink through a `SinkRouter`, the `sink` (when configured) taking every other route. Empty: one sink.
+   */
+  readonly routes: ReadonlyArray<readonly [string, SinkSettings]>
 }
-
-const urlConfig = Config.nested(trimmed, "url").pipe(Config.nested("sink"))
 
 const schemes = { webhook: ["http:", "https:"], nats: ["nats:", "tls:"], rabbitmq: ["amqp:", "amqps:"] } as const
 
 /** Whether `url` parses with one of the sink's schemes (the URL itself is never quoted: it may hold secrets). */
-const checkUrl = (type: keyof typeof schemes, url: string): Either.Either<string, ConfigError.ConfigError> => {
+const checkUrl = (
+  type: keyof typeof schemes,
+  url: string,
+  where: ReadonlyArray<string>
+): Either.Either<string, ConfigError.ConfigError> => {
   const allowed: ReadonlyArray<string> = schemes[type]
   try {
     if (allowed.includes(new URL(url).protocol)) return Either.right(url)
@@ -224,7 +233,7 @@ const checkUrl = (type: keyof typeof schemes, url: string): Either.Either<string
     // not a URL at all
   }
   return Either.left(
-    ConfigError.InvalidData(["sink", "url"], `Expected an ${allowed.map((scheme) => `${scheme}//`).join(" or ")} URL`)
+    ConfigError.InvalidData([...where, "url"], `Expected an ${allowed.map((scheme) => `${scheme}//`).join(" or ")} URL`)
   )
 }
 
@@ -235,7 +244,8 @@ const checkUrl = (type: keyof typeof schemes, url: string): Either.Either<string
  * @since 0.1.0
  */
 export const parseHeaderLines = (
-  lines: ReadonlyArray<string>
+  lines: ReadonlyArray<string>,
+  where: ReadonlyArray<string> = ["sink"]
 ): Either.Either<Readonly<Record<string, string>>, ConfigError.ConfigError> => {
   const headers: Record<string, string> = {}
   let index = 0
@@ -245,7 +255,7 @@ export const parseHeaderLines = (
     const colon = line.indexOf(":")
     if (colon <= 0) {
       return Either.left(
-        ConfigError.InvalidData(["sink", "headers"], `header line ${index} is not of the form "Name: value"`)
+        ConfigError.InvalidData([...where, "headers"], `header line ${index} is not of the form "Name: value"`)
       )
     }
     headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim()
@@ -253,59 +263,71 @@ export const parseHeaderLines = (
   return Either.right(headers)
 }
 
-const headersConfig: Config.Config<Readonly<Record<string, string>>> = Config.string("headers").pipe(
-  Config.map((text) => text.split("\n")),
-  Config.orElse(() => Config.array(Config.string(), "headers")),
-  Config.nested("sink"),
-  Config.withDefault<ReadonlyArray<string>>([]),
-  Config.mapOrFail(parseHeaderLines)
-)
+const headersConfig = (where: ReadonlyArray<string>): Config.Config<Readonly<Record<string, string>>> =>
+  Config.string("headers").pipe(
+    Config.map((text) => text.split("\n")),
+    Config.orElse(() => Config.array(Config.string(), "headers")),
+    Config.withDefault<ReadonlyArray<string>>([]),
+    Config.mapOrFail((lines) => parseHeaderLines(lines, where))
+  )
 
-const sinkConfig: Config.Config<SinkSettings> = Config.all({
-  type: Config.literal(
-    "webhook",
-    "stdout",
-    "nats",
-    "rabbitmq"
-  )("type").pipe(Config.nested("sink"), Config.withDefault("webhook" as const)),
-  url: Config.option(urlConfig),
-  timeout: positiveDuration("timeout", "10 seconds").pipe(Config.nested("sink")),
-  headers: headersConfig,
-  signingSecret: Config.option(Config.redacted("signingSecret").pipe(Config.nested("sink"))),
-  maxRetryAfter: positiveDuration("maxRetryAfter", "60 seconds").pipe(Config.nested("sink")),
-  subject: Config.option(nonEmpty("subject").pipe(Config.nested("sink"))),
-  exchange: Config.string("exchange").pipe(Config.nested("sink"), Config.withDefault("")),
-  routingKey: Config.option(nonEmpty("routingKey").pipe(Config.nested("sink")))
-}).pipe(
-  Config.mapOrFail(({ exchange, routingKey, subject, type, url, ...webhook }) => {
-    if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
-    return Option.match(url, {
-      onNone: () =>
-        Either.left(
-          ConfigError.MissingData(
-            ["sink", "url"],
-            type === "webhook" ? "a webhook sink needs a URL (--webhook-url, sink.url)" : `a ${type} sink needs a URL`
-          )
-        ),
-      onSome: (value) =>
-        Either.map(checkUrl(type, value), (checked): SinkSettings => {
-          switch (type) {
-            case "webhook":
-              return { _tag: "webhook", url: checked, ...webhook }
-            case "nats":
-              return { _tag: "nats", url: checked, subject, timeout: webhook.timeout }
-            case "rabbitmq":
-              return { _tag: "rabbitmq", url: checked, exchange, routingKey, timeout: webhook.timeout }
-          }
-        })
+/** One sink's settings, read relative to where they sit (`sink`, or `routes.<route>`; errors name the full path). */
+const sinkShape = (kind: "sink" | "route"): Config.Config<SinkSettings> =>
+  Config.all({
+    type: Config.literal("webhook", "stdout", "nats", "rabbitmq")("type").pipe(Config.withDefault("webhook" as const)),
+    url: Config.option(Config.nested(trimmed, "url")),
+    timeout: positiveDuration("timeout", "10 seconds"),
+    headers: headersConfig([]),
+    signingSecret: Config.option(Config.redacted("signingSecret")),
+    maxRetryAfter: positiveDuration("maxRetryAfter", "60 seconds"),
+    subject: Config.option(nonEmpty("subject")),
+    exchange: Config.string("exchange").pipe(Config.withDefault("")),
+    routingKey: Config.option(nonEmpty("routingKey"))
+  }).pipe(
+    Config.mapOrFail(({ exchange, routingKey, subject, type, url, ...webhook }) => {
+      if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
+      return Option.match(url, {
+        onNone: () =>
+          Either.left(
+            kind === "sink"
+              ? ConfigError.MissingData(
+                  ["url"],
+                  type === "webhook"
+                    ? "a webhook sink needs a URL (--webhook-url, sink.url)"
+                    : `a ${type} sink needs a URL`
+                )
+              : // a route that is there but incomplete is invalid, not missing
+                ConfigError.InvalidData(["url"], `a ${type} sink needs a URL`)
+          ),
+        onSome: (value) =>
+          Either.map(checkUrl(type, value, []), (checked): SinkSettings => {
+            switch (type) {
+              case "webhook":
+                return { _tag: "webhook", url: checked, ...webhook }
+              case "nats":
+                return { _tag: "nats", url: checked, subject, timeout: webhook.timeout }
+              case "rabbitmq":
+                return { _tag: "rabbitmq", url: checked, exchange, routingKey, timeout: webhook.timeout }
+            }
+          })
+      })
     })
-  })
+  )
+
+const sinkConfig: Config.Config<SinkSettings> = sinkShape("sink").pipe(Config.nested("sink"))
+
+const routesConfig: Config.Config<ReadonlyArray<readonly [string, SinkSettings]>> = Config.hashMap(
+  sinkShape("route"),
+  "routes"
+).pipe(
+  Config.withDefault(HashMap.empty<string, SinkSettings>()),
+  Config.map((routes) => Array.from(routes).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
 )
 
 /**
  * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`;
  * webhook `sink.headers`, `sink.signingSecret`, `sink.maxRetryAfter`; NATS `sink.subject`; RabbitMQ
- * `sink.exchange`, `sink.routingKey`).
+ * `sink.exchange`, `sink.routingKey`; and a routes table `routes.<route>.<the same keys>`).
  *
  * @since 0.1.0
  */
@@ -316,8 +338,24 @@ export const relayConfig: Config.Config<RelaySettings> = Config.all({
   discoveryInterval: positiveDuration("discoveryInterval", "5 seconds").pipe(Config.nested("relay")),
   batchSize: positiveInt("batchSize", 100).pipe(Config.nested("relay")),
   concurrency: positiveInt("concurrency", 10).pipe(Config.nested("relay")),
-  sink: sinkConfig
-})
+  routes: routesConfig,
+  // with a routes table the single sink is optional (the default route); without one it is required
+  sink: Config.option(sinkConfig),
+  sinkType: Config.string("type").pipe(Config.nested("sink"), Config.withDefault("webhook"))
+}).pipe(
+  Config.mapOrFail(({ sinkType, ...relay }) =>
+    relay.routes.length === 0 && Option.isNone(relay.sink)
+      ? Either.left(
+          ConfigError.MissingData(
+            ["sink", "url"],
+            sinkType === "webhook"
+              ? "a webhook sink needs a URL (--webhook-url, sink.url)"
+              : `a ${sinkType} sink needs a URL`
+          )
+        )
+      : Either.right(relay)
+  )
+)
 
 /**
  * The config paths a `Config` reads (`relay.batchSize`), and the paths under which it reads any key (maps).

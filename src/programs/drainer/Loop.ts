@@ -125,6 +125,10 @@ export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
         yield* idle.reset
         yield* arm
       } else if (result.claimed === 0) yield* idlePause
-      else if (result.deferred + result.leftClaimed > 0) yield* pause
+      else if (result.leftClaimed === 0 && result.routePaused > 0 && result.sinkFailures === 0) {
+        // only records of paused routes came back (a SinkRouter): a new record wakes the partition at once,
+        // so the records of its other routes are not held back behind the paused one
+        yield* idlePause
+      } else if (result.deferred + result.leftClaimed > 0) yield* pause
     }
   })
