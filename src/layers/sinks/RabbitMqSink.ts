@@ -6,6 +6,10 @@
  * - Exchange and routing key: the record's `address` as `exchange/routingKey` or a bare routing key on
  *   the configured `exchange` (default: the default exchange `""`); without an address the configured
  *   `routingKey`. Routing keys may hold `{partitionKey}` and `{routeId}`.
+ * - Records choose exchanges only inside what was configured: an address naming an exchange
+ *   (`exchange/routingKey`) must name the configured `exchange` or one of `allowedExchanges`; anything
+ *   else, the default exchange (`/queue`) and `amq.*` included, is permanent `exchange-not-allowed` and
+ *   nothing is published.
  * - Headers: the record's headers plus the wire metadata of SPEC §11 (`Outbox-Record-Id`, `Outbox-Topic`,
  *   `Outbox-Partition`, `Outbox-Ordering-Key`, `Outbox-Seq`, `Outbox-Created-At`; `Topic.wireHeaders`) and
  *   `Outbox-Envelope-Id`. `RabbitMqMessage.decode` reads a message of a typed topic back.
@@ -47,6 +51,11 @@ export interface RabbitMqSinkOptions {
   readonly routingKey?: string | undefined
   /** Time to wait for the broker's confirm (default 5 seconds); a timeout is transient. */
   readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * Exchanges a record's address may name as `exchange/routingKey`, besides the configured `exchange`
+   * (default none). The default exchange is `""`; `amq.*` exchanges are allowed only when listed.
+   */
+  readonly allowedExchanges?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -255,11 +264,21 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
         })
       })
 
+    const allowed = new Set([exchange, ...(options.allowedExchanges ?? [])])
     const send = (record: OutboxRecord): Effect.Effect<void, SendError> => {
       const target = targetFor(record, exchange, options.routingKey)
       if (target === undefined) {
         return Effect.fail(
           new SendError({ retryable: false, code: "no-address", message: `record ${record.id} has no routing key` })
+        )
+      }
+      if (!allowed.has(target.exchange)) {
+        return Effect.fail(
+          new SendError({
+            retryable: false,
+            code: "exchange-not-allowed",
+            message: `record ${record.id}: exchange ${JSON.stringify(target.exchange)} is not configured (sink exchange or allowed exchanges)`
+          })
         )
       }
       // the wire metadata (SPEC §11) overrides a record header of the same name
