@@ -228,7 +228,7 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
 
     expect(text.code).toBe(0)
     expect(text.stdout).toMatch(/partition\s+pending\s+claimed\s+oldest pending\s+fence\s+head\s+lease/)
-    expect(text.stdout).toMatch(/p1\s+2\s+0\s+\S+\s+0\s+-/)
+    expect(text.stdout).toMatch(/p1\s+2\s+0\s+\S+\s+0\s+ok\s+-/)
     expect(text.stdout).toMatch(/total\s+3\s+0/)
     expect(text.stdout).toMatch(/permanent\s+0/)
   })
@@ -367,7 +367,7 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
 
     expect(unknownBackend.code).toBe(2)
     expect(unknownBackend.stderr).toContain(
-      "backend (env OUTBOX_BACKEND): Expected one of (sqlite, dynamodb, memory, postgres)"
+      "backend (env OUTBOX_BACKEND): Expected one of (sqlite, dynamodb, memory, postgres, mysql)"
     )
   })
 
