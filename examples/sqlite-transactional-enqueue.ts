@@ -1,7 +1,8 @@
 /**
- * Transactional enqueue on SQLite: an order row and the outbox record announcing it are written in one
- * `sql.withTransaction`, so they commit together — or, when the business step fails after the record was
- * persisted, roll back together and nothing is announced.
+ * Transactional enqueue on SQLite: an order row and the typed `order.placed` event announcing it (a topic:
+ * Schema-encoded payload, keys derived from the value) are written in one `sql.withTransaction`, so they
+ * commit together — or, when the business step fails after the event was published, roll back together and
+ * nothing is announced.
  *
  * Run it: `npx tsx examples/sqlite-transactional-enqueue.ts` (writes `.data/example-orders.db`).
  */
@@ -12,7 +13,7 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { pathToFileURL } from "node:url"
-import { OutboxRecord, OutboxStore } from "effect-outbox"
+import { OutboxStore, Topic } from "effect-outbox"
 import { SqliteDatabase, SqliteOutboxStore } from "effect-outbox/sqlite"
 
 /** An order the shop accepts. */
@@ -28,7 +29,15 @@ export class OrderRejected extends Schema.TaggedError<OrderRejected>()("OrderRej
   reason: Schema.String
 }) {}
 
-const encoder = new TextEncoder()
+/** The event, declared once: its Schema and how its keys derive from the value. */
+export const OrderPlaced = Topic.make({
+  name: "order.placed",
+  payload: { orderId: Schema.String, customer: Schema.String, totalCents: Schema.Number },
+  partitionKey: (order) => `customer-${order.customer}`,
+  orderingKey: (order) => `order-${order.orderId}`,
+  idempotencyKey: (order) => order.orderId,
+  route: "billing"
+})
 
 /** Creates the business table (the outbox store creates its own tables). */
 export const migrate = Effect.gen(function* () {
@@ -47,25 +56,19 @@ export const migrate = Effect.gen(function* () {
 export const placeOrder = (order: Order) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const store = yield* OutboxStore.OutboxStore
     return yield* sql.withTransaction(
       Effect.gen(function* () {
         yield* sql`INSERT INTO orders (id, customer, total_cents)
                    VALUES (${order.id}, ${order.customer}, ${order.totalCents})`
-        const report = yield* store.persist([
-          new OutboxRecord.NewOutboxRecord({
-            partitionKey: `customer-${order.customer}`,
-            envelopeId: `order-placed-${order.id}`,
-            bindingId: "billing-webhook",
-            routeId: "billing",
-            orderingKey: `order-${order.id}`,
-            payload: encoder.encode(JSON.stringify({ type: "order.placed", ...order }))
-          })
-        ])
+        const published = yield* Topic.publish(OrderPlaced, {
+          orderId: order.id,
+          customer: order.customer,
+          totalCents: order.totalCents
+        })
         if (order.totalCents > 1_000_000) {
           return yield* new OrderRejected({ orderId: order.id, reason: "needs manual approval" })
         }
-        return report.persisted
+        return [published.recordId]
       })
     )
   })

@@ -82,6 +82,9 @@ export * as Prometheus from "./programs/ops/Prometheus.js"
 /** Typed topics: declare a message once (Schema + key functions), publish, decode, wire metadata. @since 0.2.0 */
 export * as Topic from "./programs/Topic.js"
 
+/** A Sink routing each record to the sink of its route, with per-route health and pauses (SPEC §11). @since 0.2.0 */
+export * as SinkRouter from "./layers/sinks/SinkRouter.js"
+
 /** The optional WakeSignal port: a backend's signal that ends idle pauses (SPEC §3.4, §13). @since 0.1.0 */
 export * as WakeSignal from "./services/WakeSignal.js"
 

@@ -25,7 +25,7 @@ describe("examples", () => {
     Effect.gen(function* () {
       const outcome = yield* SqliteExample.main(path.join(directory, "orders.db"))
       expect(outcome.orders).toEqual(["A-1001"])
-      expect(outcome.pendingRecords).toEqual(["order-placed-A-1001"])
+      expect(outcome.pendingRecords).toEqual(["order.placed:A-1001"])
       expect(outcome.rejected).toEqual(["A-1002"])
     })
   )

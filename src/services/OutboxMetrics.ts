@@ -164,3 +164,15 @@ export const tagged = <Type, In, Out>(
   const withPartition = Metric.tagged(metric, "partition", partitionKey)
   return routeId !== undefined && routeId.length > 0 ? Metric.tagged(withPartition, "route", routeId) : withPartition
 }
+
+/** Sends through a `SinkRouter`; tagged with `route` and `outcome` (`delivered`, `transient`, `permanent`, `paused`, `unrouted`). @since 0.2.0 */
+export const OutboxRouteSends = Metric.counter("OutboxRouteSends", {
+  description: "sends through a SinkRouter by route and outcome",
+  incremental: true
+})
+
+/** Pauses a `SinkRouter` started for a route (a `Retry-After` or a failure streak); tagged with `route`. @since 0.2.0 */
+export const OutboxRoutePauses = Metric.counter("OutboxRoutePauses", {
+  description: "route pauses started by a SinkRouter",
+  incremental: true
+})

@@ -23,6 +23,15 @@ export class SendError extends Schema.TaggedError<SendError>()("SendError", {
 }) {}
 
 /**
+ * The `SendError.code` of a send refused at once because its route is paused (a `SinkRouter` keeps a route's
+ * `Retry-After` and failure-streak pauses itself). The drainer treats a batch whose only failures carry it as
+ * idle work: a new record wakes the partition at once, so other routes' records are not held back.
+ *
+ * @since 0.2.0
+ */
+export const RoutePausedCode = "route-paused"
+
+/**
  * A delivery destination.
  *
  * @since 0.1.0

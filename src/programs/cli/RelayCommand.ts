@@ -22,6 +22,7 @@ import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
 import * as Logger from "effect/Logger"
 import * as Redact from "../../layers/sinks/Redact.js"
+import * as SinkRouter from "../../layers/sinks/SinkRouter.js"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
 import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { Sink } from "../../services/Sink.js"
@@ -157,6 +158,42 @@ const describeSink = (sink: SinkSettings): string =>
           onSome: (url) => `webhook ${Redact.url(url)}`
         })
       : `${sink._tag} ${Redact.url(sink.url)}`
+
+/** Whether the relay writes to stdout (its one sink, the default route or a route). */
+const writesStdout = (settings: RelaySettings): boolean =>
+  Option.exists(settings.sink, (sink) => sink._tag === "stdout") ||
+  settings.routes.some(([, sink]) => sink._tag === "stdout")
+
+/** The relay's sinks: one, or a routes table with the single sink (when given) as the default route. */
+const describeSinks = (settings: RelaySettings): string =>
+  [
+    ...settings.routes.map(([route, sink]) => `${route}: ${describeSink(sink)}`),
+    ...Option.match(settings.sink, {
+      onNone: () => [],
+      onSome: (sink) => [settings.routes.length > 0 ? `*: ${describeSink(sink)}` : describeSink(sink)]
+    })
+  ].join(", ")
+
+/**
+ * The relay's `Sink`: the one sink, or with a routes table a `SinkRouter` over each route's sink (SPEC §11),
+ * the single sink (when configured) taking every other route.
+ *
+ * @since 0.2.0
+ */
+export const relaySinkLayer = (
+  settings: RelaySettings,
+  onStdoutClosed: Effect.Effect<unknown>
+): Layer.Layer<Sink, CliFailure> => {
+  if (settings.routes.length === 0 && Option.isSome(settings.sink))
+    return sinkLayer(settings.sink.value, onStdoutClosed)
+  const entries: Array<readonly [string, SinkSettings]> = [...settings.routes]
+  if (Option.isSome(settings.sink)) entries.push([SinkRouter.DefaultRoute, settings.sink.value])
+  return SinkRouter.layer(
+    Effect.all(
+      Object.fromEntries(entries.map(([route, sink]) => [route, SinkRouter.sinkOf(sinkLayer(sink, onStdoutClosed))]))
+    )
+  )
+}
 
 /**
  * The `relay` command.
@@ -309,22 +346,22 @@ export const command = Command.make(
           Effect.annotateLogs({
             owner: settings.owner,
             backend: store.backend,
-            sink: describeSink(settings.sink),
+            sink: describeSinks(settings),
             maxPartitions: settings.maxPartitions,
             leaseTtl: Duration.format(settings.leaseTtl)
           })
         )
-        if (settings.sink._tag === "stdout") yield* StdoutWatch.watch(Deferred.succeed(stdoutClosed, undefined))
+        if (writesStdout(settings)) yield* StdoutWatch.watch(Deferred.succeed(stdoutClosed, undefined))
         yield* Deferred.await(stdoutClosed)
         yield* Effect.logInfo("the reader of stdout has gone away; stopping the relay")
       })
       const relay = withStores(
         store,
-        Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink, Deferred.succeed(stdoutClosed, undefined)))),
+        Effect.scoped(run).pipe(Effect.provide(relaySinkLayer(settings, Deferred.succeed(stdoutClosed, undefined)))),
         { readOnly: false, wake: true }
       )
       // a reader that goes away is how a stdout relay is meant to stop: not a failing sink worth a WARN
-      return yield* settings.sink._tag === "stdout"
+      return yield* writesStdout(settings)
         ? Effect.provide(relay, Logger.replace(stderrLogger, quietWhenStdoutClosed))
         : relay
     })

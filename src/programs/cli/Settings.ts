@@ -16,6 +16,7 @@ import * as PathPatch from "effect/ConfigProviderPathPatch"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as HashMap from "effect/HashMap"
 import * as HashSet from "effect/HashSet"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
@@ -304,15 +305,23 @@ export interface RelaySettings {
   readonly idleBackoffMax: Option.Option<Duration.Duration>
   readonly batchSize: number
   readonly concurrency: number
-  readonly sink: SinkSettings
+  /** The sink of records whose route has none in `routes` (absent only when `routes` is given). */
+  readonly sink: Option.Option<SinkSettings>
+  /**
+   * The routes table (`routes.<route>.type`, `.url`, … as `sink.`; SPEC §11): each route's records go to its
+   * own sink through a `SinkRouter`, the `sink` (when configured) taking every other route. Empty: one sink.
+   */
+  readonly routes: ReadonlyArray<readonly [string, SinkSettings]>
 }
-
-const urlConfig = Config.nested(trimmed, "url").pipe(Config.nested("sink"))
 
 const schemes = { webhook: ["http:", "https:"], nats: ["nats:", "tls:"], rabbitmq: ["amqp:", "amqps:"] } as const
 
 /** Whether `url` parses with one of the sink's schemes (the URL itself is never quoted: it may hold secrets). */
-const checkUrl = (type: keyof typeof schemes, url: string): Either.Either<string, ConfigError.ConfigError> => {
+const checkUrl = (
+  type: keyof typeof schemes,
+  url: string,
+  where: ReadonlyArray<string>
+): Either.Either<string, ConfigError.ConfigError> => {
   const allowed: ReadonlyArray<string> = schemes[type]
   try {
     if (allowed.includes(new URL(url).protocol)) return Either.right(url)
@@ -320,7 +329,7 @@ const checkUrl = (type: keyof typeof schemes, url: string): Either.Either<string
     // not a URL at all
   }
   return Either.left(
-    ConfigError.InvalidData(["sink", "url"], `Expected an ${allowed.map((scheme) => `${scheme}//`).join(" or ")} URL`)
+    ConfigError.InvalidData([...where, "url"], `Expected an ${allowed.map((scheme) => `${scheme}//`).join(" or ")} URL`)
   )
 }
 
@@ -331,7 +340,8 @@ const checkUrl = (type: keyof typeof schemes, url: string): Either.Either<string
  * @since 0.1.0
  */
 export const parseHeaderLines = (
-  lines: ReadonlyArray<string>
+  lines: ReadonlyArray<string>,
+  where: ReadonlyArray<string> = ["sink"]
 ): Either.Either<Readonly<Record<string, string>>, ConfigError.ConfigError> => {
   const headers: Record<string, string> = {}
   let index = 0
@@ -341,7 +351,7 @@ export const parseHeaderLines = (
     const colon = line.indexOf(":")
     if (colon <= 0) {
       return Either.left(
-        ConfigError.InvalidData(["sink", "headers"], `header line ${index} is not of the form "Name: value"`)
+        ConfigError.InvalidData([...where, "headers"], `header line ${index} is not of the form "Name: value"`)
       )
     }
     headers[line.slice(0, colon).trim()] = line.slice(colon + 1).trim()
@@ -349,13 +359,13 @@ export const parseHeaderLines = (
   return Either.right(headers)
 }
 
-const headersConfig: Config.Config<Readonly<Record<string, string>>> = Config.string("headers").pipe(
-  Config.map((text) => text.split("\n")),
-  Config.orElse(() => Config.array(Config.string(), "headers")),
-  Config.nested("sink"),
-  Config.withDefault<ReadonlyArray<string>>([]),
-  Config.mapOrFail(parseHeaderLines)
-)
+const headersConfig = (where: ReadonlyArray<string>): Config.Config<Readonly<Record<string, string>>> =>
+  Config.string("headers").pipe(
+    Config.map((text) => text.split("\n")),
+    Config.orElse(() => Config.array(Config.string(), "headers")),
+    Config.withDefault<ReadonlyArray<string>>([]),
+    Config.mapOrFail((lines) => parseHeaderLines(lines, where))
+  )
 
 /** A list setting: one string with items separated by newlines or commas (flags, env), or an array (file). */
 const listConfig = (name: string): Config.Config<Option.Option<ReadonlyArray<string>>> =>
@@ -363,75 +373,85 @@ const listConfig = (name: string): Config.Config<Option.Option<ReadonlyArray<str
     Config.string(name).pipe(
       Config.map((text): ReadonlyArray<string> => text.split(/[\n,]/)),
       Config.orElse(() => Config.array(Config.string(), name)),
-      Config.map((items) => items.map((item) => item.trim()).filter((item) => item.length > 0)),
-      Config.nested("sink")
+      Config.map((items) => items.map((item) => item.trim()).filter((item) => item.length > 0))
     )
   )
 
-const sinkConfig: Config.Config<SinkSettings> = Config.all({
-  type: Config.literal(
-    "webhook",
-    "stdout",
-    "nats",
-    "rabbitmq"
-  )("type").pipe(Config.nested("sink"), Config.withDefault("webhook" as const)),
-  url: Config.option(urlConfig),
-  timeout: positiveDuration("timeout", "10 seconds").pipe(Config.nested("sink")),
-  headers: headersConfig,
-  signingSecret: Config.option(Config.redacted("signingSecret").pipe(Config.nested("sink"))),
-  maxRetryAfter: positiveDuration("maxRetryAfter", "60 seconds").pipe(Config.nested("sink")),
-  subject: Config.option(nonEmpty("subject").pipe(Config.nested("sink"))),
-  exchange: Config.string("exchange").pipe(Config.nested("sink"), Config.withDefault("")),
-  routingKey: Config.option(nonEmpty("routingKey").pipe(Config.nested("sink"))),
-  allowedOrigins: listConfig("allowedOrigins"),
-  allowedSubjectPrefixes: listConfig("allowedSubjectPrefixes"),
-  allowedExchanges: listConfig("allowedExchanges")
-}).pipe(
-  Config.mapOrFail(
-    ({ allowedExchanges, allowedSubjectPrefixes, exchange, routingKey, subject, type, url, ...webhook }) => {
-      if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
-      if (type === "webhook" && Option.isNone(url) && Option.isSome(webhook.allowedOrigins)) {
-        return Either.right<SinkSettings>({ _tag: "webhook", ...webhook, url: Option.none() })
+/** The message of a relay without a sink. */
+const noSinkMessage = (type: string): string =>
+  type === "webhook"
+    ? "a relay needs a sink: relay webhook <url> (or --webhook-url, --allow-origin), relay nats <url>, " +
+      "relay rabbitmq <url> or relay stdout (config sink.type, sink.url; or a routes table)"
+    : `a ${type} sink needs a URL: relay ${type} <url>`
+
+/** One sink's settings, read relative to where they sit (`sink`, or `routes.<route>`; errors name the full path). */
+const sinkShape = (kind: "sink" | "route"): Config.Config<SinkSettings> =>
+  Config.all({
+    type: Config.literal("webhook", "stdout", "nats", "rabbitmq")("type").pipe(Config.withDefault("webhook" as const)),
+    url: Config.option(Config.nested(trimmed, "url")),
+    timeout: positiveDuration("timeout", "10 seconds"),
+    headers: headersConfig([]),
+    signingSecret: Config.option(Config.redacted("signingSecret")),
+    maxRetryAfter: positiveDuration("maxRetryAfter", "60 seconds"),
+    subject: Config.option(nonEmpty("subject")),
+    exchange: Config.string("exchange").pipe(Config.withDefault("")),
+    routingKey: Config.option(nonEmpty("routingKey")),
+    allowedOrigins: listConfig("allowedOrigins"),
+    allowedSubjectPrefixes: listConfig("allowedSubjectPrefixes"),
+    allowedExchanges: listConfig("allowedExchanges")
+  }).pipe(
+    Config.mapOrFail(
+      ({ allowedExchanges, allowedSubjectPrefixes, exchange, routingKey, subject, type, url, ...webhook }) => {
+        if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
+        if (type === "webhook" && Option.isNone(url) && Option.isSome(webhook.allowedOrigins)) {
+          return Either.right<SinkSettings>({ _tag: "webhook", ...webhook, url: Option.none() })
+        }
+        return Option.match(url, {
+          onNone: () =>
+            Either.left(
+              kind === "sink"
+                ? ConfigError.MissingData(["url"], noSinkMessage(type))
+                : // a route that is there but incomplete is invalid, not missing
+                  ConfigError.InvalidData(["url"], `a ${type} sink needs a URL`)
+            ),
+          onSome: (value) =>
+            Either.map(checkUrl(type, value, []), (checked): SinkSettings => {
+              switch (type) {
+                case "webhook":
+                  return { _tag: "webhook", ...webhook, url: Option.some(checked) }
+                case "nats":
+                  return { _tag: "nats", url: checked, subject, timeout: webhook.timeout, allowedSubjectPrefixes }
+                case "rabbitmq":
+                  return {
+                    _tag: "rabbitmq",
+                    url: checked,
+                    exchange,
+                    routingKey,
+                    timeout: webhook.timeout,
+                    allowedExchanges
+                  }
+              }
+            })
+        })
       }
-      return Option.match(url, {
-        onNone: () =>
-          Either.left(
-            ConfigError.MissingData(
-              ["sink", "url"],
-              type === "webhook"
-                ? "a relay needs a sink: relay webhook <url> (or --webhook-url, --allow-origin), relay nats <url>, " +
-                    "relay rabbitmq <url> or relay stdout (config sink.type, sink.url)"
-                : `a ${type} sink needs a URL: relay ${type} <url>`
-            )
-          ),
-        onSome: (value) =>
-          Either.map(checkUrl(type, value), (checked): SinkSettings => {
-            switch (type) {
-              case "webhook":
-                return { _tag: "webhook", ...webhook, url: Option.some(checked) }
-              case "nats":
-                return { _tag: "nats", url: checked, subject, timeout: webhook.timeout, allowedSubjectPrefixes }
-              case "rabbitmq":
-                return {
-                  _tag: "rabbitmq",
-                  url: checked,
-                  exchange,
-                  routingKey,
-                  timeout: webhook.timeout,
-                  allowedExchanges
-                }
-            }
-          })
-      })
-    }
+    )
   )
+
+const sinkConfig: Config.Config<SinkSettings> = sinkShape("sink").pipe(Config.nested("sink"))
+
+const routesConfig: Config.Config<ReadonlyArray<readonly [string, SinkSettings]>> = Config.hashMap(
+  sinkShape("route"),
+  "routes"
+).pipe(
+  Config.withDefault(HashMap.empty<string, SinkSettings>()),
+  Config.map((routes) => Array.from(routes).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)))
 )
 
 /**
  * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`;
  * webhook `sink.headers`, `sink.signingSecret`, `sink.maxRetryAfter`, `sink.allowedOrigins`; NATS
  * `sink.subject`, `sink.allowedSubjectPrefixes`; RabbitMQ `sink.exchange`, `sink.routingKey`,
- * `sink.allowedExchanges`).
+ * `sink.allowedExchanges`; and a routes table `routes.<route>.<the same keys>`).
  *
  * @since 0.1.0
  */
@@ -450,8 +470,17 @@ export const relayConfig: Config.Config<RelaySettings> = Config.all({
   ).pipe(Config.nested("relay")),
   batchSize: positiveInt("batchSize", 100).pipe(Config.nested("relay")),
   concurrency: positiveInt("concurrency", 10).pipe(Config.nested("relay")),
-  sink: sinkConfig
-})
+  routes: routesConfig,
+  // with a routes table the single sink is optional (the default route); without one it is required
+  sink: Config.option(sinkConfig),
+  sinkType: Config.string("type").pipe(Config.nested("sink"), Config.withDefault("webhook"))
+}).pipe(
+  Config.mapOrFail(({ sinkType, ...relay }) =>
+    relay.routes.length === 0 && Option.isNone(relay.sink)
+      ? Either.left(ConfigError.MissingData(["sink", "url"], noSinkMessage(sinkType)))
+      : Either.right(relay)
+  )
+)
 
 /**
  * The config paths a `Config` reads (`relay.batchSize`), and the paths under which it reads any key (maps).

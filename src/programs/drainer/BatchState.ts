@@ -74,6 +74,10 @@ export interface Counters {
   deferred: number
   leftClaimed: number
   retryAfterMillis: number | undefined
+  /** Sends refused at once because their route is paused (`Sink.RoutePausedCode`). */
+  routePaused: number
+  /** Other transient send failures. */
+  sinkFailures: number
 }
 
 /**
@@ -119,5 +123,14 @@ export const make = (records: ReadonlyArray<OutboxRecord>): BatchState => ({
   stopRequested: false,
   fenced: undefined,
   leaseHeldAt: undefined,
-  counters: { delivered: 0, deadLettered: 0, dropped: 0, deferred: 0, leftClaimed: 0, retryAfterMillis: undefined }
+  counters: {
+    delivered: 0,
+    deadLettered: 0,
+    dropped: 0,
+    deferred: 0,
+    leftClaimed: 0,
+    retryAfterMillis: undefined,
+    routePaused: 0,
+    sinkFailures: 0
+  }
 })

@@ -53,6 +53,10 @@ export interface CycleResult {
   readonly swept: number
   /** The largest `Retry-After` a sink asked for, in milliseconds. */
   readonly retryAfterMillis: number | undefined
+  /** Sends refused at once because their route is paused (a `SinkRouter`). */
+  readonly routePaused: number
+  /** Other transient send failures. */
+  readonly sinkFailures: number
 }
 
 /**
@@ -127,7 +131,9 @@ export const drainOnce = (instance: Instance, limit?: number): Effect.Effect<Cyc
       deferred: 0,
       leftClaimed: 0,
       swept: 0,
-      retryAfterMillis: undefined
+      retryAfterMillis: undefined,
+      routePaused: 0,
+      sinkFailures: 0
     }
     if (Option.isNone(live)) {
       yield* Metric.increment(instance.metrics.noLease)

@@ -168,7 +168,11 @@ export const runTurn = (instance: Instance, endTurn: TurnEnd): Effect.Effect<voi
         yield* idle.reset
         yield* arm
       } else if (result.claimed === 0) yield* idlePause
-      else if (result.deferred + result.leftClaimed > 0) yield* pause
+      else if (result.leftClaimed === 0 && result.routePaused > 0 && result.sinkFailures === 0) {
+        // only records of paused routes came back (a SinkRouter): a new record wakes the partition at once,
+        // so the records of its other routes are not held back behind the paused one
+        yield* idlePause
+      } else if (result.deferred + result.leftClaimed > 0) yield* pause
     }
   })
 

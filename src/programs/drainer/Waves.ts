@@ -16,7 +16,7 @@ import * as Metric from "effect/Metric"
 import * as Runtime from "effect/Runtime"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
-import type { SendError } from "../../services/Sink.js"
+import { RoutePausedCode, type SendError } from "../../services/Sink.js"
 import { type BatchRuntime, type BatchState, delivered, type Outcome, type Slot } from "./BatchState.js"
 import * as Disposal from "./Disposal.js"
 import { type Instance, routeMetrics, type RouteMetrics, updateAll } from "./Instance.js"
@@ -100,10 +100,12 @@ const sortResults = (
 const handleFailures = (
   instance: Instance,
   failed: ReadonlyArray<readonly [Slot, SendError]>,
-  nowMillis: number
+  nowMillis: number,
+  state: BatchState
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
     let transient: SendError | undefined
+    let transientRoute = ""
     let transients = 0
     for (const [slot, error] of failed) {
       if (error.retryable) {
@@ -111,7 +113,14 @@ const handleFailures = (
           Effect.annotateLogs({ recordId: slot.record.id, code: error.code })
         )
         slot.outcome = { _tag: "Deferred", retryAfterMillis: error.retryAfterMillis }
+        if (error.code === RoutePausedCode) {
+          // the route is paused by a SinkRouter: not a failure of the sink, and not the partition's streak
+          state.counters.routePaused += 1
+          continue
+        }
+        state.counters.sinkFailures += 1
         transient = error
+        transientRoute = slot.record.routeId
         transients += 1
         continue
       }
@@ -129,7 +138,12 @@ const handleFailures = (
       (metrics) => metrics.failures
     )
     if (transient !== undefined) {
-      yield* SinkHealth.failed(instance.sinkHealth, nowMillis, transients, `${transient.code}: ${transient.message}`)
+      yield* SinkHealth.failed(
+        instance.sinkHealth,
+        nowMillis,
+        transients,
+        `${transient.code}: ${transient.message}`
+      ).pipe(Effect.annotateLogs({ route: transientRoute }))
     }
   })
 
@@ -323,7 +337,7 @@ export const runWave = (
       }
       const { failed, sent } = sortResults(instance, toSend, state)
       if (failed.length > 0) {
-        yield* handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis())
+        yield* handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis(), state)
       } else if (sent.length > 0 && instance.sinkHealth.failures > 0) {
         yield* SinkHealth.succeeded(instance.sinkHealth, batch.clock.unsafeCurrentTimeMillis())
       }
