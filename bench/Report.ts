@@ -22,7 +22,8 @@ export const ResultNames = [
   "dynamodbThroughput",
   "drain",
   "contention",
-  "brokers"
+  "brokers",
+  "latency"
 ] as const
 
 /** One result name. */
@@ -833,6 +834,65 @@ const brokersSection = (data: unknown): Array<string> => {
   return out
 }
 
+const latencyBackends: ReadonlyArray<readonly [string, string, string]> = [
+  ["memory", "memory (same process)", "in-process `WakeHub`"],
+  ["sqlite", "SQLite file (second process)", "`SqliteWakeSignal` (`PRAGMA data_version`)"],
+  ["postgres", "PostgreSQL (second process)", "`PostgresWakeSignal` (`LISTEN/NOTIFY`)"],
+  ["dynamodb", "DynamoDB Local (second process)", "none: idle poll bound"]
+]
+
+const latencySection = (data: unknown): Array<string> => {
+  const out = ["## Delivery latency after idle", "", measuredLine(data), ""]
+  const records = num(data, "method", "records")
+  const idle = num(data, "method", "idleMillis")
+  const issueMethod = bool(data, "method", "issueMethod")
+  out.push(
+    `Commit → delivery of a record committed while the relay was idle: ${formatNumber(records)} records per backend,`,
+    `the relay idle ${formatNumber(idle)} ms before each, the producer in a second OS process (memory: the same process).`,
+    issueMethod === false
+      ? "A shorter configuration than the method's 200 records after 10 s of idle each (`node --import tsx bench/latency.ts` runs that)."
+      : "",
+    ""
+  )
+  const rows = latencyBackends.map(([key, label, wake]) => {
+    const latency = at(data, key, "latency")
+    const goal = num(data, "goalsP99Millis", key)
+    const p99 = num(latency, "p99Millis")
+    return [
+      label,
+      wake,
+      formatNumber(num(latency, "p50Millis")),
+      formatNumber(p99),
+      formatNumber(num(latency, "maxMillis")),
+      formatNumber(num(latency, "persistP50Millis")),
+      goal === undefined ? "" : `≤ ${formatNumber(goal)}`,
+      goal === undefined || p99 === undefined ? na : metText(p99 <= goal)
+    ]
+  })
+  out.push(
+    ...table(["backend", "wake-up", "p50 ms", "p99 ms", "max ms", "persist p50 ms", "p99 goal ms", "goal met"], rows)
+  )
+  const cpu = at(data, "sqlite", "idleCpu")
+  if (num(cpu, "cpuMicrosPerSecond") !== undefined) {
+    out.push(
+      `Idle cost of \`SqliteWakeSignal\` (its poll alone, every ${formatNumber(num(cpu, "pollMillis"))} ms): ` +
+        `${formatNumber(num(cpu, "cpuMicrosPerSecond"))} µs of CPU per second.`,
+      ""
+    )
+  }
+  const idleDynamo = at(data, "dynamodb", "idle")
+  if (num(idleDynamo, "requestsPerHour") !== undefined) {
+    out.push(
+      `An idle DynamoDB relay of one partition (idle poll bound ${formatNumber(num(idleDynamo, "idleBackoffMaxMillis"))} ms), ` +
+        `counted over ${formatNumber(num(idleDynamo, "seconds"))} s: ${formatNumber(num(idleDynamo, "requestsPerHour"))} requests ` +
+        `per hour (${formatNumber(num(idleDynamo, "queriesPerHour"))} queries), ` +
+        `${formatNumber(num(idleDynamo, "readCapacityPerHour"))} read capacity units per hour.`,
+      ""
+    )
+  }
+  return out
+}
+
 const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   memory: memorySection,
   sqlite: sqliteSection,
@@ -841,7 +901,8 @@ const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   dynamodbThroughput: dynamoThroughputSection,
   drain: drainSection,
   contention: contentionSection,
-  brokers: brokersSection
+  brokers: brokersSection,
+  latency: latencySection
 }
 
 /**

@@ -5,7 +5,8 @@
  *
  * Usage: `npm run bench [-- name ...] [-- --quick]` with names among memory, sqlite, postgres, dynamodb (claim
  * cost), dynamodbThroughput (store vs raw SDK), drain, contention, brokers (NATS and RabbitMQ sinks vs raw
- * clients); `--quick` is passed on to every benchmark; `--report` only regenerates the report.
+ * clients); `--quick` is passed on to every benchmark; `--report` only regenerates the report. `latency`
+ * (delivery after idle, bench/latency.ts) runs only when named: its full method takes over two hours.
  */
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"

@@ -252,6 +252,39 @@ describe("bench report", () => {
     expect(without).not.toContain("SQLite statement time")
   })
 
+  it("renders the latency section: p50/p99 per backend against its goal, the shorter method named, idle costs", () => {
+    const latency = {
+      date: "2026-12-03T19:00:00.000Z",
+      method: { records: 100, idleMillis: 1000, issueMethod: false },
+      goalsP99Millis: { memory: 10, sqlite: 100, postgres: 15, dynamodb: 1500 },
+      memory: { latency: { p50Millis: 0.5, p99Millis: 2, maxMillis: 3 } },
+      sqlite: {
+        latency: { p50Millis: 40, p99Millis: 120, maxMillis: 130, persistP50Millis: 20 },
+        idleCpu: { pollMillis: 10, cpuMicrosPerSecond: 3000 }
+      },
+      dynamodb: {
+        latency: { p50Millis: 600, p99Millis: 1200, maxMillis: 1300 },
+        idle: {
+          seconds: 30,
+          idleBackoffMaxMillis: 1000,
+          requestsPerHour: 5000,
+          queriesPerHour: 3600,
+          readCapacityPerHour: 1800
+        }
+      }
+    }
+    const readme = renderReadme({ latency }, false)
+    expect(readme).toContain("## Delivery latency after idle")
+    expect(readme).toContain("A shorter configuration than the method's 200 records")
+    expect(readme).toMatch(
+      /\| memory \(same process\) +\| in-process `WakeHub` +\| 0\.5 +\| 2 +\| 3 +\| n\/a +\| ≤ 10 +\| met/
+    )
+    expect(readme).toMatch(/\| SQLite file \(second process\) .*\| 120 .*\| ≤ 100 +\| \*\*not met\*\*/)
+    expect(readme).toMatch(/\| PostgreSQL \(second process\) .*\| n\/a +\|/)
+    expect(readme).toContain("3,000 µs of CPU per second")
+    expect(readme).toContain("5,000 requests per hour (3,600 queries)")
+  })
+
   it("renders the PostgreSQL section: store and relay vs raw pg, relay processes, wake-up latency, claim latency", () => {
     const postgres = {
       date: "2026-12-03T10:00:00.000Z",
@@ -366,13 +399,22 @@ describe("bench report", () => {
 
   it("a missing result says so instead of failing, and the other sections still render", () => {
     const readme = renderReadme({ memory })
-    for (const name of ["sqlite", "postgres", "dynamodb", "dynamodbThroughput", "drain", "contention", "brokers"]) {
+    for (const name of [
+      "sqlite",
+      "postgres",
+      "dynamodb",
+      "dynamodbThroughput",
+      "drain",
+      "contention",
+      "brokers",
+      "latency"
+    ]) {
       expect(readme).toContain(`_No results: bench/results/${name}.json is missing or unreadable`)
     }
     expect(readme).toContain("123,456")
     const empty = renderReadme({}, false)
     expect(empty).not.toContain("chart.svg")
-    expect(empty.match(/_No results:/g)?.length).toBe(8)
+    expect(empty.match(/_No results:/g)?.length).toBe(9)
   })
 
   it("a field missing from a result file shows n/a", () => {
@@ -436,7 +478,8 @@ describe("bench report", () => {
         "dynamodbThroughput",
         "drain",
         "contention",
-        "brokers"
+        "brokers",
+        "latency"
       ])
 
       const readme = path.join(directory, "README.md")
