@@ -5,8 +5,8 @@
  *
  * - Subject: the record's `address`, else the configured `subject`; both may hold `{partitionKey}` and
  *   `{routeId}`.
- * - Headers: the record's headers plus `Outbox-Partition`, `Outbox-Ordering-Key` (when set) and
- *   `Outbox-Envelope-Id`.
+ * - Headers: the record's headers plus the wire metadata (`WireHeaders`: `Outbox-Record-Id`, `Outbox-Topic`,
+ *   `Outbox-Partition`, `Outbox-Ordering-Key`, `Outbox-Seq`, `Outbox-Created-At`) and `Outbox-Envelope-Id`.
  * - Permanent: no stream captures the subject, permission denied, an invalid subject or header, a payload
  *   over the server's limit, a JetStream API error below 500. Transient: timeouts, disconnects,
  *   `503 no responders` while a stream for the subject exists, every other failure.
@@ -24,6 +24,7 @@ import type * as Scope from "effect/Scope"
 import { connect, headers as natsHeaders, type JetStreamManager, type MsgHdrs, type NatsConnection } from "nats"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import * as WireHeaders from "../../domain/WireHeaders.js"
 import { SendError, Sink } from "../../services/Sink.js"
 import * as BrokerUrl from "./BrokerUrl.js"
 
@@ -84,10 +85,8 @@ const permanentCodes = new Set(["BAD_SUBJECT", "BAD_HEADER", "BAD_PAYLOAD", "INV
 
 const headersOf = (record: OutboxRecord): MsgHdrs => {
   const h = natsHeaders()
-  for (const [name, value] of Object.entries(record.headers)) h.set(name, value)
-  h.set("Outbox-Partition", record.partitionKey)
+  for (const [name, value] of Object.entries(WireHeaders.fromRecord(record))) h.set(name, value)
   h.set("Outbox-Envelope-Id", record.envelopeId)
-  if (Option.isSome(record.orderingKey)) h.set("Outbox-Ordering-Key", record.orderingKey.value)
   return h
 }
 

@@ -6,8 +6,8 @@
  * - Exchange and routing key: the record's `address` as `exchange/routingKey` or a bare routing key on
  *   the configured `exchange` (default: the default exchange `""`); without an address the configured
  *   `routingKey`. Routing keys may hold `{partitionKey}` and `{routeId}`.
- * - Headers: the record's headers plus `Outbox-Partition`, `Outbox-Ordering-Key` (when set) and
- *   `Outbox-Envelope-Id`.
+ * - Headers: the record's headers plus the wire metadata (`WireHeaders`: `Outbox-Record-Id`, `Outbox-Topic`,
+ *   `Outbox-Partition`, `Outbox-Ordering-Key`, `Outbox-Seq`, `Outbox-Created-At`) and `Outbox-Envelope-Id`.
  * - Permanent: a returned (unroutable) message, a missing exchange (404), access refused (403).
  *   Transient: a nack, a closed channel or connection, no confirm within `timeout` (found by a sweep every
  *   quarter of it, so the wait may run up to a quarter over), a failed connect.
@@ -28,6 +28,7 @@ import type * as Scope from "effect/Scope"
 import { type ChannelModel, type ConfirmChannel, connect, type Message } from "amqplib"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import * as WireHeaders from "../../domain/WireHeaders.js"
 import { SendError, Sink } from "../../services/Sink.js"
 import * as BrokerUrl from "./BrokerUrl.js"
 
@@ -261,11 +262,9 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
         )
       }
       const headers: Record<string, string> = {
-        ...record.headers,
-        "Outbox-Partition": record.partitionKey,
+        ...WireHeaders.fromRecord(record),
         "Outbox-Envelope-Id": record.envelopeId
       }
-      if (Option.isSome(record.orderingKey)) headers["Outbox-Ordering-Key"] = record.orderingKey.value
       return Effect.suspend(() => {
         const live = state.live
         return live !== undefined && !live.closed

@@ -13,6 +13,8 @@
  *   and errors only redacted (userinfo and query values masked); headers and the signing secret never.
  * - Configured headers are checked when the sink is built: an invalid name, CR/LF in a value or a header
  *   the sink sets itself fails with `InvalidConfiguration`.
+ * - The wire metadata headers (SPEC §11, `WireHeaders.metadata`) whose values are plain ASCII; the body
+ *   (`RecordJson`) carries the same facts in full.
  * - With a `signingSecret`, `X-Outbox-Timestamp` (unix seconds) and `X-Outbox-Signature:
  *   sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>` are added.
  *
@@ -34,6 +36,7 @@ import * as Stream from "effect/Stream"
 import { createHmac } from "node:crypto"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import * as WireHeaders from "../../domain/WireHeaders.js"
 import { SendError, Sink } from "../../services/Sink.js"
 import * as RecordJson from "./RecordJson.js"
 import * as Redact from "./Redact.js"
@@ -356,6 +359,7 @@ export const make = (
             const body = RecordJson.encode(record)
             const base = HttpClientRequest.post(target.url).pipe(
               HttpClientRequest.setHeaders(extra),
+              HttpClientRequest.setHeaders(httpSafe(WireHeaders.metadata(record))),
               HttpClientRequest.setHeader("Idempotency-Key", record.id),
               HttpClientRequest.bodyText(body, "application/json")
             )
@@ -381,6 +385,10 @@ export const make = (
       })
     return Sink.of({ send })
   })
+
+/** The headers whose values HTTP can carry as they are (visible ASCII, spaces, tabs); the body has them all. */
+const httpSafe = (headers: Record<string, string>): Record<string, string> =>
+  Object.fromEntries(Object.entries(headers).filter(([, value]) => /^[\x20-\x7e\t]*$/.test(value)))
 
 const resolve = (location: string, base: string): string => {
   try {
