@@ -79,6 +79,15 @@ export * as OpsServer from "./programs/ops/OpsServer.js"
 /** Effect's metric registry in the Prometheus text exposition format. @since 0.1.0 */
 export * as Prometheus from "./programs/ops/Prometheus.js"
 
+/** Typed topics: declare a message once (Schema + key functions), publish, decode, wire metadata. @since 0.2.0 */
+export * as Topic from "./programs/Topic.js"
+
+/** The optional WakeSignal port: a backend's signal that ends idle pauses (SPEC §3.4, §13). @since 0.1.0 */
+export * as WakeSignal from "./services/WakeSignal.js"
+
+/** The in-process wake-up: persists of this process end idle pauses of its drainers (SPEC §13). @since 0.1.0 */
+export * as WakeHub from "./services/WakeHub.js"
+
 /** What the inbox needs of a delivered message: id, partition, ordering key and seq. @since 0.1.0 */
 export * as InboxMessage from "./domain/InboxMessage.js"
 

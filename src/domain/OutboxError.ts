@@ -101,11 +101,39 @@ export class InvalidRecord extends Schema.TaggedError<InvalidRecord>()("InvalidR
   /** The record id when the input had a usable one. */
   recordId: Schema.optional(Schema.String),
   partitionKey: Schema.optional(Schema.String),
-  reason: Schema.String
+  reason: Schema.String,
+  /** The topic of the value, when it was published through a typed topic (SPEC §11). */
+  topic: Schema.optional(Schema.String),
+  /** The field (dotted path) of the value that failed to encode, or the key option that was empty. */
+  field: Schema.optional(Schema.String)
 }) {
   override get message(): string {
     const id = this.recordId !== undefined ? ` ${this.recordId}` : ""
     return `invalid record${id} at index ${this.index}: ${this.reason}`
+  }
+}
+
+/**
+ * A delivered message could not be decoded (SPEC §11, §12): a bad envelope, missing or malformed wire
+ * metadata, a message naming no or another topic, or a payload the topic's Schema rejects. Names the topic,
+ * the field and (when known) the record id, never the value. Permanent: the same message never decodes.
+ *
+ * @since 0.2.0
+ */
+export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError", {
+  /** The topic the message was decoded as, when one was expected. */
+  topic: Schema.optional(Schema.String),
+  /** The record id, when the message carried one. */
+  recordId: Schema.optional(Schema.String),
+  /** The field (dotted path, header name, `(payload)` or `(body)`) that was wrong, when one was. */
+  field: Schema.optional(Schema.String),
+  reason: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    const topic = this.topic !== undefined ? ` of topic ${this.topic}` : ""
+    const id = this.recordId !== undefined ? ` (record ${this.recordId})` : ""
+    return `cannot decode a message${topic}${id}: ${this.reason}`
   }
 }
 
@@ -356,23 +384,5 @@ export class PermanentFailure extends Schema.TaggedError<PermanentFailure>()("Pe
 }) {
   override get message(): string {
     return `permanent failure: ${this.reason}`
-  }
-}
-
-/**
- * A delivered message could not be decoded (bad envelope, missing wire metadata, a payload its topic's
- * Schema rejects, a foreign topic). Permanent: redelivering the same bytes cannot succeed. The reason
- * names what was wrong, never the value.
- *
- * @since 0.1.0
- */
-export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError", {
-  reason: Schema.String,
-  topic: Schema.optional(Schema.String),
-  cause: Schema.optional(Schema.Defect)
-}) {
-  override get message(): string {
-    const topic = this.topic !== undefined ? ` of topic ${this.topic}` : ""
-    return `cannot decode message${topic}: ${this.reason}`
   }
 }

@@ -6,8 +6,9 @@
  * Backends: `memory`, `sqlite` (`:memory:` database per history), `dynamodb` (a DynamoDB Local server
  * started for the run on 127.0.0.1, one table for the run, fresh partitions per history; stale reclaim
  * is always on there), `postgres` (one database and one client for the run, a fresh store layer and fresh
- * partitions per history; on `--postgres-url <url>`, else on a server started for the run on 127.0.0.1).
- * `--stale-ms 0` runs version-only reclaim (memory, SQLite, PostgreSQL). Without `--seed` a
+ * partitions per history; on `--postgres-url <url>`, else on a server started for the run on 127.0.0.1),
+ * `mysql` (likewise: on `--mysql-url <url>`, else on a MariaDB server started for the run on 127.0.0.1).
+ * `--stale-ms 0` runs version-only reclaim (memory, SQLite, PostgreSQL, MySQL). Without `--seed` a
  * random seed is drawn (`OUTBOX_SEED` also sets it). Prints what the histories exercised; on a mismatch
  * prints the seed to replay and exits 1 — the same seed and options replay the same histories.
  *
@@ -28,6 +29,8 @@ import type { ContractLayerOptions } from "../contract/OutboxStoreContract.js"
 import { startDynamoLocal } from "../support/globalSetup.js"
 import * as PostgresOutboxStore from "../../src/layers/postgres/PostgresOutboxStore.js"
 import { createDatabase, sharedClient, startPostgres } from "../support/PostgresServer.js"
+import * as MysqlOutboxStore from "../../src/layers/mysql/MysqlOutboxStore.js"
+import * as MysqlServer from "../support/MysqlServer.js"
 import { checkInboxHistories } from "./InboxHistory.js"
 import * as InboxBackends from "./InboxBackends.js"
 import { checkOutboxHistories } from "./OutboxHistory.js"
@@ -80,6 +83,29 @@ const postgresBackend = async (
     return {
       makeLayer: (options) =>
         PostgresOutboxStore.layerWith(
+          options.staleClaimAfter === undefined ? {} : { staleClaimAfter: options.staleClaimAfter }
+        ).pipe(Layer.provide(client.layer)),
+      close: async () => {
+        await client.close()
+        await server?.stop()
+      }
+    }
+  } catch (error) {
+    await server?.stop()
+    throw error
+  }
+}
+
+/** A database (on `url`, or on a MariaDB server started for the soak) and one client for the whole soak. */
+const mysqlBackend = async (
+  url: string | undefined
+): Promise<{ readonly makeLayer: MakeLayer; readonly close: () => Promise<void> }> => {
+  const server = url === undefined ? await MysqlServer.startMysql() : undefined
+  try {
+    const client = await MysqlServer.sharedClient(await MysqlServer.createDatabase(url ?? server?.url ?? "", "soak"))
+    return {
+      makeLayer: (options) =>
+        MysqlOutboxStore.layerWith(
           options.staleClaimAfter === undefined ? {} : { staleClaimAfter: options.staleClaimAfter }
         ).pipe(Layer.provide(client.layer)),
       close: async () => {
@@ -165,7 +191,7 @@ const main = async (): Promise<void> => {
     if (!["memory", "sqlite", "postgres", "dynamodb"].includes(backend)) throw new Error(`unknown backend ${backend}`)
     return inboxSoak(backend, integer("runs", 1000) ?? 1000, integer("seed", undefined), integer("steps", 30) ?? 30)
   }
-  const known = [...Object.keys(backends), "dynamodb", "postgres"]
+  const known = [...Object.keys(backends), "dynamodb", "postgres", "mysql"]
   if (!known.includes(backend)) throw new Error(`unknown backend ${backend} (known: ${known.join(", ")})`)
   const runs = integer("runs", 1000) ?? 1000
   const seed = integer("seed", undefined)
@@ -175,7 +201,8 @@ const main = async (): Promise<void> => {
     throw new Error("--stale-ms must be > 0 on dynamodb (stale reclaim is always on)")
   const dynamo = backend === "dynamodb" ? await dynamoBackend() : undefined
   const postgres = backend === "postgres" ? await postgresBackend(argument("postgres-url")) : undefined
-  const makeLayer = dynamo?.makeLayer ?? postgres?.makeLayer ?? backends[backend]
+  const mysql = backend === "mysql" ? await mysqlBackend(argument("mysql-url")) : undefined
+  const makeLayer = dynamo?.makeLayer ?? postgres?.makeLayer ?? mysql?.makeLayer ?? backends[backend]
   if (makeLayer === undefined) throw new Error(`unknown backend ${backend}`)
   const started = process.hrtime.bigint()
   try {
@@ -184,7 +211,7 @@ const main = async (): Promise<void> => {
       maxSteps,
       ...(seed !== undefined ? { seed } : {}),
       ...(staleMs > 0 ? { staleClaimAfterMillis: staleMs } : {}),
-      // memory, SQLite and PostgreSQL claim atomically, so concurrent claims must match a serial order; DynamoDB
+      // memory, SQLite, PostgreSQL and MySQL claim atomically, so concurrent claims must match a serial order; DynamoDB
       // claims record by record (concurrent claims are checked by its contract and fault suites)
       concurrentClaims: backend !== "dynamodb"
     })
@@ -196,6 +223,7 @@ const main = async (): Promise<void> => {
   } finally {
     await dynamo?.close()
     await postgres?.close()
+    await mysql?.close()
   }
 }
 

@@ -96,7 +96,8 @@ export const pushRecordValues = (values: Array<unknown>, record: OutboxRecord.Pr
 
 /**
  * The shared statements. Statements over an id list take its length (PostgreSQL binds the list as one
- * array and ignores it).
+ * array and ignores it). "Returns" names what a write returns where the dialect has `RETURNING`; without it
+ * (MySQL) a write returns its affected-row count only.
  *
  * @since 0.1.0
  */
@@ -126,7 +127,10 @@ export interface Statements {
   readonly countPending: string
   /** Params: partitionKey. Returns `n`. */
   readonly countClaimed: string
-  /** Params: after (exclusive), limit. Returns `partition_key`. */
+  /**
+   * The partitions with live records, in key order. Params: after (exclusive), limit. Returns
+   * `partition_key`.
+   */
   readonly listPartitions: string
   /** Params: cutoff, chunk. Deletes terminal rows older than the cutoff; returns the deleted ids. */
   readonly sweep: string
@@ -185,14 +189,12 @@ LIMIT ${p()}`
     return `UPDATE ${t.outbox} AS o SET status = 'claimed', claimed_by = ${p()}, claim_version = ${p()},
   claimed_at = ${p()}, first_attempted_at = coalesce(first_attempted_at, ${p()}), replay_count = replay_count + 1
 WHERE ${inIds("o.id", n)} AND ${d.unindexed("o.partition_key")} = ${p()}
-  AND ${d.unindexed("o.status")} IN ('pending', 'claimed') AND ${claimable(p)}
-RETURNING id`
+  AND ${d.unindexed("o.status")} IN ('pending', 'claimed') AND ${claimable(p)}${d.returning}`
   }
   const settle = (set: (p: () => string) => string) => (n: number) => {
     const { inIds, next: p } = d.placeholders()
     return `UPDATE ${t.outbox} SET ${set(p)}
-WHERE ${inIds("id", n)} AND status = 'claimed' AND claimed_by = ${p()} AND claim_version = ${p()}
-RETURNING id`
+WHERE ${inIds("id", n)} AND status = 'claimed' AND claimed_by = ${p()} AND claim_version = ${p()}${d.returning}`
   }
   const plain = (build: (p: () => string) => string) => build(d.placeholders().next)
   const pending = (what: string, p: () => string) => `SELECT ${what} FROM ${t.outbox} AS o${claimIndex}
@@ -212,8 +214,7 @@ WHERE partition_key = ${p()} AND envelope_id = ${p()} AND binding_id = ${p()} AN
     release: bySize(settle(() => "status = 'pending', claimed_by = NULL, claimed_at = NULL")),
     expire: plain(
       (p) => `UPDATE ${t.outbox} SET status = 'expired', terminal_at = ${p()}
-WHERE partition_key = ${p()} AND expires_at IS NOT NULL AND status = 'pending' AND expires_at < ${p()}
-RETURNING id`
+WHERE partition_key = ${p()} AND expires_at IS NOT NULL AND status = 'pending' AND expires_at < ${p()}${d.returning}`
     ),
     queryPending: plain(
       (p) => `${pending(oCols, p)}
@@ -225,17 +226,24 @@ LIMIT ${p()}`
       (p) => `SELECT count(*) AS n FROM ${t.outbox} AS o${claimIndex}
 WHERE o.partition_key = ${p()} AND ${live} AND o.status = 'claimed'`
     ),
-    listPartitions: plain(
-      (p) => `SELECT k.partition_key FROM ${t.partitions} AS k
-WHERE k.partition_key > ${p()} AND EXISTS (
-  SELECT 1 FROM ${t.outbox} AS o${claimIndex} WHERE o.partition_key = k.partition_key AND ${live})
-ORDER BY k.partition_key
-LIMIT ${p()}`
-    ),
-    sweep: plain(
-      (p) => `DELETE FROM ${t.outbox} WHERE ${d.rowKey} IN (
-  SELECT ${d.rowKey} FROM ${t.outbox}${d.indexedBy(t.terminalIndex)} WHERE terminal_at IS NOT NULL AND terminal_at < ${p()} LIMIT ${p()})
-RETURNING id`
+    // a skip scan of the live-record index: one index seek per partition with work, so a page costs
+    // O(page) whatever the number of partitions ever written (R-READ-3)
+    listPartitions: plain((p) => {
+      const next = (after: string) =>
+        `(SELECT min(o.partition_key) FROM ${t.outbox} AS o${claimIndex} WHERE o.partition_key > ${after} AND ${live})`
+      return `WITH RECURSIVE k(partition_key, n) AS (
+  SELECT ${next(p())}, 1
+  UNION ALL
+  SELECT ${next("k.partition_key")}, k.n + 1 FROM k WHERE k.partition_key IS NOT NULL AND k.n < ${p()}
+)
+SELECT partition_key FROM k WHERE partition_key IS NOT NULL`
+    }),
+    sweep: plain((p) =>
+      d.limitedDelete
+        ? `DELETE FROM ${t.outbox} WHERE terminal_at IS NOT NULL AND terminal_at < ${p()}
+ORDER BY terminal_at LIMIT ${p()}`
+        : `DELETE FROM ${t.outbox} WHERE ${d.rowKey} IN (
+  SELECT ${d.rowKey} FROM ${t.outbox}${d.indexedBy(t.terminalIndex)} WHERE terminal_at IS NOT NULL AND terminal_at < ${p()} LIMIT ${p()})${d.returning}`
     )
   }
 }

@@ -162,7 +162,9 @@ const demoSettings = (file: string): StoreSettings => ({
   dynamodbLocalClaimIndex: false,
   sqliteTablePrefix: "",
   postgresUrl: Option.none(),
-  postgresSchema: "public"
+  postgresSchema: "public",
+  mysqlUrl: Option.none(),
+  mysqlDatabase: Option.none()
 })
 
 /** Enqueues the demo's records in batches of 500, waiting while the outbox is full; counts them in `progress`. */
@@ -392,7 +394,8 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
         port: Option.some(options.httpPort ?? 0),
         host: "127.0.0.1",
         allowMutations: false,
-        showPayloads: false
+        showPayloads: false,
+        allowedHosts: []
       }
       const dashboard = yield* HttpOptions.serveScoped(httpSettings, HttpOptions.opsApp(httpSettings, {}))
       out(

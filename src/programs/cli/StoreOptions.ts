@@ -1,5 +1,5 @@
 /**
- * The options every store-backed command shares (`--backend`, `--sqlite-file`, `--dynamodb-*`, `--postgres-*`,
+ * The options every store-backed command shares (`--backend`, `--sqlite-file`, `--dynamodb-*`, `--postgres-*`, `--mysql-*`,
  * `--config`), and how a command turns them into settings and opened stores.
  *
  * @since 0.1.0
@@ -22,7 +22,7 @@ export const storeOptions = {
     Options.withDescription("JSON config file (same paths as the OUTBOX_* environment variables, nested)"),
     Options.optional
   ),
-  backend: Options.choice("backend", ["sqlite", "dynamodb", "memory", "postgres"]).pipe(
+  backend: Options.choice("backend", ["sqlite", "dynamodb", "memory", "postgres", "mysql"]).pipe(
     Options.withDescription("Store backend (default sqlite; env OUTBOX_BACKEND)"),
     Options.optional
   ),
@@ -70,6 +70,16 @@ export const storeOptions = {
   postgresSchema: Options.text("postgres-schema").pipe(
     Options.withDescription("PostgreSQL schema of the outbox tables (default public; env OUTBOX_POSTGRES_SCHEMA)"),
     Options.optional
+  ),
+  mysqlUrl: Options.redacted("mysql-url").pipe(
+    Options.withDescription(
+      "MySQL / MariaDB URL, e.g. mysql://user:pass@host:3306/db (env OUTBOX_MYSQL_URL; never logged)"
+    ),
+    Options.optional
+  ),
+  mysqlDatabase: Options.text("mysql-database").pipe(
+    Options.withDescription("MySQL database of the outbox tables (default: the URL's; env OUTBOX_MYSQL_DATABASE)"),
+    Options.optional
   )
 }
 
@@ -92,6 +102,8 @@ export interface StoreFlags {
   readonly dynamodbLocalClaimIndex: boolean
   readonly postgresUrl: Option.Option<Redacted.Redacted>
   readonly postgresSchema: Option.Option<string>
+  readonly mysqlUrl: Option.Option<Redacted.Redacted>
+  readonly mysqlDatabase: Option.Option<string>
 }
 
 /**
@@ -124,7 +136,9 @@ export const storeFlagEntries = (flags: StoreFlags): Map<string, string> =>
     ["dynamodb.deadLetterTable", flags.dynamodbDeadLetterTable],
     ["dynamodb.localClaimIndex", flags.dynamodbLocalClaimIndex ? Option.some("true") : Option.none()],
     ["postgres.url", Option.map(flags.postgresUrl, Redacted.value)],
-    ["postgres.schema", flags.postgresSchema]
+    ["postgres.schema", flags.postgresSchema],
+    ["mysql.url", Option.map(flags.mysqlUrl, Redacted.value)],
+    ["mysql.database", flags.mysqlDatabase]
   ])
 
 /**

@@ -1,0 +1,578 @@
+/**
+ * Benchmark of the MySQL / MariaDB backend (run: `npx tsx bench/mysql.ts`, `--quick` for a short run;
+ * `--only=relay` runs the relay rounds alone and prints them without writing results).
+ *
+ * Starts its own MariaDB server (test/support/MysqlServer.ts: loopback, InnoDB defaults, so every commit is
+ * a redo-log flush). In the same process and run, a raw `mysql2` baseline issues the very same statements
+ * (`MysqlOutboxSchema.statements`) in the same transactions, with the same ids, and no Effect, no
+ * validation and no row decoding:
+ *
+ * 1. persist 100 → claim 100 → complete 100, end to end (records/s); the raw and the store side take
+ *    turns every 10 batches, each in its own database, so both see the same machine load; median of the
+ *    rounds;
+ * 2. relay with a no-op sink draining a backlog of 4 partitions (leases, discovery, claims of 100, lease
+ *    checks, completes) against a raw loop claiming and completing the same backlog partition by
+ *    partition on one connection: one untimed relay round first, then raw and relay rounds alternating,
+ *    each on a fresh backlog persisted the same way; best against best and the median of the per-round
+ *    ratios; statements per claimed batch counted on both sides;
+ * 3. claim(100) latency through the store at 1k and 100k pending records (median of many claims; each
+ *    measured claim is followed by completing the batch and persisting 100 new records, so the backlog
+ *    stays put while the front of the claim index moves).
+ *
+ * Writes bench/results/mysql.json.
+ */
+import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
+import * as Fiber from "effect/Fiber"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as fs from "node:fs"
+import { createRequire } from "node:module"
+import * as os from "node:os"
+import * as path from "node:path"
+import { fileURLToPath } from "node:url"
+import { LeaseToken } from "../src/domain/LeaseToken.js"
+import { formatTimeOrderedId, type NewOutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as MysqlLeaseStore from "../src/layers/mysql/MysqlLeaseStore.js"
+import * as MysqlOutboxSchema from "../src/layers/mysql/MysqlOutboxSchema.js"
+import * as MysqlOutboxStore from "../src/layers/mysql/MysqlOutboxStore.js"
+import * as Relay from "../src/programs/Relay.js"
+import { OutboxStore, type OutboxStoreService } from "../src/services/OutboxStore.js"
+import { Sink } from "../src/services/Sink.js"
+import { clientLayer, createDatabase, databaseUrl, sharedClient, startMysql } from "../test/support/MysqlServer.js"
+import { relayBatch, relayOptions } from "./postgresRelayOptions.js"
+
+const quick = process.argv.includes("--quick")
+const batch = 100
+const records = quick ? 3_000 : 10_000
+const rounds = quick ? 1 : 3
+const latencySamples = quick ? 30 : 100
+const only = process.argv.find((arg) => arg.startsWith("--only="))?.slice("--only=".length)
+const relayRecords = quick ? 6_000 : 20_000
+const relayRoundCount = quick ? 2 : 5
+const payload = new Uint8Array(64).fill(7)
+const payloadBuffer = Buffer.from(payload)
+const token = new LeaseToken({ owner: "bench", version: 1 })
+const here = path.dirname(fileURLToPath(import.meta.url))
+
+// ---------------------------------------------------------------------------------------------------
+// The raw mysql2 baseline (typed here: only what the bench uses)
+// ---------------------------------------------------------------------------------------------------
+
+interface Header {
+  readonly affectedRows: number
+  readonly insertId: number
+}
+interface RawConnection {
+  query(text: string, values?: ReadonlyArray<unknown>): Promise<readonly [unknown, unknown]>
+  execute(text: string, values?: ReadonlyArray<unknown>): Promise<readonly [unknown, unknown]>
+  end(): Promise<void>
+}
+const requireModule = createRequire(import.meta.url)
+const mysqlPromise: { readonly createConnection: (config: object) => Promise<RawConnection> } =
+  requireModule("mysql2/promise")
+
+/**
+ * Counts the statements every `mysql2` connection of the process sends (the store's, through
+ * `@effect/sql-mysql2`, and the raw baseline's load the same module) while `on`.
+ */
+const statementCounter = { on: false, count: 0 }
+{
+  const base: unknown = requireModule("mysql2/lib/base/connection.js")
+  const prototype: unknown = typeof base === "function" ? Reflect.get(base, "prototype") : undefined
+  for (const method of ["query", "execute"]) {
+    const original: unknown =
+      typeof prototype === "object" && prototype !== null ? Reflect.get(prototype, method) : undefined
+    if (typeof original === "function") {
+      Reflect.set(Object(prototype), method, function (this: unknown, ...args: Array<unknown>): unknown {
+        if (statementCounter.on) statementCounter.count += 1
+        return Reflect.apply(original, this, args)
+      })
+    }
+  }
+}
+const countStatements = async <A>(body: () => Promise<A>): Promise<readonly [A, number]> => {
+  statementCounter.count = 0
+  statementCounter.on = true
+  try {
+    return [await body(), statementCounter.count]
+  } finally {
+    statementCounter.on = false
+  }
+}
+
+const header = (result: readonly [unknown, unknown]): Header => {
+  const first = result[0]
+  const get = (name: string): number => {
+    const value: unknown = typeof first === "object" && first !== null ? Reflect.get(first, name) : undefined
+    return typeof value === "number" ? value : 0
+  }
+  return { affectedRows: get("affectedRows"), insertId: get("insertId") }
+}
+const rowsOf = (result: readonly [unknown, unknown]): Array<Record<string, unknown>> => {
+  const rows: unknown = result[0]
+  if (!Array.isArray(rows)) return []
+  return rows.map((row: unknown) => {
+    const out: Record<string, unknown> = {}
+    if (typeof row === "object" && row !== null) for (const key of Object.keys(row)) out[key] = Reflect.get(row, key)
+    return out
+  })
+}
+
+const rawConnection = (url: string): Promise<RawConnection> =>
+  mysqlPromise.createConnection({ uri: url, supportBigNumbers: true, multipleStatements: true })
+
+/** The raw baseline: the store's statements in the store's transactions, on one connection. */
+class RawStore {
+  private readonly st: MysqlOutboxSchema.Statements
+  constructor(
+    private readonly conn: RawConnection,
+    database: string
+  ) {
+    this.st = MysqlOutboxSchema.statements(Either.getOrThrow(MysqlOutboxSchema.tableNames("bench", database, "")), {
+      staleReclaim: false
+    })
+  }
+  private async transaction<A>(body: () => Promise<A>): Promise<A> {
+    await this.conn.query("SET TRANSACTION ISOLATION LEVEL READ COMMITTED; START TRANSACTION")
+    try {
+      const result = await body()
+      await this.conn.query("COMMIT")
+      return result
+    } catch (error) {
+      await this.conn.query("ROLLBACK")
+      throw error
+    }
+  }
+  persist(inputs: ReadonlyArray<Input>, partitionKey = "p"): Promise<number> {
+    return this.transaction(async () => {
+      const n = inputs.length
+      const seq = header(await this.conn.execute(this.st.allocateSeq, [partitionKey, n, n]))
+      let next = (seq.affectedRows === 1 ? n : seq.insertId) - n + 1
+      const now = Date.now()
+      const values: Array<unknown> = []
+      for (const input of inputs) {
+        values.push(input.id, partitionKey, input.envelopeId, "b", "", "", payloadBuffer, "{}", null, now, null, next++)
+      }
+      return header(await this.conn.execute(this.st.insert(n), values)).affectedRows
+    })
+  }
+  claim(limit: number, partitionKey = "p"): Promise<Array<string>> {
+    return this.transaction(async () => {
+      await this.conn.execute(this.st.createFence, [partitionKey])
+      const fence = rowsOf(await this.conn.execute(this.st.lockFence, [partitionKey]))
+      if (Number(fence[0]?.["max_version"]) < token.version) {
+        await this.conn.execute(this.st.raiseFence, [token.version, partitionKey])
+      }
+      const candidates = rowsOf(
+        await this.conn.execute(this.st.selectClaimable, [partitionKey, token.version, token.version, limit])
+      )
+      if (candidates.length === 0) return []
+      const ids = candidates.map((row) => String(row["id"]))
+      const now = Date.now()
+      const claimed = header(
+        await this.conn.execute(this.st.claimUpdate(ids.length), [
+          token.owner,
+          token.version,
+          now,
+          now,
+          ...ids,
+          partitionKey,
+          token.version
+        ])
+      )
+      if (claimed.affectedRows !== ids.length) throw new Error("claim mismatch")
+      return ids
+    })
+  }
+  complete(ids: ReadonlyArray<string>): Promise<void> {
+    return this.transaction(async () => {
+      const held = rowsOf(
+        await this.conn.execute(this.st.lockClaimed(ids.length), [...ids, token.owner, token.version])
+      ).map((row) => String(row["id"]))
+      const now = Date.now()
+      const done = header(
+        await this.conn.execute(this.st.complete(held.length), [now, now, ...held, token.owner, token.version])
+      )
+      if (done.affectedRows !== ids.length) throw new Error("complete mismatch")
+    })
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// Inputs shared by both sides: the same time-ordered ids
+// ---------------------------------------------------------------------------------------------------
+
+interface Input {
+  readonly id: string
+  readonly envelopeId: string
+}
+
+let envelopes = 0
+const makeInputs = (count: number): Array<Input> => {
+  const base = Date.now()
+  return Array.from({ length: count }, (_, i) => ({
+    id: formatTimeOrderedId(
+      base + Math.floor(i / 50),
+      Math.floor(Math.random() * 0x1000),
+      Math.floor(Math.random() * 0x40000000),
+      Math.floor(Math.random() * 0xffffffff)
+    ),
+    envelopeId: `e${++envelopes}`
+  }))
+}
+
+const toNewIn =
+  (partitionKey: string) =>
+  (input: Input): NewOutboxRecord => ({
+    id: input.id,
+    partitionKey,
+    envelopeId: input.envelopeId,
+    bindingId: "b",
+    payload
+  })
+const toNew = toNewIn("p")
+
+const storeCycle = (store: OutboxStoreService, inputs: ReadonlyArray<Input>) =>
+  Effect.gen(function* () {
+    yield* store.persist(inputs.map(toNew))
+    const claimed = yield* store.claim("p", token, batch)
+    yield* store.complete(
+      claimed.records.map((r) => r.id),
+      token
+    )
+  })
+
+const rawCycle = async (raw: RawStore, inputs: ReadonlyArray<Input>): Promise<void> => {
+  await raw.persist(inputs)
+  await raw.complete(await raw.claim(batch))
+}
+
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  return sorted[Math.floor(sorted.length / 2)] ?? 0
+}
+const round3 = (n: number): number => Math.round(n * 1000) / 1000
+
+// ---------------------------------------------------------------------------------------------------
+// Relay rounds: the relay with a no-op sink against a raw claim/complete loop
+// ---------------------------------------------------------------------------------------------------
+
+interface Throughput {
+  readonly records: number
+  readonly wallSeconds: number
+  readonly recordsPerSecond: number
+  readonly recordsPerCpuSecond: number
+  readonly loadAverage1m: number
+  readonly statementsPerBatch?: number | undefined
+}
+
+type SharedClient = Awaited<ReturnType<typeof sharedClient>>
+
+const cpuMillis = (): number => {
+  const usage = process.cpuUsage()
+  return (usage.user + usage.system) / 1000
+}
+
+const throughputOf = (count: number, wallMillis: number, cpu: number): Throughput => ({
+  records: count,
+  wallSeconds: round3(wallMillis / 1000),
+  recordsPerSecond: Math.round((count / wallMillis) * 1000),
+  recordsPerCpuSecond: Math.round((count / cpu) * 1000),
+  loadAverage1m: round3(os.loadavg()[0] ?? 0)
+})
+
+let databases = 0
+/** A fresh database with the outbox and lease tables, created through the stores' own migrations. */
+const freshDatabase = async (client: SharedClient, prefix: string): Promise<string> => {
+  const database = `${prefix}_${++databases}`
+  await Effect.runPromise(
+    Effect.zipRight(MysqlOutboxStore.make({ database }), MysqlLeaseStore.migrate({ database })).pipe(
+      Effect.provide(client.layer)
+    )
+  )
+  return database
+}
+
+/** Persists `count` records over the partitions with the raw connection: 100 per transaction, partitions taking turns. */
+const fillBacklog = async (
+  raw: RawConnection,
+  database: string,
+  partitions: ReadonlyArray<string>,
+  count: number
+): Promise<void> => {
+  const rawStore = new RawStore(raw, database)
+  const perPartition = Math.ceil(count / partitions.length)
+  for (let done = 0; done < perPartition; done += batch) {
+    for (const pk of partitions) await rawStore.persist(makeInputs(Math.min(batch, perPartition - done)), pk)
+  }
+}
+
+/** Waits until no record of the partitions is pending or claimed; returns the statements it sent. */
+const awaitDrained = (store: OutboxStoreService, partitions: ReadonlyArray<string>) =>
+  Effect.gen(function* () {
+    for (let statements = 0; ;) {
+      let left = 0
+      for (const pk of partitions) left += (yield* store.countPending(pk)) + (yield* store.countClaimed(pk))
+      statements += 2 * partitions.length
+      if (left === 0) return statements
+      yield* Effect.sleep("2 millis")
+    }
+  })
+
+const relayPartitions = ["r0", "r1", "r2", "r3"]
+
+/** A relay (no-op sink) drains a fresh backlog; timed from its start until every record is completed. */
+const relayRound = async (client: SharedClient, raw: RawConnection, count: number): Promise<Throughput> => {
+  const database = await freshDatabase(client, "relay")
+  await fillBacklog(raw, database, relayPartitions, count)
+  let sent = 0
+  const sink = Sink.of({
+    send: () =>
+      Effect.sync(() => {
+        sent += 1
+      })
+  })
+  const layer = Layer.mergeAll(
+    MysqlOutboxStore.layerWith({ database }),
+    MysqlLeaseStore.layerWith({ database }),
+    Layer.succeed(Sink, sink)
+  ).pipe(Layer.provide(client.layer))
+  return Effect.runPromise(
+    Effect.gen(function* () {
+      const store = yield* OutboxStore
+      const startWall = performance.now()
+      const startCpu = cpuMillis()
+      statementCounter.count = 0
+      statementCounter.on = true
+      const relay = yield* Effect.fork(Relay.run(relayOptions("bench-relay")))
+      while (sent < count) yield* Effect.sleep("1 millis")
+      const own = yield* awaitDrained(store, relayPartitions)
+      statementCounter.on = false
+      const result = throughputOf(count, performance.now() - startWall, cpuMillis() - startCpu)
+      yield* Fiber.interrupt(relay)
+      return { ...result, statementsPerBatch: round3(((statementCounter.count - own) * relayBatch) / count) }
+    }).pipe(Effect.provide(layer), Effect.orDie)
+  )
+}
+
+/** The raw loop claims and completes a fresh backlog partition by partition on one connection. */
+const rawRelayRound = async (client: SharedClient, raw: RawConnection, count: number): Promise<Throughput> => {
+  const database = await freshDatabase(client, "relay_raw")
+  await fillBacklog(raw, database, relayPartitions, count)
+  const rawStore = new RawStore(raw, database)
+  const startWall = performance.now()
+  const startCpu = cpuMillis()
+  const [, statements] = await countStatements(async () => {
+    for (const pk of relayPartitions) {
+      for (;;) {
+        const ids = await rawStore.claim(relayBatch, pk)
+        if (ids.length === 0) break
+        await rawStore.complete(ids)
+      }
+    }
+  })
+  return {
+    ...throughputOf(count, performance.now() - startWall, cpuMillis() - startCpu),
+    statementsPerBatch: round3((statements * relayBatch) / count)
+  }
+}
+
+const best = (runs: ReadonlyArray<Throughput>): Throughput =>
+  runs.reduce((a, b) => (b.recordsPerSecond > a.recordsPerSecond ? b : a))
+
+/** Warm-up, then raw and relay rounds alternating. */
+const relayRounds = async (client: SharedClient, raw: RawConnection, count: number, roundCount: number) => {
+  const warmUp = await relayRound(client, raw, count)
+  console.log("relay, warm-up (not counted)", warmUp)
+  const rawRuns: Array<Throughput> = []
+  const relayRuns: Array<Throughput> = []
+  for (let r = 0; r < roundCount; r++) {
+    rawRuns.push(await rawRelayRound(client, raw, count))
+    console.log("raw loop", rawRuns[r])
+    relayRuns.push(await relayRound(client, raw, count))
+    console.log("relay", relayRuns[r])
+  }
+  const relayBest = best(relayRuns)
+  const rawBest = best(rawRuns)
+  const perRound = relayRuns.map((run, r) => round3(run.recordsPerSecond / (rawRuns[r]?.recordsPerSecond ?? 1)))
+  const ratio = round3(relayBest.recordsPerSecond / rawBest.recordsPerSecond)
+  return {
+    records: count,
+    partitions: relayPartitions.length,
+    options: relayOptions("bench-relay"),
+    relayRecordsPerSecond: relayBest.recordsPerSecond,
+    rawLoopRecordsPerSecond: rawBest.recordsPerSecond,
+    ratio,
+    ratioPerRound: perRound,
+    ratioMedianOfRounds: median(perRound),
+    runs: { relay: relayRuns, raw: rawRuns },
+    statementsPerBatch: {
+      relay: median(relayRuns.map((run) => run.statementsPerBatch ?? 0)),
+      raw: median(rawRuns.map((run) => run.statementsPerBatch ?? 0)),
+      note: "statements sent per claimed batch of 100 (median of the rounds; every mysql2 connection of the process counted)"
+    },
+    warmUp,
+    note:
+      "relay with a no-op sink (leases, discovery, claims of 100, lease checks, completes) against a raw claim/complete " +
+      "loop over the same backlog (the store's statements, partition by partition, one connection); a fresh backlog per " +
+      "round; one untimed relay round first, then raw and relay alternating; best against best",
+    target: "relay >= 0.8x raw mysql2 in the same run (best against best)",
+    met: ratio >= 0.8
+  }
+}
+
+const main = async (): Promise<void> => {
+  const loadBefore = os.loadavg()[0] ?? 0
+  const server = await startMysql()
+  try {
+    const url = await createDatabase(server.url, "bench")
+    if (only === "relay") {
+      const client = await sharedClient(url, 8)
+      const raw = await rawConnection(url)
+      const relay = await relayRounds(client, raw, relayRecords, relayRoundCount)
+      console.log(JSON.stringify({ ratio: relay.ratio, ratioPerRound: relay.ratioPerRound }))
+      await raw.end()
+      await client.close()
+      return
+    }
+    const raw = await rawConnection(url)
+    const endToEnd: Array<{ store: number; raw: number }> = []
+    for (let round = 0; round < rounds; round++) {
+      const runtime = ManagedRuntime.make(
+        MysqlOutboxStore.layerWith({ database: `store_${round}` }).pipe(Layer.provide(clientLayer(url, 4)))
+      )
+      const store = await runtime.runPromise(OutboxStore)
+      // the raw side gets the same tables through the store's migrations
+      const migrated = ManagedRuntime.make(
+        MysqlOutboxStore.layerWith({ database: `raw_${round}` }).pipe(Layer.provide(clientLayer(url, 1)))
+      )
+      await migrated.runPromise(OutboxStore)
+      await migrated.dispose()
+      const rawStore = new RawStore(raw, `raw_${round}`)
+      let storeMillis = 0
+      let rawMillis = 0
+      for (let done = 0; done < records; done += batch * 10) {
+        const storeInputs = Array.from({ length: 10 }, () => makeInputs(batch))
+        const rawInputs = Array.from({ length: 10 }, () => makeInputs(batch))
+        let started = performance.now()
+        for (const inputs of rawInputs) await rawCycle(rawStore, inputs)
+        rawMillis += performance.now() - started
+        started = performance.now()
+        for (const inputs of storeInputs) await runtime.runPromise(storeCycle(store, inputs))
+        storeMillis += performance.now() - started
+      }
+      endToEnd.push({ store: (records / storeMillis) * 1000, raw: (records / rawMillis) * 1000 })
+      console.log(
+        `round ${round + 1}/${rounds}: store ${Math.round(endToEnd[round]?.store ?? 0)} rec/s, raw ${Math.round(endToEnd[round]?.raw ?? 0)} rec/s`
+      )
+      await runtime.dispose()
+    }
+    await raw.end()
+
+    const client = await sharedClient(url, 8)
+    const backlogRaw = await rawConnection(url)
+    const relay = await relayRounds(client, backlogRaw, relayRecords, relayRoundCount)
+    console.log(
+      `relay (no-op sink): best ${relay.relayRecordsPerSecond} rec/s, raw loop best ${relay.rawLoopRecordsPerSecond} rec/s, ` +
+        `ratio ${relay.ratio} (median of rounds ${relay.ratioMedianOfRounds})`
+    )
+    await backlogRaw.end()
+    await client.close()
+
+    // claim latency at 1k and 100k pending, through the store
+    const latency: Record<string, { medianMillis: number; p95Millis: number }> = {}
+    for (const pending of [1_000, 100_000]) {
+      const database = `latency_${pending}`
+      const runtime = ManagedRuntime.make(
+        MysqlOutboxStore.layerWith({ database }).pipe(Layer.provideMerge(clientLayer(url, 4)))
+      )
+      const store = await runtime.runPromise(OutboxStore)
+      const fill = await rawConnection(databaseUrl(server.url, database))
+      await fill.query(
+        `INSERT INTO outbox (id, partition_key, envelope_id, binding_id, route_id, address, payload, headers, created_at,
+          seq, status) SELECT CONCAT('f', seq), 'p', CONCAT('f', seq), 'b', '', '', x'00', '{}', ? + seq, seq, 'pending'
+          FROM seq_1_to_${pending}`,
+        [Date.now() - 3_600_000]
+      )
+      await fill.query(`INSERT INTO outbox_seq (partition_key, seq_counter) VALUES ('p', ?)`, [pending])
+      await fill.query(`ANALYZE TABLE outbox`)
+      await fill.end()
+      const times: Array<number> = []
+      for (let i = 0; i < latencySamples; i++) {
+        const started = performance.now()
+        const claimed = await runtime.runPromise(store.claim("p", token, batch))
+        times.push(performance.now() - started)
+        await runtime.runPromise(
+          Effect.zipRight(
+            store.complete(
+              claimed.records.map((r) => r.id),
+              token
+            ),
+            store.persist(makeInputs(batch).map(toNew))
+          )
+        )
+      }
+      const sorted = [...times].sort((a, b) => a - b)
+      latency[String(pending)] = {
+        medianMillis: round3(median(times)),
+        p95Millis: round3(sorted[Math.floor(sorted.length * 0.95)] ?? 0)
+      }
+      await runtime.dispose()
+    }
+
+    const storeRate = Math.round(median(endToEnd.map((r) => r.store)))
+    const rawRate = Math.round(median(endToEnd.map((r) => r.raw)))
+    const at1k = latency["1000"]?.medianMillis ?? 0
+    const at100k = latency["100000"]?.medianMillis ?? 0
+    const result = {
+      date: new Date().toISOString(),
+      node: process.version,
+      platform: `${process.platform} ${process.arch}`,
+      cores: os.cpus().length,
+      loadAverage1m: { before: round3(loadBefore), after: round3(os.loadavg()[0] ?? 0) },
+      quick,
+      database:
+        "MariaDB 10.11 on 127.0.0.1, InnoDB defaults (redo log flushed per commit), the store's transactions READ COMMITTED",
+      batch,
+      records,
+      rounds,
+      endToEnd: {
+        storeRecordsPerSecond: storeRate,
+        rawRecordsPerSecond: rawRate,
+        ratio: round3(storeRate / rawRate),
+        runs: {
+          store: endToEnd.map((r) => Math.round(r.store)),
+          raw: endToEnd.map((r) => Math.round(r.raw)),
+          ratio: endToEnd.map((r) => round3(r.store / r.raw))
+        },
+        target: "store end to end >= 0.8x raw mysql2 in the same run",
+        met: storeRate / rawRate >= 0.8
+      },
+      relay,
+      claimLatency: {
+        limit: batch,
+        samples: latencySamples,
+        byPending: latency,
+        ratio100kTo1k: round3(at100k / at1k),
+        target: "median claim(100) at 100k pending <= 2x at 1k",
+        met: at100k <= 2 * at1k
+      }
+    }
+    fs.mkdirSync(path.join(here, "results"), { recursive: true })
+    fs.writeFileSync(path.join(here, "results", "mysql.json"), `${JSON.stringify(result, null, 2)}\n`)
+    console.log(
+      `persist→claim→complete       store ${storeRate} rec/s   raw ${rawRate} rec/s   ratio ${result.endToEnd.ratio}`
+    )
+    console.log(
+      `claim(100) latency median    1k pending ${at1k} ms   100k pending ${at100k} ms   ratio ${result.claimLatency.ratio100kTo1k}`
+    )
+  } finally {
+    await server.stop()
+  }
+}
+
+main().catch((error: unknown) => {
+  console.error(error)
+  process.exitCode = 1
+})

@@ -1,0 +1,168 @@
+/**
+ * The command line on the MySQL backend (`--backend mysql --mysql-url …`): enqueue, inspect and the
+ * dead-letter commands work on it, and the URL's password never appears in any output.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import * as SqlClient from "@effect/sql/SqlClient"
+import { spawn } from "node:child_process"
+import { randomBytes } from "node:crypto"
+import { afterAll, inject } from "vitest"
+import { DeadLetterEntry } from "../src/domain/DeadLetterEntry.js"
+import * as MysqlDeadLetterStore from "../src/layers/mysql/MysqlDeadLetterStore.js"
+import * as MysqlOutboxStore from "../src/layers/mysql/MysqlOutboxStore.js"
+import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
+import { buildCli } from "./support/CliBundle.js"
+import { clientLayer, createDatabase } from "./support/MysqlServer.js"
+
+const bundle = await buildCli()
+afterAll(() => bundle.remove())
+
+const password = "my-s3cret-never-shown"
+/** The database URL as a user with a password (created on the test server for this file). */
+const withPassword = async (url: string): Promise<string> => {
+  const user = `cli_${randomBytes(4).toString("hex")}`
+  await Effect.runPromise(
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      yield* sql.unsafe(`CREATE USER '${user}'@'127.0.0.1' IDENTIFIED BY '${password}'`).unprepared
+      yield* sql.unsafe(`GRANT ALL PRIVILEGES ON *.* TO '${user}'@'127.0.0.1'`).unprepared
+    }).pipe(Effect.provide(clientLayer(url, 1)))
+  )
+  const parsed = new URL(url)
+  parsed.username = user
+  parsed.password = password
+  return parsed.toString()
+}
+
+interface Result {
+  readonly code: number | null
+  readonly stdout: string
+  readonly stderr: string
+}
+
+const baseEnv = (): NodeJS.ProcessEnv => {
+  const env: NodeJS.ProcessEnv = {}
+  for (const [key, value] of Object.entries(process.env)) {
+    if (!key.startsWith("OUTBOX_") && !key.startsWith("OTEL_")) env[key] = value
+  }
+  return env
+}
+
+const cli = (args: ReadonlyArray<string>, input = "", env: Record<string, string> = {}): Promise<Result> =>
+  new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, bundle.argv(args), {
+      env: { ...baseEnv(), ...env },
+      stdio: ["pipe", "pipe", "pipe"]
+    })
+    let stdout = ""
+    let stderr = ""
+    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
+    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    child.on("error", reject)
+    child.on("close", (code) => resolve({ code, stdout, stderr }))
+    child.stdin.end(input)
+  })
+
+const Inspect = Schema.parseJson(
+  Schema.Struct({
+    backend: Schema.String,
+    partitions: Schema.Array(
+      Schema.Struct({
+        partition: Schema.String,
+        pending: Schema.Number,
+        fenceVersion: Schema.NullOr(Schema.Number),
+        oldestPendingAgeMillis: Schema.NullOr(Schema.Number)
+      })
+    ),
+    deadLetters: Schema.Struct({ permanent: Schema.Number })
+  })
+)
+
+const line = (partitionKey: string, n: number) =>
+  JSON.stringify({ partitionKey, envelopeId: `env-${n}`, bindingId: "b", payload: { n } })
+
+describe("CLI on MySQL", () => {
+  it.live("enqueue, inspect and dlq list/redrive work on --backend mysql; the password is never printed", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.promise(async () => withPassword(await createDatabase(inject("mysqlUrl"), "cli")))
+      const flags = ["--backend", "mysql", "--mysql-url", url]
+      const enqueued = yield* Effect.promise(() =>
+        cli(["enqueue", ...flags], [line("p1", 1), line("p1", 2), line("p2", 3)].join("\n"))
+      )
+      expect(enqueued.code, enqueued.stderr).toBe(0)
+      expect(enqueued.stdout).toContain("enqueued 3 records")
+
+      // a dead-letter entry written through the library, in the database the CLI uses
+      yield* Effect.flatMap(DeadLetterStore, (dlq) =>
+        dlq.write(
+          new DeadLetterEntry({
+            id: "dead-1",
+            recordId: "r-1",
+            partitionKey: "p3",
+            envelopeId: "env-9",
+            bindingId: "b",
+            payload: new Uint8Array([1]),
+            headers: {},
+            category: "permanent",
+            reason: "rejected",
+            errorCode: "HTTP_400",
+            lastError: "bad request",
+            attempts: 1,
+            failedAt: DateTime.unsafeMake(1_767_225_600_000)
+          })
+        )
+      ).pipe(
+        Effect.provide(
+          MysqlDeadLetterStore.layer.pipe(Layer.provideMerge(MysqlOutboxStore.layer), Layer.provide(clientLayer(url)))
+        )
+      )
+
+      const [inspected, listed] = yield* Effect.promise(() =>
+        Promise.all([cli(["inspect", ...flags, "--json"]), cli(["dlq", "list", ...flags, "--json"])])
+      )
+      expect(inspected.code, inspected.stderr).toBe(0)
+      const report = Schema.decodeUnknownSync(Inspect)(inspected.stdout)
+      expect(report.backend).toBe("mysql")
+      expect(report.partitions.map((p) => [p.partition, p.pending])).toEqual([
+        ["p1", 2],
+        ["p2", 1]
+      ])
+      expect(report.partitions[0]?.fenceVersion).toBe(0)
+      expect(report.deadLetters.permanent).toBe(1)
+      expect(listed.code, listed.stderr).toBe(0)
+      expect(listed.stdout).toContain('"dead-1"')
+
+      // redrive through the environment variable instead of the flag
+      const redriven = yield* Effect.promise(() =>
+        cli(["dlq", "redrive", "dead-1", "--backend", "mysql"], "", { OUTBOX_MYSQL_URL: url })
+      )
+      expect(redriven.code, redriven.stderr).toBe(0)
+      const after = Schema.decodeUnknownSync(Inspect)(
+        (yield* Effect.promise(() => cli(["inspect", ...flags, "--json"]))).stdout
+      )
+      expect(after.partitions.map((p) => p.partition)).toEqual(["p1", "p2", "p3"])
+      expect(after.deadLetters.permanent).toBe(0)
+
+      // an unreachable database: a clear failure, still without the password
+      const missing = new URL(url)
+      missing.pathname = "/no_such_database"
+      const failed = yield* Effect.promise(() =>
+        cli(["inspect", "--backend", "mysql", "--mysql-url", missing.toString()])
+      )
+      expect(failed.code).not.toBe(0)
+      expect(failed.stderr).toContain("cannot open the mysql (database of the URL) backend")
+      expect(failed.stderr).toContain("no_such_database")
+      const noUrl = yield* Effect.promise(() => cli(["inspect", "--backend", "mysql"]))
+      expect(noUrl.code).toBe(2)
+      expect(noUrl.stderr).toContain("--mysql-url")
+
+      for (const result of [enqueued, inspected, listed, redriven, failed]) {
+        expect(result.stdout + result.stderr).not.toContain(password)
+      }
+    })
+  )
+})
