@@ -8,7 +8,6 @@
  * `DynamoDbInboxStore.write`; a plain map in memory). Each test uses consumers of its own.
  */
 import { describe, expect, it } from "@effect/vitest"
-import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
@@ -19,19 +18,8 @@ import { randomUUID } from "node:crypto"
 import type { InboxMessage } from "../../src/domain/InboxMessage.js"
 import { PermanentFailure } from "../../src/domain/OutboxError.js"
 import { InboxStore, type InboxOptions } from "../../src/services/InboxStore.js"
+import { TestApp } from "../support/InboxApps.js"
 import * as Inbox from "../../src/programs/Inbox.js"
-
-/**
- * The consumer's own state in the test: `write` runs inside a handler (so inside the inbox's unit);
- * `read` returns what was written under a key, sorted.
- */
-export class TestApp extends Context.Tag("test/InboxTestApp")<
-  TestApp,
-  {
-    readonly write: (key: string, value: string) => Effect.Effect<void, unknown>
-    readonly read: (key: string) => Effect.Effect<ReadonlyArray<string>, unknown>
-  }
->() {}
 
 /** What a backend does differently within the contract. */
 export interface InboxCapabilities {
@@ -59,6 +47,8 @@ const writing = (runs: { n: number }, key: string, value: string) =>
   )
 
 const read = (key: string) => Effect.flatMap(TestApp, (app) => app.read(key))
+
+export { TestApp }
 
 /**
  * Runs the InboxStore contract suite against the layers built by `makeLayer` (one per test).

@@ -14,7 +14,7 @@ import * as SqliteDatabase from "../../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteInboxStore from "../../src/layers/sqlite/SqliteInboxStore.js"
 import * as DynamoDb from "../../src/services/DynamoDb.js"
 import type { InboxStore } from "../../src/services/InboxStore.js"
-import type { TestApp } from "../contract/InboxStoreContract.js"
+import type { TestApp } from "../support/InboxApps.js"
 import { dynamoApp, memoryApp, sqlApp } from "../support/InboxApps.js"
 import { sharedClient } from "../support/PostgresServer.js"
 

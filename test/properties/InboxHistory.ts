@@ -19,7 +19,7 @@ import { randomUUID } from "node:crypto"
 import type { InboxMessage } from "../../src/domain/InboxMessage.js"
 import * as Inbox from "../../src/programs/Inbox.js"
 import type { InboxStore } from "../../src/services/InboxStore.js"
-import { TestApp } from "../contract/InboxStoreContract.js"
+import { TestApp } from "../support/InboxApps.js"
 
 /** One message of a history. `key` is `""` for keyless ones. */
 interface Message {

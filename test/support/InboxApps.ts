@@ -4,12 +4,24 @@
  * DynamoDB table added with `DynamoDbInboxStore.write`. `read` returns a key's values sorted.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Context from "effect/Context"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as DynamoDbInboxStore from "../../src/layers/dynamodb/DynamoDbInboxStore.js"
 import * as DynamoDb from "../../src/services/DynamoDb.js"
-import { TestApp } from "../contract/InboxStoreContract.js"
+
+/**
+ * The consumer's own state in the test: `write` runs inside a handler (so inside the inbox's unit);
+ * `read` returns what was written under a key, sorted.
+ */
+export class TestApp extends Context.Tag("test/InboxTestApp")<
+  TestApp,
+  {
+    readonly write: (key: string, value: string) => Effect.Effect<void, unknown>
+    readonly read: (key: string) => Effect.Effect<ReadonlyArray<string>, unknown>
+  }
+>() {}
 
 /** A map in memory. */
 export const memoryApp = Layer.sync(TestApp, () => {
