@@ -343,7 +343,7 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
 
     expect(unknownBackend.code).toBe(2)
     expect(unknownBackend.stderr).toContain(
-      "backend (env OUTBOX_BACKEND): Expected one of (sqlite, dynamodb, memory, postgres)"
+      "backend (env OUTBOX_BACKEND): Expected one of (sqlite, dynamodb, memory, postgres, mysql)"
     )
   })
 
