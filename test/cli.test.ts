@@ -228,7 +228,7 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
 
     expect(text.code).toBe(0)
     expect(text.stdout).toMatch(/partition\s+pending\s+claimed\s+oldest pending\s+fence\s+head\s+lease/)
-    expect(text.stdout).toMatch(/p1\s+2\s+0\s+\S+\s+0\s+-/)
+    expect(text.stdout).toMatch(/p1\s+2\s+0\s+\S+\s+0\s+ok\s+-/)
     expect(text.stdout).toMatch(/total\s+3\s+0/)
     expect(text.stdout).toMatch(/permanent\s+0/)
   })
@@ -282,6 +282,30 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
     }
   })
 
+  it("an idle relay delivers what another process enqueues within 2 s (SQLite wake-up, SPEC §13)", async () => {
+    const file = freshFile()
+    // discovery every 30 s: only the wake-up brings the new partition forward
+    const relay = start(["relay", "stdout", "--sqlite-file", file, "--discovery-interval", "30 seconds"])
+    const { exited, output } = collect(relay)
+    await waitFor("relay started", () => output.stderr.includes('message="relay started"'))
+    const deliveredCount = () => output.stdout.split("\n").filter((l) => l.length > 0).length
+    const enqueueAndTime = async (n: number) => {
+      expect((await cli(["enqueue", "--sqlite-file", file], { input: lines(rec("idle", n)) })).code).toBe(0)
+      const committed = Date.now()
+      await waitFor(`record ${n} delivered`, () => deliveredCount() >= n, 30_000)
+      return Date.now() - committed
+    }
+    const first = await enqueueAndTime(1)
+    // idle long enough for the back-off (100 ms doubling) to pass 2 s
+    await new Promise((resolve) => setTimeout(resolve, 8_000))
+    const second = await enqueueAndTime(2)
+    relay.kill("SIGINT")
+    expect(await exited).toBe(0)
+    // loosely: the back-off alone would take up to 30 s (discovery) and several seconds (an idle drainer)
+    expect(first).toBeLessThan(2_000)
+    expect(second).toBeLessThan(2_000)
+  })
+
   it("relay stdout writes one JSON line per record and stops on SIGINT; settings come from a config file", async () => {
     const file = freshFile()
     const config = path.join(directory, `config-${path.basename(path.dirname(file))}.json`)
@@ -333,7 +357,7 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
     expect(badEnv.stderr).toContain("relay.maxPartitions (env OUTBOX_RELAY_MAX_PARTITIONS): Expected an integer")
 
     expect(noUrl.code).toBe(2)
-    expect(noUrl.stderr).toContain("a webhook sink needs a URL")
+    expect(noUrl.stderr).toContain("a relay needs a sink: relay webhook <url>")
 
     expect(badUrl.code).toBe(2)
     expect(badUrl.stderr).toContain("sink.url (env OUTBOX_SINK_URL): Expected an http:// or https:// URL")
@@ -505,7 +529,7 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
 
     const redriven = await cli(["dlq", "redrive", "--sqlite-file", file, "c"])
     expect(redriven.code).toBe(0)
-    expect(redriven.stdout).toContain("redrove 1 entries into the outbox")
+    expect(redriven.stdout).toContain("redrove 1 entry into the outbox")
     const afterRedrive = await inspectJson(file)
     expect(afterRedrive.partitions.find((p) => p.partition === "p")?.pending).toBe(1)
     expect(afterRedrive.deadLetters.permanent).toBe(1)

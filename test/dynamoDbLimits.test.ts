@@ -12,10 +12,12 @@ import * as Layer from "effect/Layer"
 import * as Stream from "effect/Stream"
 import { afterAll, beforeAll } from "vitest"
 import * as OutboxRecord from "../src/domain/OutboxRecord.js"
+import * as DynamoDbLeaseStore from "../src/layers/dynamodb/DynamoDbLeaseStore.js"
 import * as DynamoDbOutboxStore from "../src/layers/dynamodb/DynamoDbOutboxStore.js"
 import * as OutboxTable from "../src/layers/dynamodb/OutboxTable.js"
 import * as RecordItem from "../src/layers/dynamodb/RecordItem.js"
 import * as DynamoDb from "../src/services/DynamoDb.js"
+import * as LeaseStore from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { makeTestClientConfig, randomTableName } from "./support/DynamoLocal.js"
 
@@ -203,6 +205,31 @@ describe("DynamoDB size limits (issue 18 item 1, R-PERSIST-5)", () => {
         Array(5).fill("partitionKey")
       )
     }).pipe(Effect.provide(storeLayer))
+  )
+
+  it.effect(
+    "LeaseStore acquire, renew, release and current with a partition key over 1024 bytes are InvalidArgument; 1024 bytes is leased",
+    () =>
+      Effect.gen(function* () {
+        const leases = yield* LeaseStore.LeaseStore
+        const pk = `${partition("lease")}-`.padEnd(1025, "p")
+        const token = { owner: "o", version: 1 }
+        const failures = [
+          yield* Effect.flip(leases.acquire(pk, "o", "30 seconds")),
+          yield* Effect.flip(leases.renew(pk, token, "30 seconds")),
+          yield* Effect.flip(leases.release(pk, token)),
+          yield* Effect.flip(leases.current(pk))
+        ]
+        for (const failure of failures) {
+          expect(failure).toMatchObject({ _tag: "InvalidArgument", argument: "partitionKey" })
+          expect(failure.message).toContain("1025 bytes")
+        }
+        const fits = pk.slice(0, 1024)
+        const lease = yield* leases.acquire(fits, "o", "30 seconds")
+        expect(lease.partitionKey).toBe(fits)
+      }).pipe(
+        Effect.provide(DynamoDbLeaseStore.layerWith({ tableName, ensureTable: false }).pipe(Layer.provide(dynamoLayer)))
+      )
   )
 
   it.effect("a negative staleClaimAfter or zero retention fails the layer with InvalidConfiguration", () =>

@@ -94,7 +94,7 @@ describe("operations endpoint from the command line", () => {
           let delivered = 0
           for (let attempt = 0; attempt < 100 && delivered < 25; attempt++) {
             const families = parsePrometheusTextFormat(await (await fetch(`${url}metrics`)).text())
-            const completions = families.find((f) => f.name === "OutboxCompletions")
+            const completions = families.find((f) => f.name === "outbox_delivered_total")
             delivered = (completions?.metrics ?? [])
               .filter((m) => m.labels?.["partition"] === "cli-ops")
               .reduce((sum, m) => sum + ("value" in m ? Number(m.value) : 0), 0)
@@ -118,7 +118,7 @@ describe("operations endpoint from the command line", () => {
   )
 
   it.live(
-    "dashboard serves the page read-only for a store without a relay, whatever the environment says",
+    "dashboard serves the page read-only for a store without a relay, whatever the environment says, and the store's gauges on /metrics",
     () =>
       Effect.promise(async () => {
         const filename = path.join(directory, "dashboard.db")
@@ -144,6 +144,17 @@ describe("operations endpoint from the command line", () => {
           expect(purge.status).toBe(403)
           const ready = await (await fetch(`${url}readyz`)).json()
           expect(ready).toMatchObject({ status: "ready", checks: { relay: "absent" } })
+          // no relay runs here: /metrics serves the store's own gauges
+          const families = parsePrometheusTextFormat(await (await fetch(`${url}metrics`)).text())
+          const gauge = (name: string) => {
+            const m = families.find((f) => f.name === name)?.metrics.find((s) => s.labels?.["partition"] === "waiting")
+            return m !== undefined && "value" in m ? Number(m.value) : undefined
+          }
+          expect(gauge("outbox_backlog_records")).toBe(3)
+          expect(gauge("outbox_oldest_pending_age_seconds")).toBeGreaterThanOrEqual(0)
+          expect(families.find((f) => f.name === "outbox_store_up")?.metrics).toEqual([
+            expect.objectContaining({ value: "1" })
+          ])
         } finally {
           expect(await stop(child)).toBe(0)
         }

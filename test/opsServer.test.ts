@@ -75,12 +75,12 @@ describe("Prometheus exposition", () => {
       for (const v of [0.5, 5, 50, 500]) yield* Metric.update(histogram, v)
       const text = yield* Prometheus.scrape
       const families = parsePrometheusTextFormat(text)
-      expect(family(families, "OpsTestCounter")?.type).toBe("COUNTER")
-      expect(family(families, "OpsTestCounter")?.help).toBe("a test counter")
-      expect(sampleValue(families, "OpsTestCounter", { partition: 'p"1\\x' })).toBe(3)
-      expect(sampleValue(families, "OpsTestCounter", { partition: "p2" })).toBe(5)
-      expect(sampleValue(families, "OpsTestGauge", { partition: "p1" })).toBe(7)
-      const h = family(families, "OpsTestHistogram")
+      expect(family(families, "ops_test_counter_total")?.type).toBe("COUNTER")
+      expect(family(families, "ops_test_counter_total")?.help).toBe("a test counter")
+      expect(sampleValue(families, "ops_test_counter_total", { partition: 'p"1\\x' })).toBe(3)
+      expect(sampleValue(families, "ops_test_counter_total", { partition: "p2" })).toBe(5)
+      expect(sampleValue(families, "ops_test_gauge", { partition: "p1" })).toBe(7)
+      const h = family(families, "ops_test_histogram")
       expect(h?.type).toBe("HISTOGRAM")
       const series = h?.metrics[0]
       expect(series !== undefined && "buckets" in series ? series.buckets : undefined).toEqual({
@@ -99,6 +99,9 @@ describe("Prometheus exposition", () => {
     expect(Prometheus.metricName("9lives")).toBe("_9lives")
     expect(Prometheus.labelName("__reserved")).toBe("x__reserved")
     expect(Prometheus.labelName("route-id")).toBe("route_id")
+    expect(Prometheus.snakeCase("DynamoDBOutboxClaimScanPages")).toBe("dynamo_db_outbox_claim_scan_pages")
+    expect(Prometheus.exposedName("SomeCounter", "counter")).toBe("some_counter_total")
+    expect(Prometheus.exposedName("OutboxDrainLatency", "histogram")).toBe("outbox_delivery_latency_seconds")
   })
 })
 
@@ -112,7 +115,7 @@ describe("operations endpoint", () => {
         const partition = `ops-${Date.now()}`
 
         const before = parsePrometheusTextFormat((yield* get(`${base}/metrics`)).body)
-        const completedBefore = sampleValue(before, "OutboxCompletions", { partition })
+        const completedBefore = sampleValue(before, "outbox_completions_total", { partition })
 
         const unready = yield* get(`${base}/readyz`)
         expect(unready.status).toBe(503)
@@ -133,10 +136,12 @@ describe("operations endpoint", () => {
         expect(scrape.status).toBe(200)
         expect(scrape.type).toBe(Prometheus.contentType)
         const after = parsePrometheusTextFormat(scrape.body)
-        expect(sampleValue(after, "OutboxCompletions", { partition }) - completedBefore).toBe(30)
-        expect(family(after, "OutboxDrainLatency")?.type).toBe("HISTOGRAM")
-        // the relay leased the partition once (lease churn is OutboxLeaseAcquired and OutboxLeaseLost)
-        expect(sampleValue(after, "OutboxLeaseAcquired", { partition })).toBe(1)
+        expect(sampleValue(after, "outbox_completions_total", { partition }) - completedBefore).toBe(30)
+        expect(sampleValue(after, "outbox_delivered_total", { partition })).toBe(30)
+        expect(family(after, "outbox_delivery_latency_seconds")?.type).toBe("HISTOGRAM")
+        // the relay leased the partition once (lease churn is the acquired and lost counters)
+        expect(sampleValue(after, "outbox_lease_acquired_total", { partition })).toBe(1)
+        expect(sampleValue(after, "outbox_lease_lost_total", { partition })).toBe(0)
 
         const health = yield* get(`${base}/healthz`)
         expect(health.status).toBe(200)

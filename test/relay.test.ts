@@ -89,25 +89,28 @@ const eventually = <E, R>(
   })
 
 describe("Relay (memory, TestClock)", () => {
-  it.effect("leases discovered partitions up to its cap, drains them, and releases every lease on shutdown", () =>
-    Effect.gen(function* () {
-      const store = yield* OutboxStore
-      const leases = yield* LeaseStore
-      const sink = yield* MemorySink.MemorySink
-      yield* store.persist(["r1-a", "r1-b", "r1-c"].flatMap((p) => [rec(p, 1), rec(p, 2, "K"), rec(p, 3, "K")]))
-      const { fiber, handle } = yield* startRelay({ owner: "relay-1", maxPartitions: 2, drainer: dropAll })
-      yield* TestClock.adjust("1 second")
-      const owned = yield* handle.partitions
-      expect(owned).toHaveLength(2)
-      const ids = yield* sink.deliveredIds
-      expect(ids).toHaveLength(6)
-      expect(new Set(ids.map((id) => id.slice(0, 4)))).toEqual(new Set(owned))
-      yield* Fiber.interrupt(fiber)
-      for (const p of owned) {
-        const current = yield* Effect.either(leases.current(p))
-        expect(Either.isLeft(current) && current.left._tag).toBe("LeaseNotFound")
-      }
-    }).pipe(Effect.provide(memoryLayer))
+  it.effect(
+    "leases at most its cap at once, drains every discovered partition, and releases every lease on shutdown",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const leases = yield* LeaseStore
+        const sink = yield* MemorySink.MemorySink
+        const all = ["r1-a", "r1-b", "r1-c"]
+        yield* store.persist(all.flatMap((p) => [rec(p, 1), rec(p, 2, "K"), rec(p, 3, "K")]))
+        const { fiber, handle } = yield* startRelay({ owner: "relay-1", maxPartitions: 2, drainer: dropAll })
+        yield* TestClock.adjust("1 second")
+        const owned = yield* handle.partitions
+        expect(owned).toHaveLength(2)
+        const ids = yield* sink.deliveredIds
+        expect(ids).toHaveLength(9)
+        expect(new Set(ids.map((id) => id.slice(0, 4)))).toEqual(new Set(all))
+        yield* Fiber.interrupt(fiber)
+        for (const p of all) {
+          const current = yield* Effect.either(leases.current(p))
+          expect(Either.isLeft(current) && current.left._tag).toBe("LeaseNotFound")
+        }
+      }).pipe(Effect.provide(memoryLayer))
   )
 
   it.effect("renews at a third of the TTL, and stops a drainer the moment its renew fails", () =>

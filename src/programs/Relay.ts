@@ -1,16 +1,26 @@
 /**
- * The relay (SPEC §6): runs one drainer per partition it can lease. Discovery lists the partitions with
- * non-terminal records every `discoveryInterval` (sooner when a `WakeSignal` in the context fires) and
- * leases each it does not hold, up to `maxPartitions` (§4: a partition another owner holds is skipped).
- * Each held lease is renewed every third of `leaseTtl`; a failed renew interrupts that partition's
- * drainer. A drainer that fails ends its worker and hands the partition back, to be leased again under
- * a new epoch (R-CLAIM-4). Closing the relay's scope stops discovery, interrupts every drainer (each runs
- * its bounded final drain) and releases every lease. Dead-letter policies in the drainer options put
- * `DeadLetterStore` in the requirements. Design notes: docs/design/drainer.md.
+ * The relay (SPEC §6): runs one drainer per partition it leases, at most `maxPartitions` at once, and
+ * serves every partition with pending work whatever their number. Discovery lists the partitions with
+ * non-terminal records every `discoveryInterval` (sooner when a persist of this process or a `WakeSignal`
+ * in the context signals new work, SPEC §13, and whenever a slot frees up) and leases the ones it does not hold into its free slots, longest-waiting
+ * first (§4: a partition another live owner holds is skipped; an expired lease is taken over). Partitions
+ * left without a slot are probed (is another relay serving them?); while some wait with no lease, drained
+ * partitions give their slot up at their first empty claim (`idleRelease`) and busy ones after a turn
+ * (`maxTurn`, `maxTurnBatches`) — a turn ends between two cycles, so the lease is released with nothing
+ * in flight and the next epoch's version fences anything left (R-CLAIM-2, R-CLAIM-4). The waiting
+ * partitions are reported (`OutboxUnleasedPartitions`, `OutboxUnleasedOldestAge`, a WARN past
+ * `starvationThreshold`). Each held lease is renewed every third of `leaseTtl`; a failed renew interrupts
+ * that partition's drainer. A drainer that fails ends its worker and hands the partition back, to be
+ * leased again under a new epoch. Closing the relay's scope stops discovery, interrupts every drainer
+ * (each runs its bounded final drain) and releases every lease. Dead-letter policies in the drainer
+ * options put `DeadLetterStore` in the requirements. Design notes: docs/design/drainer.md.
  *
  * @since 0.1.0
  */
 import * as Cause from "effect/Cause"
+import * as Chunk from "effect/Chunk"
+import * as Clock from "effect/Clock"
+import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -18,8 +28,8 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
-import * as Schedule from "effect/Schedule"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
 import { InvalidConfiguration } from "../domain/OutboxError.js"
@@ -27,8 +37,10 @@ import { LeaseStore, type Lease } from "../services/LeaseStore.js"
 import * as OutboxMetrics from "../services/OutboxMetrics.js"
 import { OutboxStore } from "../services/OutboxStore.js"
 import type { Sink } from "../services/Sink.js"
+import { WakeHub, type WakeHubService } from "../services/WakeHub.js"
 import { WakeSignal, type WakeSignalService } from "../services/WakeSignal.js"
 import * as Build from "./drainer/Build.js"
+import type * as Loop from "./drainer/Loop.js"
 import type * as Drainer from "./Drainer.js"
 
 /**
@@ -43,8 +55,25 @@ export interface RelayOptions {
   readonly leaseTtl?: Duration.DurationInput | undefined
   /** Most partitions this relay drains at once (default 64). */
   readonly maxPartitions?: number | undefined
-  /** Time between discovery rounds (default 5 s). */
+  /** Time between discovery rounds (default 5 s); a slot that frees up starts a round at once. */
   readonly discoveryInterval?: Duration.DurationInput | undefined
+  /**
+   * How long a drained partition keeps its slot while it claims nothing and other partitions with work
+   * wait for a lease (default 0: it gives the slot up at its first empty claim).
+   */
+  readonly idleRelease?: Duration.DurationInput | undefined
+  /**
+   * Longest turn of a busy partition while others wait (default 10 s): the drainer then finishes its
+   * batch, gives the lease up and queues behind the waiting partitions.
+   */
+  readonly maxTurn?: Duration.DurationInput | undefined
+  /** Most batches of a busy partition's turn while others wait (default 20). */
+  readonly maxTurnBatches?: number | undefined
+  /**
+   * How long a partition with work may wait for a lease before the relay logs a WARN (default 1 min;
+   * `/readyz` reports not ready past the same age).
+   */
+  readonly starvationThreshold?: Duration.DurationInput | undefined
   /** Options of every drainer (partition and owner are filled in by the relay). */
   readonly drainer?: Omit<Drainer.DrainerOptions, "partitionKey" | "owner"> | undefined
 }
@@ -61,6 +90,11 @@ export interface RelayHandle {
   readonly partitions: Effect.Effect<ReadonlyArray<string>>
   /** Runs one discovery round now (also runs on its own every `discoveryInterval`). */
   readonly discover: Effect.Effect<void>
+  /**
+   * Partitions with pending work that the last discovery round found without a live lease, and how long
+   * the oldest of them has waited (as this relay saw it).
+   */
+  readonly unleased: Effect.Effect<{ readonly partitions: number; readonly oldestWait: Duration.Duration }>
 }
 
 /**
@@ -93,25 +127,53 @@ export const start = <const Options extends RelayOptions>(
 /** Shortest time between two discovery rounds that a `WakeSignal` brings forward. */
 const wakeFloor = Duration.millis(250)
 
-/** Discovery every `interval`, or sooner (not before `wakeFloor`) when new work is signalled. */
+/**
+ * Discovery every `interval`, or sooner (not before `wakeFloor`) when new work is signalled: by a persist
+ * of this process in a partition the relay does not drain yet (`WakeHub`), or by the backend's signal.
+ */
 const discoveryLoop = (
   discover: Effect.Effect<void>,
   interval: Duration.Duration,
-  wake: WakeSignalService | undefined
+  wake: WakeSignalService | undefined,
+  hub: WakeHubService,
+  held: (partitionKey: string) => boolean
 ): Effect.Effect<void> => {
-  if (wake === undefined) return discover.pipe(Effect.repeat(Schedule.spaced(interval)), Effect.asVoid)
   const floor = Duration.min(interval, wakeFloor)
   const rest = Duration.subtract(interval, floor)
+  const unheld = (partitionKey: string) => !held(partitionKey)
   return Effect.gen(function* () {
     for (;;) {
       // armed before the round, so that work persisted during the round is not missed
-      const signal = yield* Effect.fork(wake.awaitAnyWork)
+      const mark = hub.mark()
+      const signal = wake === undefined ? undefined : yield* Effect.fork(wake.awaitAnyWork)
       yield* discover
       yield* Effect.sleep(floor)
-      yield* Effect.raceFirst(Effect.sleep(rest), Fiber.await(signal))
-      yield* Fiber.interruptFork(signal)
+      const local = hub.awaitAnyWork(mark, unheld)
+      yield* Effect.raceFirst(
+        Effect.sleep(rest),
+        signal === undefined ? local : Effect.raceFirst(Fiber.await(signal), local)
+      )
+      if (signal !== undefined) yield* Fiber.interruptFork(signal)
     }
   })
+}
+
+/** How often the starvation WARN may repeat while partitions keep waiting. */
+const warnEvery = Duration.toMillis(Duration.minutes(1))
+
+/** One leased partition: its worker fiber and the state of its turn. */
+interface Slot {
+  readonly lease: Lease
+  fiber: Fiber.RuntimeFiber<void> | undefined
+  readonly startedAt: number
+  /** Cycles of this turn that claimed records. */
+  batches: number
+  /** Start of the current run of empty claims; undefined while the drainer claims records. */
+  idleSince: number | undefined
+  /** Records earlier cycles left claimed (the turn never ends while there are any). */
+  stranded: number
+  /** The turn was asked to end. */
+  ending: boolean
 }
 
 const startWith = (
@@ -120,15 +182,34 @@ const startWith = (
   Effect.gen(function* () {
     const owner = options.owner
     const leaseTtl = Duration.decode(options.leaseTtl ?? "30 seconds")
+    const idleRelease = Duration.decode(options.idleRelease ?? 0)
+    const maxTurn = Duration.decode(options.maxTurn ?? "10 seconds")
+    const starvationThreshold = Duration.decode(options.starvationThreshold ?? "1 minute")
+    const maxTurnBatches = options.maxTurnBatches ?? 20
     const problems: Array<string> = []
     if (typeof owner !== "string" || owner.length === 0) problems.push("owner must be a non-empty string")
     if (!Duration.isFinite(leaseTtl) || Duration.toMillis(leaseTtl) < 1) {
       problems.push("leaseTtl must be a finite duration of at least 1 millisecond")
     }
+    for (const [name, value] of [
+      ["idleRelease", idleRelease],
+      ["maxTurn", maxTurn],
+      ["starvationThreshold", starvationThreshold]
+    ] as const) {
+      if (!Duration.isFinite(value)) problems.push(`${name} must be a finite duration`)
+    }
+    if (!Number.isSafeInteger(maxTurnBatches) || maxTurnBatches < 1) {
+      problems.push("maxTurnBatches must be a positive integer")
+    }
     if (problems.length > 0) return yield* new InvalidConfiguration({ component: "Relay", problems })
     const renewEvery = Duration.millis(Math.max(1, Math.floor(Duration.toMillis(leaseTtl) / 3)))
     const maxPartitions = Math.max(1, Math.floor(options.maxPartitions ?? 64))
     const discoveryInterval = Duration.decode(options.discoveryInterval ?? "5 seconds")
+    const idleReleaseMillis = Duration.toMillis(idleRelease)
+    const maxTurnMillis = Duration.toMillis(maxTurn)
+    const starvationMillis = Duration.toMillis(starvationThreshold)
+    // lease reads per round for partitions this relay has no slot for (is another relay serving them?)
+    const probeLimit = Math.max(64, 2 * maxPartitions)
     const drainerOptions = options.drainer ?? {}
     // validates the drainer options once, before anything is leased
     yield* Build.build({ ...drainerOptions, partitionKey: "relay-configuration-check", owner })
@@ -136,10 +217,20 @@ const startWith = (
     const store = yield* OutboxStore
     const leases = yield* LeaseStore
     const wake = Option.getOrUndefined(yield* Effect.serviceOption(WakeSignal))
+    const hub = yield* WakeHub
     const context = yield* Effect.context<OutboxStore | LeaseStore | Sink>()
     const scope = yield* Effect.scope
-    const workers = new Map<string, Fiber.RuntimeFiber<void>>()
+    const workers = new Map<string, Slot>()
+    /** Partitions with pending work known to have no live lease, and since when this relay saw them so. */
+    const waiting = new Map<string, number>()
+    /** Turns that may still end in favour of waiting partitions before the next discovery round. */
+    let yieldBudget = 0
+    let lastWarnAt = Number.NEGATIVE_INFINITY
     let stopping = false
+    const kicks = yield* Queue.sliding<void>(1)
+    const roundLock = yield* Effect.makeSemaphore(1)
+    const unleasedCount = Metric.tagged(OutboxMetrics.OutboxUnleasedPartitions, "relay", owner)
+    const unleasedAge = Metric.tagged(OutboxMetrics.OutboxUnleasedOldestAge, "relay", owner)
 
     const renewLoop = (lease: Lease): Effect.Effect<never, string> =>
       Effect.gen(function* () {
@@ -150,15 +241,42 @@ const startWith = (
         }
       })
 
-    /** Drains one leased partition until its drainer fails, its renew fails, or it is interrupted. */
-    const worker = (lease: Lease): Effect.Effect<void> =>
+    /** Ends a turn between cycles while partitions wait: after an empty claim, or after a long turn. */
+    const endTurn =
+      (slot: Slot): Loop.TurnEnd =>
+      (result, stranded) =>
+        Effect.clockWith((clock) =>
+          Effect.sync(() => {
+            const now = clock.unsafeCurrentTimeMillis()
+            slot.stranded = stranded
+            if (result !== undefined && result.leased) {
+              if (result.claimed > 0) {
+                slot.batches += 1
+                slot.idleSince = undefined
+              } else if (slot.idleSince === undefined) slot.idleSince = now
+            }
+            if (stopping || stranded > 0 || yieldBudget <= 0) return false
+            const idle = slot.idleSince !== undefined && now - slot.idleSince >= idleReleaseMillis
+            const turnOver = slot.batches >= maxTurnBatches || now - slot.startedAt >= maxTurnMillis
+            if (!idle && !turnOver) return false
+            yieldBudget -= 1
+            slot.ending = true
+            // a partition that still has work queues up again behind the ones that waited
+            if (!idle) waiting.set(slot.lease.partitionKey, now)
+            return true
+          })
+        )
+
+    /** Drains one leased partition until its turn ends, its drainer fails or its renew fails. */
+    const worker = (slot: Slot): Effect.Effect<void> =>
       Effect.gen(function* () {
+        const lease = slot.lease
         const partitionKey = lease.partitionKey
         const drainer = yield* Build.build({ ...drainerOptions, partitionKey, owner })
         // not `raceFirst`: interrupting a race does not wait for the loser's finalizers, so the lease
         // would be released while the drainer's final drain still has sends in flight. Here a failed
         // renew, or the worker's own interruption, interrupts the drainer and waits for it to stop.
-        const drain = yield* Effect.fork(drainer.run)
+        const drain = yield* Effect.fork(drainer.runTurn(endTurn(slot)))
         const renew = yield* Effect.fork(
           renewLoop(lease).pipe(
             Effect.catchAll((reason) =>
@@ -185,56 +303,140 @@ const startWith = (
         Effect.catchAll((error) =>
           Effect.logError("drainer could not start").pipe(Effect.annotateLogs({ error: error.message }))
         ),
-        Effect.ensuring(Effect.ignore(leases.release(lease.partitionKey, lease.token))),
+        Effect.ensuring(Effect.ignore(leases.release(slot.lease.partitionKey, slot.lease.token))),
         Effect.ensuring(
           Effect.sync(() => {
-            workers.delete(lease.partitionKey)
+            workers.delete(slot.lease.partitionKey)
           })
         ),
-        Effect.annotateLogs({ partition: lease.partitionKey, owner }),
+        // the freed slot goes to a waiting partition at once
+        Effect.ensuring(Queue.offer(kicks, undefined)),
+        Effect.annotateLogs({ partition: slot.lease.partitionKey, owner }),
         Effect.provide(context)
       )
 
-    const discover: Effect.Effect<void> = Effect.gen(function* () {
-      if (stopping || workers.size >= maxPartitions) return
+    /**
+     * Leases a partition into a free slot and starts its worker; not interrupted between a granted lease
+     * and its registered worker (shutdown must find the worker to release the lease).
+     */
+    const lease = (partitionKey: string, now: number): Effect.Effect<void> =>
+      Effect.uninterruptibleMask((restore) =>
+        Effect.gen(function* () {
+          const acquired = yield* Effect.either(leases.acquire(partitionKey, owner, leaseTtl))
+          if (Either.isLeft(acquired)) {
+            // LeaseHeld: another live owner serves the partition
+            if (acquired.left._tag !== "LeaseHeld") {
+              yield* Effect.logWarning("lease acquire failed").pipe(
+                Effect.annotateLogs({ partition: partitionKey, error: acquired.left.message })
+              )
+            }
+            return
+          }
+          if (stopping) return yield* Effect.ignore(leases.release(partitionKey, acquired.right.token))
+          yield* Metric.increment(OutboxMetrics.tagged(OutboxMetrics.OutboxLeaseAcquired, partitionKey))
+          // lease churn is read from both counters: the lost one exists (at zero) once a lease is held
+          yield* Metric.incrementBy(OutboxMetrics.tagged(OutboxMetrics.OutboxLeaseLost, partitionKey), 0)
+          yield* Effect.logDebug("partition leased").pipe(
+            Effect.annotateLogs({ partition: partitionKey, version: acquired.right.token.version })
+          )
+          const slot: Slot = {
+            lease: acquired.right,
+            fiber: undefined,
+            startedAt: now,
+            batches: 0,
+            idleSince: undefined,
+            stranded: 0,
+            ending: false
+          }
+          workers.set(partitionKey, slot)
+          const fiber = yield* Effect.forkDaemon(restore(worker(slot)))
+          if (workers.get(partitionKey) === slot) slot.fiber = fiber
+        })
+      )
+
+    /** Whether another owner holds a live lease of the partition (`undefined` when the read failed). */
+    const leasedElsewhere = (partitionKey: string, now: number): Effect.Effect<boolean | undefined> =>
+      Effect.map(Effect.either(leases.current(partitionKey)), (current) =>
+        Either.isRight(current)
+          ? DateTime.toEpochMillis(current.right.expiresAt) > now
+          : current.left._tag === "LeaseNotFound"
+            ? false
+            : undefined
+      )
+
+    const round: Effect.Effect<void> = Effect.gen(function* () {
+      if (stopping) return
       const listed = yield* Effect.either(Stream.runCollect(store.listPartitions))
       if (Either.isLeft(listed)) {
         yield* Effect.logWarning("partition discovery failed").pipe(Effect.annotateLogs({ error: listed.left.message }))
         return
       }
-      for (const partitionKey of listed.right) {
-        if (stopping || workers.size >= maxPartitions) return
-        if (workers.has(partitionKey)) continue
-        const acquired = yield* Effect.either(leases.acquire(partitionKey, owner, leaseTtl))
-        if (Either.isLeft(acquired)) {
-          if (acquired.left._tag !== "LeaseHeld") {
-            yield* Effect.logWarning("lease acquire failed").pipe(
-              Effect.annotateLogs({ partition: partitionKey, error: acquired.left.message })
-            )
-          }
-          continue
+      const now = yield* Clock.currentTimeMillis
+      const keys = Chunk.toReadonlyArray(listed.right)
+      const present = new Set(keys)
+      for (const partitionKey of waiting.keys()) if (!present.has(partitionKey)) waiting.delete(partitionKey)
+      // the longest-waiting first; partitions not seen waiting before keep the listing's order
+      const candidates = keys
+        .filter((partitionKey) => !workers.has(partitionKey))
+        .map((partitionKey, index) => ({ partitionKey, index, since: waiting.get(partitionKey) ?? now }))
+        .sort((a, b) => a.since - b.since || a.index - b.index)
+      let probes = 0
+      for (const { partitionKey } of candidates) {
+        if (stopping) return
+        if (workers.size < maxPartitions) {
+          waiting.delete(partitionKey)
+          yield* lease(partitionKey, now)
+        } else {
+          if (probes >= probeLimit) break
+          probes += 1
+          const elsewhere = yield* leasedElsewhere(partitionKey, now)
+          if (elsewhere === true) waiting.delete(partitionKey)
+          else if (elsewhere === false && !waiting.has(partitionKey)) waiting.set(partitionKey, now)
         }
-        if (stopping) {
-          yield* Effect.ignore(leases.release(partitionKey, acquired.right.token))
-          return
-        }
-        yield* Metric.increment(OutboxMetrics.tagged(OutboxMetrics.OutboxLeaseAcquired, partitionKey))
-        yield* Effect.logDebug("partition leased").pipe(
-          Effect.annotateLogs({ partition: partitionKey, version: acquired.right.token.version })
-        )
-        const fiber = yield* Effect.forkDaemon(worker(acquired.right))
-        if (fiber.unsafePoll() === null) workers.set(partitionKey, fiber)
       }
-    }).pipe(Effect.annotateLogs({ owner }), Effect.withTracerEnabled(false))
+      yieldBudget = waiting.size
+      // drainers idling in their back-off give their slots up now rather than after their next claim
+      for (const slot of workers.values()) {
+        if (yieldBudget <= 0) break
+        const idle = slot.idleSince !== undefined && now - slot.idleSince >= idleReleaseMillis
+        if (slot.ending || slot.stranded > 0 || !idle || slot.fiber === undefined) continue
+        yieldBudget -= 1
+        slot.ending = true
+        yield* Effect.forkDaemon(Fiber.interrupt(slot.fiber))
+      }
+      let oldest = now
+      for (const since of waiting.values()) oldest = Math.min(oldest, since)
+      const oldestMillis = now - oldest
+      yield* Metric.set(unleasedCount, waiting.size)
+      yield* Metric.set(unleasedAge, oldestMillis / 1000)
+      if (oldestMillis >= starvationMillis && now - lastWarnAt >= warnEvery) {
+        lastWarnAt = now
+        yield* Effect.logWarning(
+          `${waiting.size} partitions with pending work have no lease; the oldest has waited ${Duration.format(Duration.millis(oldestMillis))} (this relay drains at most ${maxPartitions} at once)`
+        ).pipe(Effect.annotateLogs({ unleased: waiting.size, oldestWaitMillis: oldestMillis, maxPartitions }))
+      }
+    })
 
-    const discovery = yield* Effect.forkDaemon(discoveryLoop(discover, discoveryInterval, wake))
+    const discover: Effect.Effect<void> = roundLock
+      .withPermits(1)(round)
+      .pipe(Effect.annotateLogs({ owner }), Effect.withTracerEnabled(false))
+
+    const discovery = yield* Effect.forkDaemon(
+      discoveryLoop(discover, discoveryInterval, wake, hub, (p) => workers.has(p))
+    )
+    const kicked = yield* Effect.forkDaemon(Effect.forever(Effect.zipRight(Queue.take(kicks), discover)))
 
     yield* Scope.addFinalizer(
       scope,
       Effect.gen(function* () {
         stopping = true
         yield* Fiber.interrupt(discovery)
-        yield* Fiber.interruptAll(Array.from(workers.values()))
+        yield* Fiber.interrupt(kicked)
+        yield* Fiber.interruptAll(
+          Array.from(workers.values()).flatMap((slot) => (slot.fiber === undefined ? [] : [slot.fiber]))
+        )
+        yield* Metric.set(unleasedCount, 0)
+        yield* Metric.set(unleasedAge, 0)
         yield* Effect.logInfo("relay stopped").pipe(Effect.annotateLogs({ owner }))
       })
     )
@@ -242,7 +444,15 @@ const startWith = (
     return {
       owner,
       partitions: Effect.sync(() => Array.from(workers.keys()).sort()),
-      discover
+      discover,
+      unleased: Effect.clockWith((clock) =>
+        Effect.sync(() => {
+          const now = clock.unsafeCurrentTimeMillis()
+          let oldest = now
+          for (const since of waiting.values()) oldest = Math.min(oldest, since)
+          return { partitions: waiting.size, oldestWait: Duration.millis(now - oldest) }
+        })
+      )
     }
   })
 

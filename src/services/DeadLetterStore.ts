@@ -15,7 +15,7 @@ import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
+import * as SchemaIssues from "../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import { DeadLetterCategory, DeadLetterEntry, type DeadLetterFilter } from "../domain/DeadLetterEntry.js"
 import {
@@ -109,7 +109,7 @@ export const validateEntry = (entry: unknown): Either.Either<DeadLetterEntry, In
         index: 0,
         recordId: typeof id === "string" && id.length > 0 ? id : undefined,
         partitionKey: typeof pk === "string" && pk.length > 0 ? pk : undefined,
-        reason: `invalid dead-letter entry: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
+        reason: `invalid dead-letter entry: ${SchemaIssues.describe(error)}`
       })
     },
     onRight: (fields) => new DeadLetterEntry(fields, { disableValidation: true })

@@ -133,6 +133,11 @@ export interface LeaseBackend {
   readonly end: (partitionKey: string, token: LeaseTokenLike) => Effect.Effect<WriteOutcome, StoreUnavailable>
   /** The stored lease (also expired or released), `undefined` when the partition never had one. */
   readonly read: (partitionKey: string) => Effect.Effect<StoredLease | undefined, StoreUnavailable>
+  /**
+   * Why the backend can never store a lease for this (non-empty) partition key, e.g. it is over a key size
+   * limit; `undefined` when it can. The core fails with `InvalidArgument` before any request.
+   */
+  readonly keyProblem?: ((partitionKey: string) => string | undefined) | undefined
 }
 
 /** Times a write is tried when its refusal turns out to be a race that the next attempt settles. */
@@ -248,10 +253,20 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
       return yield* keptChanging(operation, partitionKey)
     })
 
+  /** `InvalidArgument` when the backend can never hold a lease for the key (e.g. over its size limit). */
+  const keyRefused = (operation: string, partitionKey: string): InvalidArgument | undefined => {
+    const problem = backend.keyProblem?.(partitionKey)
+    return problem === undefined
+      ? undefined
+      : new InvalidArgument({ operation, argument: "partitionKey", reason: problem })
+  }
+
   return LeaseStore.of({
     acquire: (partitionKey, owner, ttl) =>
       Effect.gen(function* () {
         if (!isNonEmptyString(partitionKey)) return yield* invalidKey("acquire")
+        const refused = keyRefused("acquire", partitionKey)
+        if (refused !== undefined) return yield* refused
         if (!isNonEmptyString(owner)) {
           return yield* new InvalidArgument({
             operation: "acquire",
@@ -260,7 +275,8 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
           })
         }
         const millis = yield* ttlMillis("acquire", ttl)
-        const now = yield* Clock.currentTimeMillis
+        // stored instants are whole milliseconds (a test clock can stand between two)
+        const now = Math.floor(yield* Clock.currentTimeMillis)
         for (let attempt = 1; attempt <= MaxAttempts; attempt++) {
           const outcome = yield* backend.tryAcquire(partitionKey, owner, now, now + millis)
           if (outcome._tag === "Written") return leaseOf(partitionKey, outcome.lease)
@@ -279,23 +295,29 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
     renew: (partitionKey, token, ttl) =>
       Effect.gen(function* () {
         if (!isNonEmptyString(partitionKey)) return yield* invalidKey("renew")
+        const refused = keyRefused("renew", partitionKey)
+        if (refused !== undefined) return yield* refused
         const millis = yield* ttlMillis("renew", ttl)
-        const now = yield* Clock.currentTimeMillis
+        const now = Math.floor(yield* Clock.currentTimeMillis)
         return yield* holderWrite("renew", partitionKey, token, () => backend.extend(partitionKey, token, now + millis))
       }).pipe(span("LeaseStore.renew", partitionKey)),
     release: (partitionKey, token) =>
       Effect.gen(function* () {
         if (!isNonEmptyString(partitionKey)) return yield* invalidKey("release")
+        const refused = keyRefused("release", partitionKey)
+        if (refused !== undefined) return yield* refused
         yield* holderWrite("release", partitionKey, token, () => backend.end(partitionKey, token))
       }).pipe(span("LeaseStore.release", partitionKey)),
     // on the drainer's hot path (checked around every wave of sends): no span
-    current: (partitionKey) =>
-      isNonEmptyString(partitionKey)
-        ? Effect.flatMap(backend.read(partitionKey), (stored) =>
-            stored === undefined || stored.released
-              ? Effect.fail(new LeaseNotFound({ partitionKey }))
-              : Effect.succeed(leaseOf(partitionKey, stored))
-          )
-        : Effect.fail(invalidKey("current"))
+    current: (partitionKey) => {
+      if (!isNonEmptyString(partitionKey)) return Effect.fail(invalidKey("current"))
+      const refused = keyRefused("current", partitionKey)
+      if (refused !== undefined) return Effect.fail(refused)
+      return Effect.flatMap(backend.read(partitionKey), (stored) =>
+        stored === undefined || stored.released
+          ? Effect.fail(new LeaseNotFound({ partitionKey }))
+          : Effect.succeed(leaseOf(partitionKey, stored))
+      )
+    }
   })
 }

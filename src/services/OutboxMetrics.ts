@@ -33,9 +33,20 @@ export const OutboxClaimConflicts = Metric.counter("OutboxClaimConflicts", {
   incremental: true
 })
 
-/** Records completed. @since 0.1.0 */
+/** Records completed (delivered, dead-lettered or dropped). @since 0.1.0 */
 export const OutboxCompletions = Metric.counter("OutboxCompletions", {
-  description: "records completed",
+  description: "records completed (delivered, dead-lettered or dropped)",
+  incremental: true
+})
+
+/**
+ * Records the sink accepted (a send that succeeded), apart from dead-lettered and dropped ones; tagged with
+ * the record's route when it has one. A record sent again after a lost lease is counted again.
+ *
+ * @since 0.1.0
+ */
+export const OutboxDelivered = Metric.counter("OutboxDelivered", {
+  description: "records the sink accepted",
   incremental: true
 })
 
@@ -46,7 +57,7 @@ export const OutboxReplayCount = Metric.histogram(
   "replayCount of claimed records"
 )
 
-/** Records whose send failed. @since 0.1.0 */
+/** Records whose send failed (transient or permanent); tagged with the record's route when it has one. @since 0.1.0 */
 export const OutboxRecordFailures = Metric.counter("OutboxRecordFailures", {
   description: "record sends that failed",
   incremental: true
@@ -86,6 +97,24 @@ export const OutboxLeaseAcquired = Metric.counter("OutboxLeaseAcquired", {
 export const OutboxLeaseLost = Metric.counter("OutboxLeaseLost", {
   description: "partition leases lost on a failed renew",
   incremental: true
+})
+
+/**
+ * Partitions with pending work that no relay leases, as a relay's last discovery round saw them (gauge,
+ * tagged with `relay`, the owner id). Non-zero for long means the relays lack slots: see
+ * `OutboxUnleasedOldestAge`. @since 0.1.0
+ */
+export const OutboxUnleasedPartitions = Metric.gauge("OutboxUnleasedPartitions", {
+  description: "partitions with pending work and no lease, per relay"
+})
+
+/**
+ * Seconds the longest-waiting partition with pending work has gone without a lease, as a relay saw it
+ * (gauge, tagged with `relay`); 0 when none waits. Past the relay's `starvationThreshold` the relay logs
+ * a WARN and `/readyz` reports not ready. @since 0.1.0
+ */
+export const OutboxUnleasedOldestAge = Metric.gauge("OutboxUnleasedOldestAge", {
+  description: "seconds the oldest partition with pending work has waited for a lease, per relay"
 })
 
 /** Dead-letter entries written; tag with `category`. @since 0.1.0 */

@@ -1,7 +1,8 @@
 /**
  * Preparing a batch of new records for a store (R-PERSIST-2/4/5): validation of every record (a
  * structural check accepting exactly what the `NewOutboxRecordFields` schema accepts, the schema itself
- * only to name a problem), defaults, time-ordered ids, and the rejection of one id used by two identities
+ * only to name a problem — by field, never by value), no lone surrogate in any string field (every backend
+ * alike), defaults, time-ordered ids, and the rejection of one id used by two identities
  * of the batch. Used by the `OutboxStore` core, and by backends that persist outside it.
  *
  * @since 0.1.0
@@ -10,7 +11,7 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import * as SchemaIssues from "../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import { InvalidRecord } from "../domain/OutboxError.js"
 import * as OutboxRecord from "../domain/OutboxRecord.js"
@@ -55,7 +56,7 @@ export const prepare = Effect.fnUntraced(function* (
           index,
           recordId: inputId(input),
           partitionKey: inputPartition(input),
-          reason: ParseResult.TreeFormatter.formatErrorSync(decoded.left)
+          reason: SchemaIssues.describe(decoded.left)
         })
       }
       value = decoded.right
@@ -83,6 +84,15 @@ export const prepare = Effect.fnUntraced(function* (
       expiresAt: Option.fromNullable(value.expiresAt),
       generatedId
     }
+    const illFormed = surrogateField(record)
+    if (illFormed !== undefined) {
+      return yield* new InvalidRecord({
+        index,
+        recordId: wellFormed(id) ? id : undefined,
+        partitionKey: wellFormed(record.partitionKey) ? record.partitionKey : undefined,
+        reason: `${illFormed} holds a lone surrogate (not well-formed Unicode); it would be stored altered`
+      })
+    }
     const identity = OutboxRecord.identityKey(record)
     const owner = idOwners.get(id)
     if (owner !== undefined && owner !== identity) {
@@ -102,6 +112,30 @@ export const prepare = Effect.fnUntraced(function* (
   }
   return prepared
 })
+
+const loneSurrogate = /\p{Cs}/u
+
+const wellFormed = (text: string): boolean => !loneSurrogate.test(text)
+
+/**
+ * The first string field of a record holding a lone surrogate (UTF-16 that no UTF-8 store can keep: SQLite
+ * and PostgreSQL would turn it into U+FFFD, so two different ids could collide), or `undefined`.
+ * Header names are not quoted: the name itself may be the ill-formed text.
+ */
+const surrogateField = (record: OutboxRecord.PreparedRecord): string | undefined => {
+  if (!wellFormed(record.id)) return "id"
+  if (!wellFormed(record.partitionKey)) return "partitionKey"
+  if (!wellFormed(record.envelopeId)) return "envelopeId"
+  if (!wellFormed(record.bindingId)) return "bindingId"
+  if (!wellFormed(record.routeId)) return "routeId"
+  if (!wellFormed(record.address)) return "address"
+  if (Option.isSome(record.orderingKey) && !wellFormed(record.orderingKey.value)) return "orderingKey"
+  for (const [name, value] of Object.entries(record.headers)) {
+    if (!wellFormed(name)) return "a header name"
+    if (!wellFormed(value)) return `header ${name}`
+  }
+  return undefined
+}
 
 /** The fields of a new record after validation (what the Schema decode yields). */
 interface NewFields {

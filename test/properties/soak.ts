@@ -11,6 +11,9 @@
  * `--stale-ms 0` runs version-only reclaim (memory, SQLite, PostgreSQL, MySQL). Without `--seed` a
  * random seed is drawn (`OUTBOX_SEED` also sets it). Prints what the histories exercised; on a mismatch
  * prints the seed to replay and exits 1 — the same seed and options replay the same histories.
+ *
+ * `--inbox` soaks the generated inbox histories instead (SPEC §12):
+ * `npm run soak -- --inbox --backend sqlite --runs 10000` (memory, sqlite, postgres, dynamodb).
  */
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -28,6 +31,8 @@ import * as PostgresOutboxStore from "../../src/layers/postgres/PostgresOutboxSt
 import { createDatabase, sharedClient, startPostgres } from "../support/PostgresServer.js"
 import * as MysqlOutboxStore from "../../src/layers/mysql/MysqlOutboxStore.js"
 import * as MysqlServer from "../support/MysqlServer.js"
+import { checkInboxHistories } from "./InboxHistory.js"
+import * as InboxBackends from "./InboxBackends.js"
 import { checkOutboxHistories } from "./OutboxHistory.js"
 
 type MakeLayer = (options: ContractLayerOptions) => Layer.Layer<OutboxStore, unknown>
@@ -138,8 +143,54 @@ const integer = (name: string, fallback: number | undefined): number | undefined
   return value
 }
 
+/**
+ * `--inbox`: generated inbox histories (./InboxHistory.ts) instead of outbox ones, on `memory`, `sqlite`,
+ * `postgres` or `dynamodb` (servers started for the run as above).
+ */
+const inboxSoak = async (backend: string, runs: number, seed: number | undefined, maxSteps: number) => {
+  const dynamo = backend === "dynamodb" ? await startDynamoLocal() : undefined
+  const pgServer = backend === "postgres" && argument("postgres-url") === undefined ? await startPostgres() : undefined
+  const started = process.hrtime.bigint()
+  const closers: Array<() => Promise<unknown>> = []
+  try {
+    const makeLayer =
+      backend === "memory"
+        ? InboxBackends.memory
+        : backend === "sqlite"
+          ? InboxBackends.sqlite
+          : backend === "postgres"
+            ? await InboxBackends.postgres(
+                await createDatabase(argument("postgres-url") ?? pgServer?.url ?? "", "inbox_soak")
+              ).then((b) => (closers.push(b.close), b.makeLayer))
+            : await InboxBackends.dynamodb({
+                endpoint: dynamo?.endpoint ?? "",
+                region: "us-east-1",
+                credentials: { accessKeyId: "local", secretAccessKey: "local" }
+              }).then((b) => (closers.push(b.close), b.makeLayer))
+    const result = await checkInboxHistories(`inbox soak ${backend}`, makeLayer, {
+      runs,
+      maxSteps,
+      transactionalWrites: backend !== "memory",
+      ...(seed !== undefined ? { seed } : {})
+    })
+    const seconds = Number(process.hrtime.bigint() - started) / 1e9
+    console.log(
+      `inbox backend ${backend}: ${result.stats.histories} histories (seed ${result.seed}) agree with the model in ${seconds.toFixed(1)} s`
+    )
+    console.log(JSON.stringify(result.stats, null, 2))
+  } finally {
+    for (const close of closers) await close()
+    await dynamo?.stop()
+    await pgServer?.stop()
+  }
+}
+
 const main = async (): Promise<void> => {
   const backend = argument("backend") ?? "memory"
+  if (process.argv.includes("--inbox")) {
+    if (!["memory", "sqlite", "postgres", "dynamodb"].includes(backend)) throw new Error(`unknown backend ${backend}`)
+    return inboxSoak(backend, integer("runs", 1000) ?? 1000, integer("seed", undefined), integer("steps", 30) ?? 30)
+  }
   const known = [...Object.keys(backends), "dynamodb", "postgres", "mysql"]
   if (!known.includes(backend)) throw new Error(`unknown backend ${backend} (known: ${known.join(", ")})`)
   const runs = integer("runs", 1000) ?? 1000

@@ -31,7 +31,7 @@ import type {
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as ParseResult from "effect/ParseResult"
+import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import { DeadLetterCategory, DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
@@ -193,8 +193,7 @@ const decodeStored = Schema.decodeUnknownEither(StoredEntry)
  */
 export const decode = (item: Item): Either.Either<DeadLetterEntry, string> =>
   Either.mapBoth(decodeStored(item), {
-    onLeft: (error) =>
-      `dead-letter item ${item["entry_id"]?.S ?? "?"} is malformed: ${ParseResult.TreeFormatter.formatErrorSync(error)}`,
+    onLeft: (error) => `dead-letter item ${item["entry_id"]?.S ?? "?"} is malformed: ${SchemaIssues.describe(error)}`,
     onRight: (v) => {
       const headers: Record<string, string> = {}
       for (const [name, value] of Object.entries(v.headers?.M ?? {})) headers[name] = value.S

@@ -33,13 +33,14 @@ import type { AttributeValue } from "@aws-sdk/client-dynamodb"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import * as ParseResult from "effect/ParseResult"
+import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import { DynamoDb, type DynamoDbError, type DynamoDbService } from "../../services/DynamoDb.js"
 import * as LeaseStore from "../../services/LeaseStore.js"
 import * as OutboxTable from "./OutboxTable.js"
+import * as RecordItem from "./RecordItem.js"
 
 /**
  * Options of the DynamoDB lease store.
@@ -104,9 +105,7 @@ const decodeStored = (
       new StoreUnavailable({
         operation,
         partitionKey,
-        cause: new Error(
-          `lease item of partition ${partitionKey} is malformed: ${ParseResult.TreeFormatter.formatErrorSync(error)}`
-        )
+        cause: new Error(`lease item of partition ${partitionKey} is malformed: ${SchemaIssues.describe(error)}`)
       }),
     onRight: (v) => ({
       owner: v.lease_owner.S,
@@ -217,6 +216,12 @@ export const fromService = (dynamo: DynamoDbService, tableName: string): LeaseSt
   })
 
   return LeaseStore.make({
+    keyProblem: (partitionKey) => {
+      const bytes = RecordItem.byteLength(partitionKey)
+      return bytes > RecordItem.MaxPartitionKeyBytes
+        ? `is ${bytes} bytes; the DynamoDB store's limit is ${RecordItem.MaxPartitionKeyBytes} bytes`
+        : undefined
+    },
     tryAcquire: (partitionKey, owner, nowMillis, expiresAtMillis) =>
       conditional("acquire", partitionKey, {
         expression:

@@ -9,7 +9,7 @@ import type { AttributeValue } from "@aws-sdk/client-dynamodb"
 import * as DateTime from "effect/DateTime"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import { CorruptRecord } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
@@ -330,7 +330,7 @@ export const decode = (item: Item): Either.Either<OutboxRecord.OutboxRecord, Cor
       new CorruptRecord({
         recordId,
         partitionKey,
-        reason: ParseResult.TreeFormatter.formatErrorSync(decoded.left)
+        reason: SchemaIssues.describe(decoded.left)
       })
     )
   }
@@ -406,7 +406,7 @@ export const decodeFence = (item: Item | undefined): Either.Either<Fence, string
     })
   }
   return Either.mapBoth(decodeFenceItem(item), {
-    onLeft: (error) => ParseResult.TreeFormatter.formatErrorSync(error),
+    onLeft: (error) => SchemaIssues.describe(error),
     onRight: (v) => ({
       highWaterMark: v.max_claim_version?.N ?? 0,
       seqCounter: v.seq_counter?.N ?? 0,

@@ -12,6 +12,10 @@
  * - Complete/release with several ids apply the matching ones and fail naming the rest (R-DONE-3).
  * - Serialization failures and deadlocks are retried; a claim still failing so is `TransactionConflict`,
  *   any other SQL failure `StoreUnavailable`; an undecodable row is `CorruptRecord`.
+ * - The payloads of one persist batch together may hold at most `maxBatchPayloadBytes` (default 128 MiB:
+ *   they travel hex-encoded in one statement, and a larger one would fail in the driver as
+ *   `StoreUnavailable`); a batch over it is `InvalidRecord` naming the record that crosses it, checked
+ *   before anything is sent (R-PERSIST-5).
  * - Terminal records are swept after `retention`, at most once per `sweepInterval`; fence rows stay.
  * - Stale reclaim (R-CLAIM-6) only when `staleClaimAfter` is given, against the claiming process's clock.
  *
@@ -29,7 +33,7 @@ import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as Stream from "effect/Stream"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
-import { InvalidConfiguration, StoreUnavailable, TransactionConflict } from "../../domain/OutboxError.js"
+import { InvalidConfiguration, InvalidRecord, StoreUnavailable, TransactionConflict } from "../../domain/OutboxError.js"
 import {
   type Backend,
   make as makeStore,
@@ -59,7 +63,18 @@ export interface PostgresOutboxStoreOptions extends StoreOptions, SqlSweep.Sweep
   readonly tablePrefix?: string | undefined
   /** `pg_notify` the store's channel on commit of a persist (default true; see `PostgresWakeSignal`). */
   readonly notify?: boolean | undefined
+  /** Most payload bytes of one persist batch together (default {@link MaxBatchPayloadBytes}). */
+  readonly maxBatchPayloadBytes?: number | undefined
 }
+
+/**
+ * The default limit of the payloads of one persist batch together: 128 MiB. The batch is one `unnest`
+ * insert whose `bytea[]` parameter the driver writes as one hex string (twice the bytes), and a string
+ * past about 512 MiB cannot be built at all.
+ *
+ * @since 0.1.0
+ */
+export const MaxBatchPayloadBytes = 128 * 1024 * 1024
 
 /** Partition keys per `listPartitions` page. */
 const partitionPage = 100
@@ -182,10 +197,44 @@ export const make = (
       tx.standalone((conn) => Effect.map(run(conn, st.sweep, [cutoff, chunk]), (rows) => rows.length))
     )
 
-    const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
-      tx
+    const maxBatchPayloadBytes = options.maxBatchPayloadBytes ?? MaxBatchPayloadBytes
+    if (!Number.isSafeInteger(maxBatchPayloadBytes) || maxBatchPayloadBytes < 1) {
+      return yield* new InvalidConfiguration({
+        component: "PostgresOutboxStore",
+        problems: ["maxBatchPayloadBytes must be a positive integer"]
+      })
+    }
+    /** The first record whose payload takes the batch over the limit, as `InvalidRecord`. */
+    const oversize = (
+      batch: ReadonlyArray<{ readonly id: string; readonly partitionKey: string; readonly payload: Uint8Array }>
+    ) => {
+      let total = 0
+      for (let index = 0; index < batch.length; index++) {
+        const record = batch[index]
+        if (record === undefined) continue
+        total += record.payload.length
+        if (total > maxBatchPayloadBytes) {
+          return new InvalidRecord({
+            index,
+            recordId: record.id,
+            partitionKey: record.partitionKey,
+            reason:
+              index === 0 || record.payload.length > maxBatchPayloadBytes
+                ? `payload is ${record.payload.length} bytes, over PostgreSQL's limit of ${maxBatchPayloadBytes} bytes per persist`
+                : `payloads of the batch up to this record are ${total} bytes, over PostgreSQL's limit of ${maxBatchPayloadBytes} bytes per persist; persist smaller batches`
+          })
+        }
+      }
+      return undefined
+    }
+
+    const persist: Backend["persist"] = (batch, { replaceTerminal }) => {
+      const tooLarge = oversize(batch)
+      if (tooLarge !== undefined) return Effect.fail(tooLarge)
+      return tx
         .transact((conn) => persistPath.persistIn(conn, batch, replaceTerminal))
         .pipe(StoreUnavailable.refailTag("SqlError", "persist", batch[0]?.partitionKey))
+    }
 
     const claim: Backend["claim"] = (partitionKey, token, limit) =>
       tx

@@ -9,9 +9,9 @@
 import * as DateTime from "effect/DateTime"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { CorruptRecord } from "../../domain/OutboxError.js"
+import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
 
 /**
@@ -81,7 +81,7 @@ export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxReco
       new CorruptRecord({
         recordId: typeof id === "string" ? id : "<unknown>",
         partitionKey: typeof pk === "string" ? pk : undefined,
-        reason: ParseResult.TreeFormatter.formatErrorSync(decoded.left)
+        reason: SchemaIssues.describe(decoded.left)
       })
     )
   }

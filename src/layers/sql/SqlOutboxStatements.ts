@@ -127,7 +127,10 @@ export interface Statements {
   readonly countPending: string
   /** Params: partitionKey. Returns `n`. */
   readonly countClaimed: string
-  /** Params: after (exclusive), limit. Returns `partition_key`. */
+  /**
+   * The partitions with live records, in key order. Params: after (exclusive), limit. Returns
+   * `partition_key`.
+   */
   readonly listPartitions: string
   /** Params: cutoff, chunk. Deletes terminal rows older than the cutoff; returns the deleted ids. */
   readonly sweep: string
@@ -223,13 +226,18 @@ LIMIT ${p()}`
       (p) => `SELECT count(*) AS n FROM ${t.outbox} AS o${claimIndex}
 WHERE o.partition_key = ${p()} AND ${live} AND o.status = 'claimed'`
     ),
-    listPartitions: plain(
-      (p) => `SELECT k.partition_key FROM ${t.partitions} AS k
-WHERE k.partition_key > ${p()} AND EXISTS (
-  SELECT 1 FROM ${t.outbox} AS o${claimIndex} WHERE o.partition_key = k.partition_key AND ${live})
-ORDER BY k.partition_key
-LIMIT ${p()}`
-    ),
+    // a skip scan of the live-record index: one index seek per partition with work, so a page costs
+    // O(page) whatever the number of partitions ever written (R-READ-3)
+    listPartitions: plain((p) => {
+      const next = (after: string) =>
+        `(SELECT min(o.partition_key) FROM ${t.outbox} AS o${claimIndex} WHERE o.partition_key > ${after} AND ${live})`
+      return `WITH RECURSIVE k(partition_key, n) AS (
+  SELECT ${next(p())}, 1
+  UNION ALL
+  SELECT ${next("k.partition_key")}, k.n + 1 FROM k WHERE k.partition_key IS NOT NULL AND k.n < ${p()}
+)
+SELECT partition_key FROM k WHERE partition_key IS NOT NULL`
+    }),
     sweep: plain((p) =>
       d.limitedDelete
         ? `DELETE FROM ${t.outbox} WHERE terminal_at IS NOT NULL AND terminal_at < ${p()}

@@ -8,7 +8,7 @@
 import * as DateTime from "effect/DateTime"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as ParseResult from "effect/ParseResult"
+import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import * as Fence from "../../domain/Fence.js"
 import { CorruptRecord } from "../../domain/OutboxError.js"
@@ -176,13 +176,13 @@ const quickHeaders = (text: string): OutboxRecord.Headers | undefined => {
 /** The schema path: decodes with {@link Row} and the status and headers schemas, naming any problem. */
 const decodeRowSlow = (input: unknown): Either.Either<DecodedRow, CorruptRecord> => {
   const row = decodeRowEither(input)
-  if (Either.isLeft(row)) return Either.left(corrupt(input, ParseResult.TreeFormatter.formatErrorSync(row.left)))
+  if (Either.isLeft(row)) return Either.left(corrupt(input, SchemaIssues.describe(row.left)))
   const r = row.right
   const status = decodeStatus(r.status)
   if (Either.isLeft(status)) return Either.left(corrupt(input, `unknown status ${JSON.stringify(r.status)}`))
   const headers = r.headers === "{}" ? Either.right(emptyHeaders) : decodeHeaders(r.headers)
   if (Either.isLeft(headers)) {
-    return Either.left(corrupt(input, `malformed headers: ${ParseResult.TreeFormatter.formatErrorSync(headers.left)}`))
+    return Either.left(corrupt(input, `malformed headers: ${SchemaIssues.describe(headers.left)}`))
   }
   return Either.right({ row: r, status: status.right, headers: headers.right })
 }

@@ -31,7 +31,7 @@ import * as Stream from "effect/Stream"
 import type { Readable } from "node:stream"
 import { NewOutboxRecord } from "../../domain/OutboxRecord.js"
 import * as Enqueue from "../Enqueue.js"
-import { count } from "./Format.js"
+import { counted } from "./Format.js"
 import { CliFailure, errorText } from "./Settings.js"
 import * as SqliteFile from "./SqliteFile.js"
 import { resolve, storeOptions, withStores } from "./StoreOptions.js"
@@ -196,26 +196,70 @@ interface Numbered {
 }
 
 /**
- * The lines of a byte stream (split at `\n`, a trailing `\r` removed), as raw bytes.
+ * The longest input line `enqueue` reads (bytes, without the newline): 8 MiB. A longer line is skipped
+ * up to its newline without being buffered and reported as `line N: longer than …`.
  *
  * @since 0.1.0
  */
-export const byteLines = <E>(chunks: Stream.Stream<Uint8Array, E>): Stream.Stream<Uint8Array, E> => {
-  let rest: Uint8Array = new Uint8Array(0)
+export const MaxLineBytes = 8 * 1024 * 1024
+
+/**
+ * The largest `--batch-size`.
+ *
+ * @since 0.1.0
+ */
+export const MaxBatchSize = 10_000
+
+/**
+ * One line of the input: its bytes, or how long it was when it exceeded the maximum.
+ *
+ * @since 0.1.0
+ */
+export type RawLine =
+  { readonly _tag: "Line"; readonly bytes: Uint8Array } | { readonly _tag: "TooLong"; readonly length: number }
+
+/**
+ * The lines of a byte stream (split at `\n`, a trailing `\r` removed). Linear in the input: each chunk is
+ * searched once, and the pieces of a line that spans chunks are joined once, when its newline arrives. A
+ * line over `maxBytes` is not kept: its bytes are counted and dropped up to its newline.
+ *
+ * @since 0.1.0
+ */
+export const byteLines = <E>(
+  chunks: Stream.Stream<Uint8Array, E>,
+  maxBytes: number = MaxLineBytes
+): Stream.Stream<RawLine, E> => {
+  let parts: Array<Uint8Array> = []
+  let pending = 0
   const trim = (line: Uint8Array): Uint8Array => (line[line.length - 1] === 13 ? line.subarray(0, -1) : line)
-  const split = (chunk: Uint8Array): Array<Uint8Array> => {
-    const out: Array<Uint8Array> = []
-    let data = rest.length === 0 ? chunk : Buffer.concat([rest, chunk])
+  const take = (tail: Uint8Array): RawLine => {
+    const length = pending + tail.length
+    const whole =
+      length > maxBytes + 1 ? undefined : parts.length === 0 ? tail : Buffer.concat([...parts, tail], length)
+    parts = []
+    pending = 0
+    if (whole === undefined) return { _tag: "TooLong", length }
+    const line = trim(whole)
+    return line.length > maxBytes ? { _tag: "TooLong", length } : { _tag: "Line", bytes: line }
+  }
+  const keep = (piece: Uint8Array): void => {
+    if (piece.length === 0) return
+    // over the maximum: count, keep nothing
+    if (pending + piece.length > maxBytes + 1) parts = []
+    else parts.push(new Uint8Array(piece))
+    pending += piece.length
+  }
+  const split = (chunk: Uint8Array): Array<RawLine> => {
+    const out: Array<RawLine> = []
     let start = 0
-    for (let index = data.indexOf(10); index !== -1; index = data.indexOf(10, start)) {
-      out.push(trim(data.subarray(start, index)))
+    for (let index = chunk.indexOf(10); index !== -1; index = chunk.indexOf(10, start)) {
+      out.push(take(chunk.subarray(start, index)))
       start = index + 1
     }
-    data = data.subarray(start)
-    rest = new Uint8Array(data)
+    keep(chunk.subarray(start))
     return out
   }
-  const flush = Stream.suspend(() => (rest.length > 0 ? Stream.make(trim(rest)) : Stream.empty))
+  const flush = Stream.suspend(() => (pending > 0 ? Stream.make(take(new Uint8Array(0))) : Stream.empty))
   return Stream.concat(Stream.mapConcat(chunks, split), flush)
 }
 
@@ -302,10 +346,20 @@ export const enqueueLines = (
 
     yield* byteLines(chunks).pipe(
       Stream.zipWithIndex,
-      Stream.mapEffect(([bytes, index]) =>
+      Stream.mapEffect(([raw, index]) =>
         Effect.gen(function* () {
           const line = index + 1
           summary.lines = line
+          if (raw._tag === "TooLong") {
+            summary.rejected += 1
+            yield* report(
+              line,
+              `longer than the maximum line length of ${MaxLineBytes.toLocaleString("en-US")} bytes ` +
+                `(${raw.length.toLocaleString("en-US")} bytes); not enqueued`
+            )
+            return Option.none<Numbered>()
+          }
+          const bytes = raw.bytes
           if (bytes.every((byte) => byte === 32 || byte === 9)) return Option.none<Numbered>()
           const parsed = parseBytes(bytes)
           if (Either.isLeft(parsed)) {
@@ -346,22 +400,39 @@ export const command = Command.make(
   },
   (flags) =>
     Effect.gen(function* () {
+      if (flags.batchSize < 1 || flags.batchSize > MaxBatchSize) {
+        return yield* new CliFailure({
+          message: `--batch-size must be from 1 to ${MaxBatchSize.toLocaleString("en-US")} (records per persist call)`,
+          exitCode: 2
+        })
+      }
+      if (flags.maxDepth < 0) {
+        return yield* new CliFailure({
+          message: "--max-depth must be at least 0 (pending records per partition; 0 disables the check)",
+          exitCode: 2
+        })
+      }
       const { store } = yield* resolve(flags)
-      const batchSize = Math.max(1, flags.batchSize)
+      const batchSize = flags.batchSize
       const started = yield* DateTime.now
       const summary = yield* withStores(
         store,
         enqueueLines(process.stdin, batchSize, (line, reason) => Console.error(`line ${line}: ${reason}`)).pipe(
-          Effect.provide(Enqueue.layerWith({ maxOutboxDepth: Math.max(0, flags.maxDepth) }))
+          Effect.provide(Enqueue.layerWith({ maxOutboxDepth: flags.maxDepth }))
         )
       )
       const elapsed = DateTime.distance(started, yield* DateTime.now)
       yield* Console.log(
-        `enqueued ${count(summary.enqueued)} records (${count(summary.duplicates)} duplicates skipped, ` +
-          `${count(summary.rejected)} lines rejected) from ${count(summary.lines)} lines in ${elapsed} ms`
+        `enqueued ${counted(summary.enqueued, "record", "records")} ` +
+          `(${counted(summary.duplicates, "duplicate", "duplicates")} skipped, ` +
+          `${counted(summary.rejected, "line", "lines")} rejected) from ${counted(summary.lines, "line", "lines")} ` +
+          `in ${elapsed} ms`
       )
       if (summary.rejected > 0) {
-        return yield* new CliFailure({ message: `${summary.rejected} lines were not enqueued`, exitCode: 1 })
+        return yield* new CliFailure({
+          message: `${counted(summary.rejected, "line was", "lines were")} not enqueued`,
+          exitCode: 1
+        })
       }
     })
 ).pipe(Command.withDescription("Enqueue JSON-lines records from stdin"))

@@ -1,6 +1,6 @@
 /**
  * The operations endpoint options of the CLI (`--http-port`, `--http-host`, `--http-allow-mutations`,
- * `--http-show-payloads`; config paths under `http.`, env `OUTBOX_HTTP_*`) and the layer that serves it
+ * `--http-show-payloads`, `--http-allowed-host`; config paths under `http.`, env `OUTBOX_HTTP_*`) and the layer that serves it
  * on Node's HTTP server. Loopback by default: another host must be given explicitly and logs a WARN.
  *
  * @since 0.1.0
@@ -18,6 +18,7 @@ import type { OutboxInspection } from "../../services/OutboxInspection.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
 import * as OpsServer from "../ops/OpsServer.js"
 import { CliFailure, type HttpSettings } from "./Settings.js"
+import { errorCode, innermostMessage } from "./SqliteFile.js"
 import { flagEntries } from "./StoreOptions.js"
 
 /**
@@ -39,6 +40,12 @@ export const httpOptions = {
   ),
   httpShowPayloads: Options.boolean("http-show-payloads").pipe(
     Options.withDescription("Show record payloads on the dashboard (env OUTBOX_HTTP_SHOW_PAYLOADS)")
+  ),
+  httpAllowedHost: Options.text("http-allowed-host").pipe(
+    Options.withDescription(
+      "Host name accepted in requests besides localhost and IP addresses, repeatable (env OUTBOX_HTTP_ALLOWED_HOSTS)"
+    ),
+    Options.repeated
   )
 }
 
@@ -52,6 +59,7 @@ export interface HttpFlags {
   readonly httpHost: Option.Option<string>
   readonly httpAllowMutations: boolean
   readonly httpShowPayloads: boolean
+  readonly httpAllowedHost: ReadonlyArray<string>
 }
 
 /**
@@ -64,7 +72,11 @@ export const httpFlagEntries = (flags: HttpFlags): Map<string, string> =>
     ["http.port", flags.httpPort],
     ["http.host", flags.httpHost],
     ["http.allowMutations", flags.httpAllowMutations ? Option.some("true") : Option.none()],
-    ["http.showPayloads", flags.httpShowPayloads ? Option.some("true") : Option.none()]
+    ["http.showPayloads", flags.httpShowPayloads ? Option.some("true") : Option.none()],
+    [
+      "http.allowedHosts",
+      flags.httpAllowedHost.length === 0 ? Option.none() : Option.some(flags.httpAllowedHost.join("\n"))
+    ]
   ])
 
 const loopback = (host: string): boolean =>
@@ -89,7 +101,7 @@ export const serveScoped = <R>(
           Layer.mapError(
             (error) =>
               new CliFailure({
-                message: `cannot serve the operations endpoint on ${settings.host}:${port}: ${error.message}`,
+                message: `cannot serve the operations endpoint on ${settings.host}:${port}: ${bindFailure(error)}`,
                 exitCode: 2
               })
           )
@@ -118,6 +130,15 @@ export const serve = <R>(
   app: Layer.Layer<never, never, HttpServer.HttpServer | R>
 ): Layer.Layer<never, CliFailure, R> => Layer.scopedDiscard(serveScoped(settings, app))
 
+/** Why the server could not listen: the system error code and the innermost message (never empty). */
+const bindFailure = (error: unknown): string => {
+  const code = errorCode(error)
+  const message = innermostMessage(error).trim()
+  const parts = [code, message].filter((part): part is string => part !== undefined && part.length > 0)
+  const unique = parts.length === 2 && parts[1]?.includes(parts[0] ?? "") === true ? [parts[1]] : parts
+  return unique.length > 0 ? unique.join(": ") : "the address cannot be listened on"
+}
+
 const hostText = (host: string): string => (host.includes(":") && !host.startsWith("[") ? `[${host}]` : host)
 
 /**
@@ -133,5 +154,8 @@ export const opsApp = (
   OpsServer.layerWithDashboard({
     ...options,
     allowMutations: settings.allowMutations,
-    showPayloads: settings.showPayloads
+    showPayloads: settings.showPayloads,
+    allowedHosts: [...settings.allowedHosts, ...(wildcard(settings.host) ? [] : [settings.host])]
   })
+
+const wildcard = (host: string): boolean => host === "0.0.0.0" || host === "::" || host === "[::]"

@@ -21,6 +21,7 @@ import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
+import * as net from "node:net"
 import * as os from "node:os"
 
 /**
@@ -105,6 +106,82 @@ const positiveDuration = (name: string, fallback: Duration.DurationInput): Confi
     Config.withDefault(Duration.decode(fallback))
   )
 
+/**
+ * The shortest `relay.leaseTtl` accepted: the lease is renewed every third of it, and a store round trip
+ * must fit in that third.
+ *
+ * @since 0.1.0
+ */
+export const MinimumLeaseTtl: Duration.Duration = Duration.seconds(1)
+
+const leaseTtlConfig: Config.Config<Duration.Duration> = Config.duration("leaseTtl").pipe(
+  Config.validate({
+    message: `Expected a duration of at least ${Duration.format(MinimumLeaseTtl)} (renewed every third of it)`,
+    validation: (d) => Duration.greaterThanOrEqualTo(d, MinimumLeaseTtl)
+  }),
+  Config.withDefault(Duration.seconds(30))
+)
+
+/**
+ * Why a PostgreSQL URL cannot be used, or undefined when it can (`postgres://` or `postgresql://`, parsable,
+ * naming a host or a `host=` socket parameter). The URL itself is never part of the reason.
+ *
+ * @since 0.1.0
+ */
+export const postgresUrlProblem = (url: string): string | undefined => {
+  const scheme = /^([A-Za-z][A-Za-z0-9+.-]*):\/\//.exec(url.trim())?.[1]?.toLowerCase()
+  if (scheme === undefined) return "Expected a URL such as postgres://user:password@host:5432/database"
+  if (scheme === "mysql" || scheme === "mariadb") {
+    return `Expected a postgres:// or postgresql:// URL, not ${scheme}:// (for MySQL or MariaDB use --backend mysql --mysql-url)`
+  }
+  if (scheme !== "postgres" && scheme !== "postgresql") {
+    return `Expected a postgres:// or postgresql:// URL, not ${scheme}://`
+  }
+  let parsed: URL
+  try {
+    parsed = new URL(url.trim())
+  } catch {
+    return "Expected a URL such as postgres://user:password@host:5432/database (this one does not parse; percent-encode special characters of the password)"
+  }
+  if (parsed.hash.length > 0 || url.includes("#")) {
+    return "Expected a URL without # (percent-encode # in the password as %23)"
+  }
+  try {
+    decodeURIComponent(parsed.username)
+    decodeURIComponent(parsed.password)
+  } catch {
+    return "Expected a URL whose user and password are percent-encoded (% as %25)"
+  }
+  if (parsed.hostname.length === 0 && !parsed.searchParams.has("host")) {
+    return "Expected a URL naming a host, such as postgres://user:password@host:5432/database"
+  }
+  return undefined
+}
+
+const postgresUrlConfig: Config.Config<Option.Option<Redacted.Redacted>> = Config.option(
+  Config.redacted("url").pipe(
+    Config.mapOrFail((url) => {
+      const problem = postgresUrlProblem(Redacted.value(url))
+      return problem === undefined ? Either.right(url) : Either.left(ConfigError.InvalidData(["url"], problem))
+    }),
+    Config.nested("postgres")
+  )
+)
+
+/**
+ * Whether `host` can be listened on: an IP address (IPv6 optionally in brackets) or a DNS host name.
+ *
+ * @since 0.1.0
+ */
+export const isListenHost = (host: string): boolean => {
+  const bare = host.startsWith("[") && host.endsWith("]") ? host.slice(1, -1) : host
+  if (net.isIP(bare) !== 0) return true
+  if (/^[\d.]+$/.test(host)) return false
+  return /^(?=.{1,253}$)[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?(?:\.[A-Za-z0-9](?:[A-Za-z0-9-]{0,61}[A-Za-z0-9])?)*$/.test(
+    host
+  )
+}
+
 const trimmed: Config.Config<string> = Config.nonEmptyString().pipe(Config.mapAttempt((s) => s.trim()))
 
 const nonEmpty = (name: string): Config.Config<string> => Config.nested(trimmed, name)
@@ -147,7 +224,7 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
   ),
   dynamodbEnsureTables: Config.boolean("ensureTables").pipe(Config.nested("dynamodb"), Config.withDefault(true)),
   dynamodbLocalClaimIndex: Config.boolean("localClaimIndex").pipe(Config.nested("dynamodb"), Config.withDefault(false)),
-  postgresUrl: Config.option(Config.redacted("url").pipe(Config.nested("postgres"))),
+  postgresUrl: postgresUrlConfig,
   postgresSchema: nonEmpty("schema").pipe(Config.nested("postgres"), Config.withDefault("public")),
   mysqlUrl: Config.option(Config.redacted("url").pipe(Config.nested("mysql"))),
   mysqlDatabase: Config.option(nonEmpty("database").pipe(Config.nested("mysql")))
@@ -160,12 +237,15 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
  */
 export interface WebhookSettings {
   readonly _tag: "webhook"
-  readonly url: string
+  /** The fixed URL; none when records' addresses are used (then `allowedOrigins` is required). */
+  readonly url: Option.Option<string>
   readonly timeout: Duration.Duration
   /** Request headers, from `sink.headers` lines `Name: value` (flag `--header`, repeatable). */
   readonly headers: Readonly<Record<string, string>>
   readonly signingSecret: Option.Option<Redacted.Redacted<string>>
   readonly maxRetryAfter: Duration.Duration
+  /** Origins a record's address may name (`sink.allowedOrigins`, flag `--allow-origin`). */
+  readonly allowedOrigins: Option.Option<ReadonlyArray<string>>
 }
 
 /**
@@ -179,6 +259,8 @@ export interface NatsSettings {
   /** The subject for records without an address (`sink.subject`). */
   readonly subject: Option.Option<string>
   readonly timeout: Duration.Duration
+  /** Subject prefixes a record's address may use (`sink.allowedSubjectPrefixes`, `--allow-subject-prefix`). */
+  readonly allowedSubjectPrefixes: Option.Option<ReadonlyArray<string>>
 }
 
 /**
@@ -194,6 +276,8 @@ export interface RabbitMqSettings {
   /** The routing key for records without an address (`sink.routingKey`). */
   readonly routingKey: Option.Option<string>
   readonly timeout: Duration.Duration
+  /** Exchanges a record's address may name (`sink.allowedExchanges`, flag `--allow-exchange`). */
+  readonly allowedExchanges: Option.Option<ReadonlyArray<string>>
 }
 
 /**
@@ -213,6 +297,11 @@ export interface RelaySettings {
   readonly maxPartitions: number
   readonly leaseTtl: Duration.Duration
   readonly discoveryInterval: Duration.Duration
+  /**
+   * Longest idle pause of a drainer (unset: 1 second on DynamoDB, which has no wake-up from other
+   * processes, else the drainer's 30 seconds; SPEC §13).
+   */
+  readonly idleBackoffMax: Option.Option<Duration.Duration>
   readonly batchSize: number
   readonly concurrency: number
   readonly sink: SinkSettings
@@ -268,6 +357,17 @@ const headersConfig: Config.Config<Readonly<Record<string, string>>> = Config.st
   Config.mapOrFail(parseHeaderLines)
 )
 
+/** A list setting: one string with items separated by newlines or commas (flags, env), or an array (file). */
+const listConfig = (name: string): Config.Config<Option.Option<ReadonlyArray<string>>> =>
+  Config.option(
+    Config.string(name).pipe(
+      Config.map((text): ReadonlyArray<string> => text.split(/[\n,]/)),
+      Config.orElse(() => Config.array(Config.string(), name)),
+      Config.map((items) => items.map((item) => item.trim()).filter((item) => item.length > 0)),
+      Config.nested("sink")
+    )
+  )
+
 const sinkConfig: Config.Config<SinkSettings> = Config.all({
   type: Config.literal(
     "webhook",
@@ -282,45 +382,72 @@ const sinkConfig: Config.Config<SinkSettings> = Config.all({
   maxRetryAfter: positiveDuration("maxRetryAfter", "60 seconds").pipe(Config.nested("sink")),
   subject: Config.option(nonEmpty("subject").pipe(Config.nested("sink"))),
   exchange: Config.string("exchange").pipe(Config.nested("sink"), Config.withDefault("")),
-  routingKey: Config.option(nonEmpty("routingKey").pipe(Config.nested("sink")))
+  routingKey: Config.option(nonEmpty("routingKey").pipe(Config.nested("sink"))),
+  allowedOrigins: listConfig("allowedOrigins"),
+  allowedSubjectPrefixes: listConfig("allowedSubjectPrefixes"),
+  allowedExchanges: listConfig("allowedExchanges")
 }).pipe(
-  Config.mapOrFail(({ exchange, routingKey, subject, type, url, ...webhook }) => {
-    if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
-    return Option.match(url, {
-      onNone: () =>
-        Either.left(
-          ConfigError.MissingData(
-            ["sink", "url"],
-            type === "webhook" ? "a webhook sink needs a URL (--webhook-url, sink.url)" : `a ${type} sink needs a URL`
-          )
-        ),
-      onSome: (value) =>
-        Either.map(checkUrl(type, value), (checked): SinkSettings => {
-          switch (type) {
-            case "webhook":
-              return { _tag: "webhook", url: checked, ...webhook }
-            case "nats":
-              return { _tag: "nats", url: checked, subject, timeout: webhook.timeout }
-            case "rabbitmq":
-              return { _tag: "rabbitmq", url: checked, exchange, routingKey, timeout: webhook.timeout }
-          }
-        })
-    })
-  })
+  Config.mapOrFail(
+    ({ allowedExchanges, allowedSubjectPrefixes, exchange, routingKey, subject, type, url, ...webhook }) => {
+      if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
+      if (type === "webhook" && Option.isNone(url) && Option.isSome(webhook.allowedOrigins)) {
+        return Either.right<SinkSettings>({ _tag: "webhook", ...webhook, url: Option.none() })
+      }
+      return Option.match(url, {
+        onNone: () =>
+          Either.left(
+            ConfigError.MissingData(
+              ["sink", "url"],
+              type === "webhook"
+                ? "a relay needs a sink: relay webhook <url> (or --webhook-url, --allow-origin), relay nats <url>, " +
+                    "relay rabbitmq <url> or relay stdout (config sink.type, sink.url)"
+                : `a ${type} sink needs a URL: relay ${type} <url>`
+            )
+          ),
+        onSome: (value) =>
+          Either.map(checkUrl(type, value), (checked): SinkSettings => {
+            switch (type) {
+              case "webhook":
+                return { _tag: "webhook", ...webhook, url: Option.some(checked) }
+              case "nats":
+                return { _tag: "nats", url: checked, subject, timeout: webhook.timeout, allowedSubjectPrefixes }
+              case "rabbitmq":
+                return {
+                  _tag: "rabbitmq",
+                  url: checked,
+                  exchange,
+                  routingKey,
+                  timeout: webhook.timeout,
+                  allowedExchanges
+                }
+            }
+          })
+      })
+    }
+  )
 )
 
 /**
  * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`;
- * webhook `sink.headers`, `sink.signingSecret`, `sink.maxRetryAfter`; NATS `sink.subject`; RabbitMQ
- * `sink.exchange`, `sink.routingKey`).
+ * webhook `sink.headers`, `sink.signingSecret`, `sink.maxRetryAfter`, `sink.allowedOrigins`; NATS
+ * `sink.subject`, `sink.allowedSubjectPrefixes`; RabbitMQ `sink.exchange`, `sink.routingKey`,
+ * `sink.allowedExchanges`).
  *
  * @since 0.1.0
  */
 export const relayConfig: Config.Config<RelaySettings> = Config.all({
   owner: nonEmpty("owner").pipe(Config.nested("relay"), Config.withDefault(`relay-${os.hostname()}-${process.pid}`)),
   maxPartitions: positiveInt("maxPartitions", 64).pipe(Config.nested("relay")),
-  leaseTtl: positiveDuration("leaseTtl", "30 seconds").pipe(Config.nested("relay")),
+  leaseTtl: leaseTtlConfig.pipe(Config.nested("relay")),
   discoveryInterval: positiveDuration("discoveryInterval", "5 seconds").pipe(Config.nested("relay")),
+  idleBackoffMax: Config.option(
+    Config.duration("idleBackoffMax").pipe(
+      Config.validate({
+        message: "Expected a positive duration such as 30 seconds, 500 millis or 2 minutes",
+        validation: (d) => Duration.toMillis(d) > 0
+      })
+    )
+  ).pipe(Config.nested("relay")),
   batchSize: positiveInt("batchSize", 100).pipe(Config.nested("relay")),
   concurrency: positiveInt("concurrency", 10).pipe(Config.nested("relay")),
   sink: sinkConfig
@@ -365,10 +492,13 @@ export interface HttpSettings {
   readonly host: string
   readonly allowMutations: boolean
   readonly showPayloads: boolean
+  /** Host names accepted in the `Host` header besides `localhost`, IP addresses and `host` (`http.allowedHosts`). */
+  readonly allowedHosts: ReadonlyArray<string>
 }
 
 /**
- * The settings as a `Config` (paths `http.port`, `http.host`, `http.allowMutations`, `http.showPayloads`).
+ * The settings as a `Config` (paths `http.port`, `http.host`, `http.allowMutations`, `http.showPayloads`,
+ * `http.allowedHosts`).
  *
  * @since 0.1.0
  */
@@ -379,9 +509,23 @@ export const httpConfig: Config.Config<HttpSettings> = Config.all({
       Config.nested("http")
     )
   ),
-  host: Config.nonEmptyString("host").pipe(Config.nested("http"), Config.withDefault("127.0.0.1")),
+  host: Config.nonEmptyString("host").pipe(
+    Config.validate({
+      message: "Expected an IP address (127.0.0.1, ::1, 0.0.0.0) or a host name",
+      validation: isListenHost
+    }),
+    Config.nested("http"),
+    Config.withDefault("127.0.0.1")
+  ),
   allowMutations: Config.boolean("allowMutations").pipe(Config.nested("http"), Config.withDefault(false)),
-  showPayloads: Config.boolean("showPayloads").pipe(Config.nested("http"), Config.withDefault(false))
+  showPayloads: Config.boolean("showPayloads").pipe(Config.nested("http"), Config.withDefault(false)),
+  allowedHosts: Config.string("allowedHosts").pipe(
+    Config.map((text): ReadonlyArray<string> => text.split(/[\n,]/)),
+    Config.orElse(() => Config.array(Config.string(), "allowedHosts")),
+    Config.map((items) => items.map((item) => item.trim()).filter((item) => item.length > 0)),
+    Config.nested("http"),
+    Config.withDefault<ReadonlyArray<string>>([])
+  )
 })
 
 /**
@@ -532,7 +676,10 @@ export const load = <A>(config: Config.Config<A>, from: ConfigProvider.ConfigPro
   Effect.withConfigProvider(config, from).pipe(
     Effect.mapError((error) => {
       const lines = Array.from(new Set(describeConfigError(error)))
-      return new CliFailure({ message: `invalid configuration:\n  ${lines.join("\n  ")}`, exitCode: 2 })
+      // one problem, one line
+      const message =
+        lines.length === 1 ? `invalid configuration: ${lines[0]}` : `invalid configuration:\n  ${lines.join("\n  ")}`
+      return new CliFailure({ message, exitCode: 2 })
     })
   )
 

@@ -13,6 +13,7 @@ import { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import { LeaseStore } from "../../services/LeaseStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
 import { Sink } from "../../services/Sink.js"
+import { WakeHub } from "../../services/WakeHub.js"
 import { WakeSignal } from "../../services/WakeSignal.js"
 import * as Cycle from "./Cycle.js"
 import * as Instance from "./Instance.js"
@@ -30,6 +31,8 @@ export interface Drainer {
   readonly drainOnce: (limit?: number) => Effect.Effect<Cycle.CycleResult, Cycle.CycleError>
   /** The loop: cycles forever, adapting the batch size and backing off while idle. */
   readonly run: Effect.Effect<never, Loop.DrainError>
+  /** The loop in a turn: returns between two cycles once `endTurn` says so (see `Loop.runTurn`). */
+  readonly runTurn: (endTurn: Loop.TurnEnd) => Effect.Effect<void, Loop.DrainError>
   /** The current adaptive batch size. */
   readonly batchSize: Effect.Effect<number>
 }
@@ -70,6 +73,7 @@ export const build = (
     const sink = yield* Sink
     const dlq = yield* Effect.serviceOption(DeadLetterStore)
     const wake = yield* Effect.serviceOption(WakeSignal)
+    const hub = yield* WakeHub
     const found = problems(config, Option.isSome(dlq))
     if (found.length > 0) return yield* new InvalidConfiguration({ component: "Drainer", problems: found })
     const instance = Instance.make(config, {
@@ -77,12 +81,14 @@ export const build = (
       leases,
       sink,
       dlq: Option.getOrUndefined(dlq),
-      wake: Option.getOrUndefined(wake)
+      wake: Option.getOrUndefined(wake),
+      hub
     })
     return {
       settings: config,
       drainOnce: (limit?: number) => Cycle.drainOnce(instance, limit),
       run: Loop.run(instance),
+      runTurn: (endTurn: Loop.TurnEnd) => Loop.runTurn(instance, endTurn),
       batchSize: Effect.sync(() => instance.currentBatchSize)
     }
   })

@@ -15,7 +15,7 @@ import { type DeadLetterCategory, DeadLetterEntry } from "../../domain/DeadLette
 import type { InvalidRecord, StoreUnavailable } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import type { Slot } from "./BatchState.js"
-import type { Instance } from "./Instance.js"
+import { type Instance, routeMetrics } from "./Instance.js"
 import type { Disposal } from "./Settings.js"
 
 /**
@@ -93,7 +93,7 @@ export const dispose = (
     const entry = entryFor(record, failure, yield* DateTime.now)
     instance.storeCalls += 1
     yield* dlq.write(entry).pipe(Effect.catchTag("DuplicateRecord", () => Effect.void))
-    yield* Metric.increment(instance.metrics.dlq[failure.category])
+    yield* Metric.increment(routeMetrics(instance, record).dlq[failure.category])
     yield* logDisposal(record, failure, "dlq")
     return "dlq" as const
   })

@@ -15,12 +15,14 @@ import type { LeaseStore } from "../../services/LeaseStore.js"
 import * as OutboxMetrics from "../../services/OutboxMetrics.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
 import { SendError, type Sink } from "../../services/Sink.js"
+import type { WakeHubService } from "../../services/WakeHub.js"
 import type { WakeSignalService } from "../../services/WakeSignal.js"
 import type { DrainerSettings } from "./Settings.js"
 import * as SinkHealth from "./SinkHealth.js"
 
 /**
- * The metrics of one partition (and route), tagged once.
+ * The metrics of one partition (and the drainer's route), tagged once; deliveries, send failures and dead
+ * letters follow each record's route ({@link routeMetrics}).
  *
  * @since 0.1.0
  */
@@ -34,24 +36,59 @@ export const metricsFor = (partitionKey: string, routeId: string | undefined) =>
     depthFailures: tag(OutboxMetrics.OutboxDepthFailures),
     completions: tag(OutboxMetrics.OutboxCompletions),
     replayCount: tag(OutboxMetrics.OutboxReplayCount),
-    failures: tag(OutboxMetrics.OutboxRecordFailures),
     duplicateRisk: tag(OutboxMetrics.OutboxDuplicateRisk),
     deferred: tag(OutboxMetrics.OutboxDeferred),
     stalled: tag(OutboxMetrics.OutboxDrainStalled),
     noLease: tag(OutboxMetrics.DrainSkippedNoLease),
     expired: tag(OutboxMetrics.MessagesExpired),
     latency: tag(OutboxMetrics.OutboxDrainLatency),
-    dlq: {
-      poison: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "poison"),
-      permanent: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "permanent"),
-      expired: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "expired")
-    },
     dropped: {
       poison: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "poison"),
       permanent: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "permanent"),
       expired: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "expired")
     }
   }
+}
+
+/**
+ * The metrics of one partition that follow a record's route: deliveries, send failures and dead letters.
+ *
+ * @since 0.1.0
+ */
+export const routeMetricsFor = (partitionKey: string, routeId: string | undefined) => {
+  const tag = <Type, In, Out>(metric: Metric.Metric<Type, In, Out>) =>
+    OutboxMetrics.tagged(metric, partitionKey, routeId)
+  return {
+    delivered: tag(OutboxMetrics.OutboxDelivered),
+    failures: tag(OutboxMetrics.OutboxRecordFailures),
+    dlq: {
+      poison: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "poison"),
+      permanent: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "permanent"),
+      expired: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "expired")
+    }
+  }
+}
+
+/**
+ * The route-following metrics of a drainer.
+ *
+ * @since 0.1.0
+ */
+export type RouteMetrics = ReturnType<typeof routeMetricsFor>
+
+/**
+ * The route-following metrics of a record: tagged with the drainer's route when it has one, else with the
+ * record's own `routeId` (built once per route and kept).
+ *
+ * @since 0.1.0
+ */
+export const routeMetrics = (instance: Instance, record: OutboxRecord): RouteMetrics => {
+  const routeId = instance.config.routeId ?? record.routeId
+  const known = instance.routes.get(routeId)
+  if (known !== undefined) return known
+  const made = routeMetricsFor(instance.config.partitionKey, routeId === "" ? undefined : routeId)
+  instance.routes.set(routeId, made)
+  return made
 }
 
 /**
@@ -85,6 +122,8 @@ export interface Services {
   readonly sink: Sink["Type"]
   readonly dlq: DeadLetterStoreService | undefined
   readonly wake: WakeSignalService | undefined
+  /** The in-process wake-up: persists of this process end an idle pause at once. */
+  readonly hub: WakeHubService
 }
 
 /**
@@ -95,6 +134,8 @@ export interface Services {
 export interface Instance extends Services {
   readonly config: DrainerSettings
   readonly metrics: DrainerMetrics
+  /** The route-following metrics per route (`""`: no route), built on first use. */
+  readonly routes: Map<string, RouteMetrics>
   /** The error of a send that outlived `sendTimeout` (a transient failure). */
   readonly timeoutError: SendError
   readonly gaugeIntervalMillis: number
@@ -125,6 +166,7 @@ export const make = (config: DrainerSettings, services: Services): Instance => (
   ...services,
   config,
   metrics: metricsFor(config.partitionKey, config.routeId),
+  routes: new Map(),
   timeoutError: new SendError({
     retryable: true,
     code: "timeout",

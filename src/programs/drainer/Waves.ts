@@ -19,7 +19,7 @@ import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import type { SendError } from "../../services/Sink.js"
 import { type BatchRuntime, type BatchState, delivered, type Outcome, type Slot } from "./BatchState.js"
 import * as Disposal from "./Disposal.js"
-import { type Instance, updateAll } from "./Instance.js"
+import { type Instance, routeMetrics, type RouteMetrics, updateAll } from "./Instance.js"
 import * as Lease from "./Lease.js"
 import * as Sender from "./Sender.js"
 import { isExpired, isPoison } from "./Settings.js"
@@ -123,10 +123,29 @@ const handleFailures = (
         details: { error: error.message }
       })
     }
-    yield* Metric.incrementBy(instance.metrics.failures, failed.length)
+    yield* countByRoute(
+      instance,
+      failed.map(([slot]) => slot.record),
+      (metrics) => metrics.failures
+    )
     if (transient !== undefined) {
       yield* SinkHealth.failed(instance.sinkHealth, nowMillis, transients, `${transient.code}: ${transient.message}`)
     }
+  })
+
+/** Increments a route-following counter once per route of the records. */
+const countByRoute = (
+  instance: Instance,
+  records: ReadonlyArray<OutboxRecord>,
+  counter: (metrics: RouteMetrics) => Metric.Metric.Counter<number>
+): Effect.Effect<void> =>
+  Effect.suspend(() => {
+    const counts = new Map<RouteMetrics, number>()
+    for (const record of records) {
+      const metrics = routeMetrics(instance, record)
+      counts.set(metrics, (counts.get(metrics) ?? 0) + 1)
+    }
+    return Effect.forEach(counts, ([metrics, n]) => Metric.incrementBy(counter(metrics), n), { discard: true })
   })
 
 /** The lease check after the sends: held → the sent records are to be completed; else they stay claimed. */
@@ -308,7 +327,14 @@ export const runWave = (
       } else if (sent.length > 0 && instance.sinkHealth.failures > 0) {
         yield* SinkHealth.succeeded(instance.sinkHealth, batch.clock.unsafeCurrentTimeMillis())
       }
-      if (sent.length > 0) yield* afterSends(instance, sent, token, state)
+      if (sent.length > 0) {
+        yield* countByRoute(
+          instance,
+          sent.map((slot) => slot.record),
+          (metrics) => metrics.delivered
+        )
+        yield* afterSends(instance, sent, token, state)
+      }
     }
     yield* completeWave(instance, slots, token, state, batch)
     const { stillRunning, toRelease } = settle(instance, slots, state)

@@ -1,11 +1,16 @@
 /**
  * The dashboard routes of the operations endpoint (SPEC §10): `GET /` (the page), `GET /api/partitions`
- * (an `OutboxInspection` snapshot), `GET /api/dead-letters` (filters of `dlq list`, keyset paging on
- * `(failedAt, id)`), and the mutations `POST /api/dead-letters/redrive` and `POST /api/dead-letters/purge`.
+ * (an `OutboxInspection` snapshot), `GET /api/history` (the ring of snapshots the charts are drawn from,
+ * see `History`), `GET /api/dead-letters` (filters of `dlq list`, keyset paging on `(failedAt, id)`; each
+ * entry's last error is the sink's own text, cut at 500 characters), `GET /api/dead-letters/count` (how
+ * many match a filter, up to 10 000, shown before a bulk action is confirmed), and the mutations
+ * `POST /api/dead-letters/redrive` (by id), `POST /api/dead-letters/redrive-matching` (the oldest `expected`
+ * entries of a filter) and `POST /api/dead-letters/purge` (a filter, optionally at most `limit`).
  *
  * Mutations are refused with 403 unless `allowMutations` is set, and every POST must carry the page's
  * per-process CSRF token in `x-csrf-token`, a JSON body and, when the browser sends one, an `Origin` whose
- * host is the request's `Host`. Payloads are shown only with `showPayloads`; header values never.
+ * host is the request's `Host`. Bodies over `maxBodyBytes` are 413; a purge with an unknown key is 400 and
+ * deleting everything needs `{"all": true}`; a cursor whose time is out of range is 400. Payloads are shown only with `showPayloads`; header values never.
  *
  * @since 0.1.0
  */
@@ -17,6 +22,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import type * as Scope from "effect/Scope"
 import {
   DeadLetterCategory,
   type DeadLetterEntry,
@@ -26,6 +32,8 @@ import {
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import { OutboxInspection, type PartitionInspection } from "../../services/OutboxInspection.js"
 import * as DashboardPage from "./DashboardPage.js"
+import * as RequestGuard from "./RequestGuard.js"
+import * as History from "./History.js"
 
 /**
  * Options of the dashboard.
@@ -41,6 +49,10 @@ export interface DashboardOptions {
   readonly showPayloads?: boolean | undefined
   /** How often the page polls (default 1 s). */
   readonly refreshMillis?: number | undefined
+  /** Largest POST body accepted (default 1 MiB); a larger one is 413, counted as it arrives. */
+  readonly maxBodyBytes?: number | undefined
+  /** The ring of snapshots the charts are drawn from (default: a new one, sampled every 2 s). */
+  readonly history?: History.HistoryOptions | undefined
 }
 
 const noStore = { "cache-control": "no-store" }
@@ -78,8 +90,14 @@ const partitionJson = (p: PartitionInspection, nowMillis: number) => {
 
 const utf8 = new TextDecoder("utf-8", { fatal: false })
 
+/** Longest error text shown per entry (the sink's own words, cut with an ellipsis). */
+const maxErrorChars = 500
+
+const bounded = (text: string): string => (text.length <= maxErrorChars ? text : `${text.slice(0, maxErrorChars)}…`)
+
 const entryJson = (entry: DeadLetterEntry, showPayloads: boolean) => ({
   ...toJson(entry),
+  lastError: bounded(entry.lastError),
   headerNames: Object.keys(entry.headers).sort(),
   ...(showPayloads ? { payload: utf8.decode(entry.payload.subarray(0, 4096)) } : {})
 })
@@ -98,12 +116,33 @@ const ListQuery = Schema.Struct({
   limit: Schema.optional(Schema.NumberFromString.pipe(Schema.int(), Schema.between(1, 500)))
 })
 
+/** Most entries a bulk redrive or a count goes through. */
+const maxBulk = 10_000
+
+const CountQuery = FilterFields
+
+const RedriveMatchingBody = Schema.Struct({
+  ...FilterFields.fields,
+  /** How many the operator confirmed: at most this many, oldest first. */
+  expected: Schema.Number.pipe(Schema.int(), Schema.between(1, maxBulk))
+})
+
+/** The body of a purge: filters (with `limit`, at most that many, oldest first), or `all: true` alone. */
+const PurgeBody = Schema.Struct({
+  ...FilterFields.fields,
+  /** When given, at most this many (the count the operator confirmed), oldest first. */
+  limit: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, maxBulk))),
+  all: Schema.optional(Schema.Literal(true))
+})
+
 const RedriveBody = Schema.Struct({
   ids: Schema.Array(Schema.NonEmptyString).pipe(Schema.minItems(1), Schema.maxItems(500))
 })
 
-/** A keyset cursor: the `(failedAt, id)` of the last entry of the previous page. */
-const Cursor = Schema.parseJson(Schema.Tuple(Schema.Number, Schema.String))
+/** A keyset cursor: the `(failedAt, id)` of the last entry of the previous page (a time DateTime can hold). */
+const Cursor = Schema.parseJson(
+  Schema.Tuple(Schema.Number.pipe(Schema.int(), Schema.between(-8.64e15, 8.64e15)), Schema.String)
+)
 const encodeCursor = (entry: DeadLetterEntry): string =>
   Buffer.from(JSON.stringify([DateTime.toEpochMillis(entry.failedAt), entry.id])).toString("base64url")
 const decodeCursor = (cursor: string) =>
@@ -157,11 +196,15 @@ const invalid = (error: { readonly message: string }) => Effect.succeed(failure(
  */
 export const router = (
   options: DashboardOptions
-): Effect.Effect<HttpRouter.HttpRouter, never, OutboxInspection | DeadLetterStore> =>
+): Effect.Effect<HttpRouter.HttpRouter, never, OutboxInspection | DeadLetterStore | Scope.Scope> =>
   Effect.gen(function* () {
     const inspection = yield* OutboxInspection
     const deadLetters = yield* DeadLetterStore
+    const history = History.make(Option.some(inspection), options.history)
+    yield* history.sample
+    yield* history.run
     const showPayloads = options.showPayloads === true
+    const maxBodyBytes = options.maxBodyBytes ?? RequestGuard.DefaultMaxBodyBytes
     const page = DashboardPage.render({
       csrfToken: options.csrfToken,
       allowMutations: options.allowMutations === true,
@@ -188,7 +231,9 @@ export const router = (
       let after: readonly [number, string] | undefined
       if (query.right.cursor !== undefined) {
         const decoded = decodeCursor(query.right.cursor)
-        if (Either.isLeft(decoded)) return failure(400, "invalid cursor")
+        if (Either.isLeft(decoded)) {
+          return failure(400, "invalid cursor: expected a cursor from nextCursor (its time must be a valid date)")
+        }
         after = decoded.right
       }
       const since = after === undefined ? filter.since : DateTime.unsafeMake(after[0])
@@ -213,8 +258,8 @@ export const router = (
     const redrive = Effect.gen(function* () {
       const refused = yield* guard(options)
       if (Option.isSome(refused)) return refused.value
-      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(RedriveBody))
-      if (Either.isLeft(body)) return failure(400, 'expected {"ids": [entry ids]}')
+      const body = yield* RequestGuard.jsonBody(RedriveBody, maxBodyBytes)
+      if (Either.isLeft(body)) return RequestGuard.bodyFailure(body.left, maxBodyBytes, 'expected {"ids": [entry ids]}')
       const recordIds = yield* deadLetters.redrive(body.right.ids)
       yield* Effect.logWarning("dead-letter entries redriven from the dashboard").pipe(
         Effect.annotateLogs({ entries: body.right.ids.length })
@@ -232,12 +277,63 @@ export const router = (
     const purge = Effect.gen(function* () {
       const refused = yield* guard(options)
       if (Option.isSome(refused)) return refused.value
-      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(FilterFields))
-      if (Either.isLeft(body)) return failure(400, "invalid filter: route, category, since, before")
-      const deleted = yield* deadLetters.deleteWhere(toFilter(body.right))
+      const body = yield* RequestGuard.jsonBody(PurgeBody, maxBodyBytes)
+      if (Either.isLeft(body)) {
+        return RequestGuard.bodyFailure(
+          body.left,
+          maxBodyBytes,
+          'invalid purge: filters route, category, since, before, or {"all": true} alone; other keys are refused'
+        )
+      }
+      const { all, limit, ...filters } = body.right
+      const filtered = Object.keys(toFilter(filters)).length > 0
+      if (all === true && filtered) return failure(400, '{"all": true} deletes every entry: give it without filters')
+      if (all !== true && !filtered) {
+        return failure(400, 'deleting every dead-letter entry needs {"all": true} (the CLI needs --all)')
+      }
+      const deleted = yield* deadLetters.deleteWhere({
+        ...toFilter(filters),
+        ...(limit !== undefined ? { limit } : {})
+      })
       yield* Effect.logWarning("dead-letter entries purged from the dashboard").pipe(Effect.annotateLogs({ deleted }))
       return json({ deleted })
     }).pipe(Effect.catchTags({ InvalidArgument: invalid, StoreUnavailable: unavailable }))
+
+    const count = Effect.gen(function* () {
+      const query = yield* Effect.either(HttpServerRequest.schemaSearchParams(CountQuery))
+      if (Either.isLeft(query)) return failure(400, "invalid filter: route, category, since, before")
+      const found = yield* deadLetters.list({ ...toFilter(query.right), limit: maxBulk + 1 })
+      return json({ count: Math.min(found.length, maxBulk), capped: found.length > maxBulk })
+    }).pipe(Effect.catchTags({ InvalidArgument: invalid, StoreUnavailable: unavailable }))
+
+    const redriveMatching = Effect.gen(function* () {
+      const refused = yield* guard(options)
+      if (Option.isSome(refused)) return refused.value
+      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(RedriveMatchingBody))
+      if (Either.isLeft(body)) return failure(400, "invalid filter: route, category, since, before, expected")
+      // the oldest `expected` entries: ones dead-lettered after the operator's count are newer and stay
+      const entries = yield* deadLetters.list({ ...toFilter(body.right), limit: body.right.expected })
+      let redriven = 0
+      for (let start = 0; start < entries.length; start += 500) {
+        const ids = entries.slice(start, start + 500).map((e) => e.id)
+        redriven += (yield* deadLetters.redrive(ids)).length
+      }
+      yield* Effect.logWarning("dead-letter entries redriven from the dashboard by filter").pipe(
+        Effect.annotateLogs({ entries: redriven })
+      )
+      return json({ redriven })
+    }).pipe(
+      Effect.catchTags({
+        NotFound: (error) => Effect.succeed(failure(404, error.message)),
+        InvalidRecord: (error) => Effect.succeed(failure(400, error.message)),
+        InvalidArgument: invalid,
+        StoreUnavailable: unavailable
+      })
+    )
+
+    const historyJson = Effect.map(history.points, (points) =>
+      json({ intervalMillis: history.intervalMillis, windowMillis: history.windowMillis, points })
+    )
 
     return HttpRouter.empty.pipe(
       HttpRouter.get(
@@ -258,6 +354,9 @@ export const router = (
       HttpRouter.get("/api/partitions", partitions),
       HttpRouter.get("/api/dead-letters", list),
       HttpRouter.post("/api/dead-letters/redrive", redrive),
-      HttpRouter.post("/api/dead-letters/purge", purge)
+      HttpRouter.post("/api/dead-letters/purge", purge),
+      HttpRouter.get("/api/dead-letters/count", count),
+      HttpRouter.post("/api/dead-letters/redrive-matching", redriveMatching),
+      HttpRouter.get("/api/history", historyJson)
     )
   })

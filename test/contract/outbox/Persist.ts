@@ -7,6 +7,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as TestClock from "effect/TestClock"
 import { NewOutboxRecord } from "../../../src/domain/OutboxRecord.js"
+import * as Untyped from "../Untyped.js"
 import { type ContractCapabilities, type Harness, idsOf, millisOf, payloadOf, START, token } from "./Harness.js"
 
 /**
@@ -466,6 +467,124 @@ export const persistContract = (harness: Harness, capabilities: ContractCapabili
           expect(yield* pendingIds(store, pk)).toEqual([a])
           const stored = yield* findPending(store, pk, a ?? "")
           expect(stored?.envelopeId).toBe("a")
+        })
+      )
+    )
+
+    const surrogateCases: ReadonlyArray<readonly [field: string, make: (pk: string) => NewOutboxRecord]> = [
+      ["id", (pk) => record(pk, { env: "s-id", id: `${pk}.\uD800` })],
+      ["partitionKey", (pk) => record(`${pk}\uDC00`, { env: "s-pk", id: `${pk}.s-pk` })],
+      ["envelopeId", (pk) => record(pk, { env: "s-env\uD83D", id: `${pk}.s-env` })],
+      [
+        "bindingId",
+        (pk) =>
+          new NewOutboxRecord({ partitionKey: pk, envelopeId: "s-b", bindingId: "b\uDFFF", payload: payloadOf("x") })
+      ],
+      [
+        "routeId",
+        (pk) =>
+          new NewOutboxRecord({
+            partitionKey: pk,
+            envelopeId: "s-r",
+            bindingId: "b",
+            routeId: "r\uD800",
+            payload: payloadOf("x")
+          })
+      ],
+      [
+        "address",
+        (pk) =>
+          new NewOutboxRecord({
+            partitionKey: pk,
+            envelopeId: "s-a",
+            bindingId: "b",
+            address: "\uDC00x",
+            payload: payloadOf("x")
+          })
+      ],
+      ["orderingKey", (pk) => record(pk, { env: "s-ok", key: "k\uD800" })],
+      [
+        "a header name",
+        (pk) =>
+          new NewOutboxRecord({
+            partitionKey: pk,
+            envelopeId: "s-hn",
+            bindingId: "b",
+            headers: { "x-\uD800": "v" },
+            payload: payloadOf("x")
+          })
+      ],
+      [
+        "header x-trace",
+        (pk) =>
+          new NewOutboxRecord({
+            partitionKey: pk,
+            envelopeId: "s-hv",
+            bindingId: "b",
+            headers: { "x-trace": "t\uDBFF" },
+            payload: payloadOf("x")
+          })
+      ]
+    ]
+
+    for (const [field, makeBad] of surrogateCases) {
+      it.effect(
+        `R-PERSIST-5 a lone surrogate in ${field} fails with InvalidRecord naming the field (every backend alike); nothing is stored`,
+        () =>
+          withStore((store) =>
+            Effect.gen(function* () {
+              const pk = freshPartition("surrogate")
+              const good = record(pk, { env: "good" })
+              const error = yield* Effect.flip(store.persist([good, makeBad(pk)]))
+              expect(error._tag).toBe("InvalidRecord")
+              if (error._tag === "InvalidRecord") {
+                expect(error.index).toBe(1)
+                expect(error.reason).toContain(`${field} holds a lone surrogate`)
+                expect(error.message).not.toMatch(/\p{Cs}/u)
+              }
+              expect(yield* store.countPending(pk)).toBe(0)
+            })
+          )
+      )
+    }
+
+    it.effect("R-PERSIST-5 two ids differing only in a lone surrogate never collide: both are InvalidRecord", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const pk = freshPartition("collide")
+          const first = yield* Effect.flip(store.persist([record(pk, { env: "one", id: `${pk}.\uD800` })]))
+          const second = yield* Effect.flip(store.persist([record(pk, { env: "two", id: `${pk}.\uD801` })]))
+          expect([first._tag, second._tag]).toEqual(["InvalidRecord", "InvalidRecord"])
+          expect(yield* store.countPending(pk)).toBe(0)
+        })
+      )
+    )
+
+    it.effect("R-PERSIST-5 InvalidRecord names the field, never the rejected value (e.g. a secret header)", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const pk = freshPartition("novalue")
+          const secret = "Bearer S3CRET-token"
+          const bad: ReadonlyArray<readonly [string, Record<string, unknown>]> = [
+            ["payload", { payload: secret }],
+            ["headers", { headers: [secret] }],
+            ["headers.authorization", { headers: { authorization: [secret] } }],
+            ["orderingKey", { orderingKey: { value: secret } }],
+            ["createdAt", { createdAt: secret }],
+            ["routeId", { routeId: 7 }]
+          ]
+          for (const [field, fields] of bad) {
+            const input = { partitionKey: pk, envelopeId: "e", bindingId: "b", payload: payloadOf("x"), ...fields }
+            const error = yield* Effect.flip(store.persist(Untyped.untyped<ReadonlyArray<NewOutboxRecord>>([input])))
+            expect(error._tag, field).toBe("InvalidRecord")
+            if (error._tag === "InvalidRecord") {
+              expect(error.reason, field).toContain(field)
+              expect(error.message, field).not.toContain("S3CRET")
+              expect(error.message, field).not.toContain("actual")
+              expect(JSON.stringify(error), field).not.toContain("S3CRET")
+            }
+          }
+          expect(yield* store.countPending(pk)).toBe(0)
         })
       )
     )
