@@ -78,8 +78,13 @@ const mysqlPromise: { readonly createConnection: (config: object) => Promise<Raw
  */
 const statementCounter = { on: false, count: 0 }
 {
-  const base: unknown = requireModule("mysql2/lib/base/connection.js")
-  const prototype: unknown = typeof base === "function" ? Reflect.get(base, "prototype") : undefined
+  // the prototype that defines query/execute (the base class every mysql2 connection extends)
+  const main: unknown = requireModule("mysql2")
+  const connection: unknown = typeof main === "object" && main !== null ? Reflect.get(main, "Connection") : undefined
+  let prototype: unknown = typeof connection === "function" ? Reflect.get(connection, "prototype") : undefined
+  while (typeof prototype === "object" && prototype !== null && !Object.hasOwn(prototype, "execute")) {
+    prototype = Reflect.getPrototypeOf(prototype)
+  }
   for (const method of ["query", "execute"]) {
     const original: unknown =
       typeof prototype === "object" && prototype !== null ? Reflect.get(prototype, method) : undefined

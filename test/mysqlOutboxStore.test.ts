@@ -99,10 +99,11 @@ describe("MysqlOutboxStore", () => {
             yield* explain(st.selectClaimable, ["hot", 1, ...stale, 1, ...stale, 100]),
             yield* explain(st.queryPending, ["hot", 100]),
             yield* explain(st.countPending, ["hot"]),
-            yield* explain(st.countClaimed, ["hot"]),
-            yield* explain(st.listPartitions, ["", 100])
+            yield* explain(st.countClaimed, ["hot"])
           ]
-          for (const rows of plans) {
+          for (const plan of plans) {
+            // the rows reading the outbox (aliases o and b)
+            const rows = plan.filter((row) => row.table === "o" || row.table === "b")
             expect(rows.length).toBeGreaterThan(0)
             for (const row of rows) {
               // ALL is a full table scan, index a full index scan

@@ -5,9 +5,14 @@
  * which facts a backend declares unsupported.
  */
 import * as PostgresDeadLetterStore from "../src/layers/postgres/PostgresDeadLetterStore.js"
+import * as MysqlDeadLetterStore from "../src/layers/mysql/MysqlDeadLetterStore.js"
+import * as MysqlInspection from "../src/layers/mysql/MysqlInspection.js"
+import * as MysqlLeaseStore from "../src/layers/mysql/MysqlLeaseStore.js"
+import * as MysqlOutboxStore from "../src/layers/mysql/MysqlOutboxStore.js"
 import * as PostgresInspection from "../src/layers/postgres/PostgresInspection.js"
 import * as PostgresLeaseStore from "../src/layers/postgres/PostgresLeaseStore.js"
 import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
+import { clientLayer as mysqlClientLayer, createDatabase as createMysqlDatabase } from "./support/MysqlServer.js"
 import { clientLayer, createDatabase } from "./support/PostgresServer.js"
 import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
@@ -218,6 +223,20 @@ inspectionSuite("postgres", { fence: true, claimAge: true, emptiedPartitions: tr
       PostgresLeaseStore.layerWith({ schema })
     )
   ).pipe(Layer.provide(clientLayer(postgresUrl)))
+})
+
+// MySQL (MariaDB): a fresh database per test on the run's server
+const mysqlUrl = await createMysqlDatabase(inject("mysqlUrl"), "inspection")
+let mysqlDatabases = 0
+inspectionSuite("mysql", { fence: true, claimAge: true, emptiedPartitions: true }, () => {
+  const database = `inspection_${++mysqlDatabases}`
+  return Layer.provideMerge(
+    MysqlInspection.layerWith({ database }),
+    Layer.mergeAll(
+      Layer.provideMerge(MysqlDeadLetterStore.layerWith({ database }), MysqlOutboxStore.layerWith({ database })),
+      MysqlLeaseStore.layerWith({ database })
+    )
+  ).pipe(Layer.provide(mysqlClientLayer(mysqlUrl)))
 })
 
 // A prefixed outbox beside an unprefixed one in the same file: inspection reads only its own tables.

@@ -10,11 +10,9 @@
  *
  * @since 0.1.0
  */
-import * as DateTime from "effect/DateTime"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
-import * as Schema from "effect/Schema"
-import { CorruptRecord, InvalidConfiguration } from "../../domain/OutboxError.js"
+import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
 import * as SqlDialect from "../sql/SqlDialect.js"
 import * as SqlOutboxRow from "../sql/SqlOutboxRow.js"

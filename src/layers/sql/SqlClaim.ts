@@ -1,5 +1,5 @@
 /**
- * The claim both SQL backends run inside one transaction (R-CLAIM-2..6): admit the token at the partition's
+ * The claim every SQL backend runs inside one transaction (R-CLAIM-2..6): admit the token at the partition's
  * fence, read the candidates (the SQL applies claimability and the head-of-line check), let
  * `ClaimOrder.selectFrom` make the final choice, claim the chosen ids with a guarded update, and return the
  * candidates the update changed with the claim applied, in age order. The candidates were read under the

@@ -1,5 +1,5 @@
 /**
- * The dead-letter table row shared by the SQL backends (SQLite, PostgreSQL): its columns, its Schema
+ * The dead-letter table row shared by the SQL backends (SQLite, PostgreSQL, MySQL): its columns, its Schema
  * (each driver supplies how `failed_at` arrives) and its mapping to a `DeadLetterEntry` (SPEC §5).
  *
  * @since 0.1.0

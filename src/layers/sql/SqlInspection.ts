@@ -1,5 +1,5 @@
 /**
- * The inspection of a SQL outbox (see `OutboxInspection`), shared by SQLite and PostgreSQL: known
+ * The inspection of a SQL outbox (see `OutboxInspection`), shared by SQLite, PostgreSQL and MySQL: known
  * partitions are those with a seq or fence row (a partition keeps them after it empties); depths come
  * from the outbox store's counts (R-READ-2); oldest pending and oldest claim, the fence high-water mark
  * (R-CLAIM-4) and dead-letter counts are single indexed statements. Nothing is written.

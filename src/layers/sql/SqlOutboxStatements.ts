@@ -1,5 +1,5 @@
 /**
- * The outbox statements both SQL backends issue the same way (SPEC §3.2, §3.4), each written once over a
+ * The outbox statements the SQL backends issue the same way (SPEC §3.2, §3.4, §3.5), each written once over a
  * `SqlDialect`, with the order their values are bound in: identity lookups, the claim selection
  * (R-CLAIM-4/5/6) and its guarded update, complete/release guarded by owner and version (R-DONE-1..3),
  * expiry (R-EXP-1), reads (R-READ-1), the partition listing and the retention sweep. Seq allocation,

@@ -1,5 +1,5 @@
 /**
- * The persist path both SQL backends share (R-PERSIST-1..5), over a backend's storage steps: a batch is
+ * The persist path the SQL backends share (R-PERSIST-1..5), over a backend's storage steps: a batch is
  * inserted in one go, existing and repeated identities are skipped and reported with the id that holds
  * them (the first record of an identity wins), an id held by another identity fails the whole batch with
  * `InvalidRecord`, and with `replaceTerminal` a terminal holder of an identity is replaced. Runs inside the
