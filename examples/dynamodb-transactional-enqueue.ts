@@ -13,10 +13,8 @@ import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { pathToFileURL } from "node:url"
-import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
-import * as DynamoDbOutboxStore from "../src/layers/dynamodb/DynamoDbOutboxStore.js"
-import * as DynamoDb from "../src/services/DynamoDb.js"
-import { OutboxStore } from "../src/services/OutboxStore.js"
+import { OutboxRecord, OutboxStore } from "effect-outbox"
+import { DynamoDb, DynamoDbOutboxStore } from "effect-outbox/dynamodb"
 
 /** Table names of the example. */
 export interface Tables {
@@ -64,7 +62,7 @@ export const placeOrder = (order: Order, tables: Tables) =>
     const dynamo = yield* DynamoDb.DynamoDb
     const outboxEntries = yield* DynamoDbOutboxStore.transactItems(
       [
-        new NewOutboxRecord({
+        new OutboxRecord.NewOutboxRecord({
           partitionKey: `customer-${order.customer}`,
           envelopeId: `order-placed-${order.id}`,
           bindingId: "billing-webhook",
@@ -110,7 +108,7 @@ export interface Outcome {
 /** Places an order, then the same order again (cancelled), and reads back the pending outbox records. */
 export const program = (tables: Tables) =>
   Effect.gen(function* () {
-    const store = yield* OutboxStore
+    const store = yield* OutboxStore.OutboxStore
     yield* ensureOrdersTable(tables.orders)
     const order = { id: "B-2001", customer: "grace", totalCents: 12_500 }
     const first = yield* placeOrder(order, tables)

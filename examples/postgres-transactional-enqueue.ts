@@ -14,10 +14,9 @@ import * as Layer from "effect/Layer"
 import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { pathToFileURL } from "node:url"
-import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as PgClient from "@effect/sql-pg/PgClient"
-import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
-import { OutboxStore } from "../src/services/OutboxStore.js"
+import { OutboxRecord, OutboxStore } from "effect-outbox"
+import { PostgresOutboxStore } from "effect-outbox/postgres"
 
 /** An order the shop accepts. */
 export interface Order {
@@ -51,13 +50,13 @@ export const migrate = Effect.gen(function* () {
 export const placeOrder = (order: Order) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const store = yield* OutboxStore
+    const store = yield* OutboxStore.OutboxStore
     return yield* sql.withTransaction(
       Effect.gen(function* () {
         yield* sql`INSERT INTO orders (id, customer, total_cents)
                    VALUES (${order.id}, ${order.customer}, ${order.totalCents})`
         const report = yield* store.persist([
-          new NewOutboxRecord({
+          new OutboxRecord.NewOutboxRecord({
             partitionKey: `customer-${order.customer}`,
             envelopeId: `order-placed-${order.id}`,
             bindingId: "billing-webhook",
@@ -84,7 +83,7 @@ export interface Outcome {
 /** Places two orders (one rejected after its persist) and reads back what committed. */
 export const program = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const store = yield* OutboxStore
+  const store = yield* OutboxStore.OutboxStore
   yield* migrate
   const rejected: Array<string> = []
   for (const order of [

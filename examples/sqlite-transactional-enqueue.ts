@@ -12,10 +12,8 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { pathToFileURL } from "node:url"
-import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
-import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
-import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
-import { OutboxStore } from "../src/services/OutboxStore.js"
+import { OutboxRecord, OutboxStore } from "effect-outbox"
+import { SqliteDatabase, SqliteOutboxStore } from "effect-outbox/sqlite"
 
 /** An order the shop accepts. */
 export interface Order {
@@ -49,13 +47,13 @@ export const migrate = Effect.gen(function* () {
 export const placeOrder = (order: Order) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const store = yield* OutboxStore
+    const store = yield* OutboxStore.OutboxStore
     return yield* sql.withTransaction(
       Effect.gen(function* () {
         yield* sql`INSERT INTO orders (id, customer, total_cents)
                    VALUES (${order.id}, ${order.customer}, ${order.totalCents})`
         const report = yield* store.persist([
-          new NewOutboxRecord({
+          new OutboxRecord.NewOutboxRecord({
             partitionKey: `customer-${order.customer}`,
             envelopeId: `order-placed-${order.id}`,
             bindingId: "billing-webhook",
@@ -82,7 +80,7 @@ export interface Outcome {
 /** Places two orders (one rejected after its persist) and reads back what committed. */
 export const program = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
-  const store = yield* OutboxStore
+  const store = yield* OutboxStore.OutboxStore
   yield* migrate
   const rejected: Array<string> = []
   for (const order of [

@@ -19,3 +19,9 @@ export * as DynamoDbDeadLetterStore from "./layers/dynamodb/DynamoDbDeadLetterSt
 
 /** DynamoDB OutboxInspection (the stores' table names). @since 0.1.0 */
 export * as DynamoDbInspection from "./layers/dynamodb/DynamoDbInspection.js"
+
+/** Publishing typed topic values inside the caller's own `TransactWriteItems` (SPEC §11). @since 0.2.0 */
+export * as DynamoDbTopic from "./programs/DynamoDbPublish.js"
+
+/** DynamoDB InboxStore backend (the handler's items written with the inbox item). @since 0.1.0 */
+export * as DynamoDbInboxStore from "./layers/dynamodb/DynamoDbInboxStore.js"

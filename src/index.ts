@@ -78,3 +78,27 @@ export * as OpsServer from "./programs/ops/OpsServer.js"
 
 /** Effect's metric registry in the Prometheus text exposition format. @since 0.1.0 */
 export * as Prometheus from "./programs/ops/Prometheus.js"
+
+/** Typed topics: declare a message once (Schema + key functions), publish, decode, wire metadata. @since 0.2.0 */
+export * as Topic from "./programs/Topic.js"
+
+/** The optional WakeSignal port: a backend's signal that ends idle pauses (SPEC §3.4, §13). @since 0.1.0 */
+export * as WakeSignal from "./services/WakeSignal.js"
+
+/** The in-process wake-up: persists of this process end idle pauses of its drainers (SPEC §13). @since 0.1.0 */
+export * as WakeHub from "./services/WakeHub.js"
+
+/** What the inbox needs of a delivered message: id, partition, ordering key and seq. @since 0.1.0 */
+export * as InboxMessage from "./domain/InboxMessage.js"
+
+/** The outcomes of processing a message: `Processed`, `Duplicate`, `Stale`. @since 0.1.0 */
+export * as InboxOutcome from "./domain/InboxOutcome.js"
+
+/** The InboxStore port (consumer-side dedupe and per-key marks) and its shared core. @since 0.1.0 */
+export * as InboxStore from "./services/InboxStore.js"
+
+/** In-memory InboxStore backend. @since 0.1.0 */
+export * as MemoryInboxStore from "./layers/memory/MemoryInboxStore.js"
+
+/** Consumer side: effectively-once, in-order processing of delivered messages. @since 0.1.0 */
+export * as Inbox from "./programs/Inbox.js"

@@ -19,3 +19,6 @@ export * as PostgresWakeSignal from "./layers/postgres/PostgresWakeSignal.js"
 
 /** Read-only inspection of a PostgreSQL outbox (the OutboxInspection port). @since 0.1.0 */
 export * as PostgresInspection from "./layers/postgres/PostgresInspection.js"
+
+/** The PostgreSQL InboxStore (the handler's writes share the inbox's transaction). @since 0.1.0 */
+export * as PostgresInboxStore from "./layers/postgres/PostgresInboxStore.js"

@@ -6,3 +6,6 @@
 
 /** RabbitMQ sink: confirm channel, `message_id` = record id, returned messages permanent. @since 0.1.0 */
 export * as RabbitMqSink from "./layers/sinks/RabbitMqSink.js"
+
+/** Decoding RabbitMQ messages of typed topics into the value and its metadata (SPEC §11). @since 0.2.0 */
+export * as RabbitMqMessage from "./layers/sinks/RabbitMqMessage.js"

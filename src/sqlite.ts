@@ -19,3 +19,9 @@ export * as SqliteDeadLetterStore from "./layers/sqlite/SqliteDeadLetterStore.js
 
 /** SQLite OutboxInspection (honours the stores' tablePrefix). @since 0.1.0 */
 export * as SqliteInspection from "./layers/sqlite/SqliteInspection.js"
+
+/** SQLite WakeSignal: notices other processes' commits through `PRAGMA data_version`. @since 0.1.0 */
+export * as SqliteWakeSignal from "./layers/sqlite/SqliteWakeSignal.js"
+
+/** SQLite InboxStore backend (the handler's writes share the inbox's transaction). @since 0.1.0 */
+export * as SqliteInboxStore from "./layers/sqlite/SqliteInboxStore.js"

@@ -333,7 +333,7 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
     expect(badEnv.stderr).toContain("relay.maxPartitions (env OUTBOX_RELAY_MAX_PARTITIONS): Expected an integer")
 
     expect(noUrl.code).toBe(2)
-    expect(noUrl.stderr).toContain("a webhook sink needs a URL")
+    expect(noUrl.stderr).toContain("a relay needs a sink: relay webhook <url>")
 
     expect(badUrl.code).toBe(2)
     expect(badUrl.stderr).toContain("sink.url (env OUTBOX_SINK_URL): Expected an http:// or https:// URL")
@@ -505,7 +505,7 @@ describe.concurrent("effect-outbox CLI", { timeout: 240_000 }, () => {
 
     const redriven = await cli(["dlq", "redrive", "--sqlite-file", file, "c"])
     expect(redriven.code).toBe(0)
-    expect(redriven.stdout).toContain("redrove 1 entries into the outbox")
+    expect(redriven.stdout).toContain("redrove 1 entry into the outbox")
     const afterRedrive = await inspectJson(file)
     expect(afterRedrive.partitions.find((p) => p.partition === "p")?.pending).toBe(1)
     expect(afterRedrive.deadLetters.permanent).toBe(1)

@@ -221,7 +221,7 @@ describe("dashboard in Chromium", () => {
             fetch(`${url}api/dead-letters/purge`, {
               method: "POST",
               headers: { "content-type": "application/json", ...headers },
-              body: "{}"
+              body: '{"all":true}'
             }).then((r) => r.status)
           )
         expect(yield* post({})).toBe(403)

@@ -1,5 +1,5 @@
 /**
- * The runnable examples, executed: transactional enqueue with business rows on SQLite and PostgreSQL
+ * The runnable examples, executed: transactional enqueue with business rows on SQLite, PostgreSQL and MySQL
  * (R-PERSIST-6: one `sql.withTransaction`) and with a business item in one `TransactWriteItems` on DynamoDB Local.
  */
 import { DynamoDBClient, DeleteTableCommand } from "@aws-sdk/client-dynamodb"
@@ -10,9 +10,11 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll, inject } from "vitest"
 import * as DynamoExample from "../examples/dynamodb-transactional-enqueue.js"
+import * as MysqlExample from "../examples/mysql-transactional-enqueue.js"
 import * as PostgresExample from "../examples/postgres-transactional-enqueue.js"
 import * as SqliteExample from "../examples/sqlite-transactional-enqueue.js"
 import { makeTestClientConfig, randomTableName } from "./support/DynamoLocal.js"
+import { createDatabase as createMysqlDatabase } from "./support/MysqlServer.js"
 import { createDatabase } from "./support/PostgresServer.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-examples-"))
@@ -32,6 +34,16 @@ describe("examples", () => {
     Effect.gen(function* () {
       const url = yield* Effect.promise(() => createDatabase(inject("postgresUrl"), "example"))
       const outcome = yield* PostgresExample.main(url)
+      expect(outcome.orders).toEqual(["A-1001"])
+      expect(outcome.pendingRecords).toEqual(["order-placed-A-1001"])
+      expect(outcome.rejected).toEqual(["A-1002"])
+    })
+  )
+
+  it.live("R-PERSIST-6 MySQL example: the order row and its record commit together, and roll back together", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.promise(() => createMysqlDatabase(inject("mysqlUrl"), "example"))
+      const outcome = yield* MysqlExample.main(url)
       expect(outcome.orders).toEqual(["A-1001"])
       expect(outcome.pendingRecords).toEqual(["order-placed-A-1001"])
       expect(outcome.rejected).toEqual(["A-1002"])

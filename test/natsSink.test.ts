@@ -257,6 +257,140 @@ describe("NatsSink", { timeout: 120_000 }, () => {
     )
   )
 
+  it.live(
+    "a record addressed to $JS.API.STREAM.PURGE / DELETE is refused as a system subject and dead-lettered; the streams keep their messages",
+    () =>
+      withStream(natsUrl, (prefix, jsm) =>
+        Effect.gen(function* () {
+          const sink = yield* NatsSink.make({ servers: natsUrl })
+          yield* sink.send(record("kept", `${prefix}.x`))
+          const purge = yield* Effect.flip(sink.send(record("p1", `$JS.API.STREAM.PURGE.${prefix}`)))
+          expect(purge).toMatchObject({ retryable: false, code: "system-subject" })
+          expect(purge.message).toContain("$-prefixed NATS system subject")
+          const deadLettered = yield* disposeThrough(
+            NatsSink.layer({ servers: natsUrl }),
+            [recordTo("d1", `$JS.API.STREAM.PURGE.${prefix}`), recordTo("d2", `$JS.API.STREAM.DELETE.${prefix}`)],
+            "dlq"
+          )
+          expect(deadLettered.map((e) => [e.recordId, e.category, e.errorCode]).sort()).toEqual([
+            ["d1", "permanent", "system-subject"],
+            ["d2", "permanent", "system-subject"]
+          ])
+          expect(yield* messageCount(jsm, prefix)).toBe(1)
+        }).pipe(Effect.scoped)
+      )
+  )
+
+  it.live(
+    "only a JetStream publish ack (stream and sequence) is a delivery: a core subscriber's reply is permanent no-pub-ack",
+    () =>
+      withStream(natsUrl, (prefix, _jsm, nc) =>
+        Effect.gen(function* () {
+          const subject = `core${prefix}.x`
+          const subscription = nc.subscribe(subject, {
+            callback: (_error, message) => {
+              message.respond(
+                new TextEncoder().encode(
+                  '{"type":"io.nats.jetstream.api.v1.stream_purge_response","success":true,"purged":3}'
+                )
+              )
+            }
+          })
+          yield* Effect.promise(() => nc.flush())
+          const sink = yield* NatsSink.make({ servers: natsUrl, timeout: "2 seconds" })
+          const answered = yield* Effect.flip(sink.send(record("c1", subject)))
+          expect(answered).toMatchObject({ retryable: false, code: "no-pub-ack" })
+          subscription.unsubscribe()
+          expect(NatsSink.isPubAck({ stream: prefix, seq: 4, duplicate: false })).toBe(true)
+          expect(NatsSink.isPubAck({ success: true, purged: 3 })).toBe(false)
+        }).pipe(Effect.scoped)
+      )
+  )
+
+  it.live("with allowed subject prefixes a record's address outside them is permanent subject-not-allowed", () =>
+    withStream(natsUrl, (prefix, jsm) =>
+      Effect.gen(function* () {
+        const sink = yield* NatsSink.make({
+          servers: natsUrl,
+          subject: `${prefix}.default`,
+          allowedSubjectPrefixes: [`${prefix}.orders.`]
+        })
+        yield* sink.send(record("o1", `${prefix}.orders.created`))
+        // the configured subject is trusted
+        yield* sink.send(record("o2", ""))
+        const outside = yield* Effect.flip(sink.send(record("o3", `${prefix}.audit.x`)))
+        expect(outside).toMatchObject({ retryable: false, code: "subject-not-allowed" })
+        expect(outside.message).toContain(`${prefix}.audit.x`)
+        expect(yield* messageCount(jsm, prefix)).toBe(2)
+        const refused = yield* Effect.flip(
+          Effect.scoped(NatsSink.make({ servers: natsUrl, subject: "$SYS.x", allowedSubjectPrefixes: ["", "$JS."] }))
+        )
+        expect(refused.problems).toEqual([
+          "the default subject is a $-prefixed system subject",
+          "an allowed subject prefix is empty",
+          "an allowed subject prefix is a $-prefixed system subject"
+        ])
+      }).pipe(Effect.scoped)
+    )
+  )
+
+  it.live("relay nats --allow-subject-prefix dead-letters a record addressed outside the prefixes", () =>
+    withStream(natsUrl, (prefix, jsm) =>
+      Effect.promise(async () => {
+        const file = path.join(directory, `${prefix}-allow.db`)
+        const input = [
+          { partitionKey: "a", envelopeId: "in", bindingId: "b", payload: 1, address: `${prefix}.orders.x` },
+          { partitionKey: "b", envelopeId: "out", bindingId: "b", payload: 2, address: `${prefix}.audit.x` },
+          {
+            partitionKey: "c",
+            envelopeId: "sys",
+            bindingId: "b",
+            payload: 3,
+            address: `$JS.API.STREAM.PURGE.${prefix}`
+          }
+        ]
+          .map((r) => JSON.stringify(r))
+          .join("\n")
+        const enqueued = await run(["enqueue", "--sqlite-file", file], input)
+        expect(enqueued.code, enqueued.stderr).toBe(0)
+        const relay = spawnCli([
+          "relay",
+          "nats",
+          natsUrl,
+          "--allow-subject-prefix",
+          `${prefix}.orders.`,
+          "--sqlite-file",
+          file,
+          "--discovery-interval",
+          "200 millis"
+        ])
+        const { exited } = finish(relay)
+        await waitFor("2 dead letters", async () => {
+          const listed = await run(["dlq", "list", "--json", "--sqlite-file", file])
+          return (
+            listed.stdout
+              .trim()
+              .split("\n")
+              .filter((line) => line.length > 0).length >= 2
+          )
+        })
+        relay.kill("SIGTERM")
+        expect(await exited).toBe(0)
+        const listed = await run(["dlq", "list", "--json", "--sqlite-file", file])
+        const codes = listed.stdout
+          .trim()
+          .split("\n")
+          .map((line) => {
+            const entry: unknown = JSON.parse(line)
+            return typeof entry === "object" && entry !== null ? Reflect.get(entry, "errorCode") : undefined
+          })
+          .sort()
+        expect(codes).toEqual(["subject-not-allowed", "system-subject"])
+        expect((await jsm.streams.info(prefix)).state.messages).toBe(1)
+      })
+    )
+  )
+
   it.effect("an invalid URL or an empty subject is refused as configuration", () =>
     Effect.gen(function* () {
       const error = yield* Effect.flip(

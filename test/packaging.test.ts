@@ -1,13 +1,15 @@
 /**
- * The package as users install it (SPEC §9): `npm pack` (its `prepack` builds dist/), the tarball's
- * contents, and a consumer project outside the repository installed offline from the tarball with SQLite
- * only — no `@aws-sdk/client-dynamodb`, no `@effect/opentelemetry`. The consumer's program
- * (test/support/consumer/project/app.ts) type-checks with `strict` + `skipLibCheck` under NodeNext and
- * under Bundler, runs with plain `node` and as an esbuild ESM bundle.
+ * The package as users install it (SPEC §9): `npm pack` (its `prepack` builds dist/ and the command-line
+ * bundle dist/cli/), the tarball's contents, and a consumer project outside the repository installed
+ * offline from the tarball with SQLite only — no `@aws-sdk/client-dynamodb`, no `@effect/opentelemetry`,
+ * no command-line package. The consumer's program (test/support/consumer/project/app.ts) type-checks with
+ * `strict` + `skipLibCheck` under NodeNext and under Bundler, runs with plain `node` and as an esbuild ESM
+ * bundle; `npx effect-outbox` works there. A second consumer installs exactly what docs/guide.md's first
+ * install line names and runs the guide's first code block.
  */
 import { describe, expect, it } from "@effect/vitest"
 import { build } from "esbuild"
-import { execFile } from "node:child_process"
+import { execFile, spawn } from "node:child_process"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -15,11 +17,18 @@ import { fileURLToPath } from "node:url"
 import { promisify } from "node:util"
 import { afterAll, beforeAll } from "vitest"
 import * as ConsumerProject from "./support/consumer/ConsumerProject.js"
+import { baseEnv, finish, waitFor } from "./support/CliProcess.js"
+import * as InstallLine from "./support/InstallLine.js"
 
 const repoRoot = fileURLToPath(new URL("..", import.meta.url))
 const projectSources = path.join(repoRoot, "test", "support", "consumer", "project")
 const workDirectory = fs.mkdtempSync(path.join(os.tmpdir(), "effect-outbox-pack-"))
 const consumer = path.join(workDirectory, "consumer")
+const guideConsumer = path.join(workDirectory, "guide-consumer")
+const guide = fs.readFileSync(path.join(repoRoot, "docs", "guide.md"), "utf8")
+/** The guide's first install line (the packages besides effect-outbox) and its first code block. */
+const guideInstall = InstallLine.npmInstallLines(guide)[0]
+const guideBlock = InstallLine.typeScriptBlocks(guide)[0] ?? ""
 let tarballFiles: ReadonlyArray<string> = []
 let nodeNextCheck: CommandResult = { status: null, output: "" }
 let bundlerCheck = nodeNextCheck
@@ -51,6 +60,14 @@ const outputOf = (error: unknown): string => {
   const stdout = "stdout" in error && typeof error.stdout === "string" ? error.stdout : ""
   const stderr = "stderr" in error && typeof error.stderr === "string" ? error.stderr : ""
   return stdout + stderr || ("message" in error ? String(error.message) : "")
+}
+
+/** `npx effect-outbox …` in a consumer project (offline: the bin is the installed package's). */
+const npx = async (cwd: string, args: ReadonlyArray<string>, input = "", env: Record<string, string> = {}) => {
+  const child = spawn("npx", ["--offline", "effect-outbox", ...args], { cwd, env: { ...baseEnv(), ...env } })
+  const { exited, output } = finish(child, input)
+  const code = await exited
+  return { code, ...output }
 }
 
 const tsc = (project: string) =>
@@ -111,6 +128,22 @@ beforeAll(async () => {
     path.join(consumer, "root-only.mjs"),
     'import * as Outbox from "effect-outbox"\nconsole.log(Object.keys(Outbox).length)\n'
   )
+  if (guideInstall === undefined) throw new Error("docs/guide.md has no npm install line")
+  await ConsumerProject.install({
+    repoRoot,
+    directory: guideConsumer,
+    tarball: tarballPath,
+    dependencies: guideInstall.packages.map((spec) => spec.name).filter((name) => name !== "effect-outbox"),
+    ranges: Object.fromEntries(
+      guideInstall.packages.flatMap((spec) => (spec.range === undefined ? [] : [[spec.name, spec.range]]))
+    )
+  })
+  // the block as the guide shows it, its types stripped (a transform, no bundling: imports stay imports)
+  const { transform } = await import("esbuild")
+  fs.writeFileSync(
+    path.join(guideConsumer, "guide-first.mjs"),
+    (await transform(guideBlock, { loader: "ts", format: "esm", target: "node20" })).code
+  )
   ;[nodeNextCheck, bundlerCheck, rootBundleInputs, appBundleInputs] = await Promise.all([
     tsc("tsconfig.nodenext.json"),
     tsc("tsconfig.bundler.json"),
@@ -135,13 +168,16 @@ describe("the packed package", () => {
       "package/dist/sqlite.js",
       "package/dist/dynamodb.js",
       "package/dist/otel.js",
-      "package/dist/programs/cli/main.js",
+      "package/dist/cli/main.mjs",
+      "package/schemas/webhook-body.schema.json",
       "package/deploy/prometheus/outbox-alerts.yml",
       "package/deploy/prometheus/outbox-alerts.test.yml",
       "package/deploy/grafana/effect-outbox.json"
     ]) {
       expect(tarballFiles).toContain(file)
     }
+    // the command line ships as its bundle only
+    expect(tarballFiles.filter((file) => file.startsWith("package/dist/programs/cli/"))).toEqual([])
     const stray = tarballFiles.filter(
       (file) =>
         /^package\/(?:src|test|bench|examples|\.ci|node_modules)\//.test(file) ||
@@ -168,6 +204,52 @@ describe("the packed package", () => {
 })
 
 describe("a SQLite-only consumer of the tarball", () => {
+  it("has no command-line package installed: @effect/cli, @effect/printer*, @effect/platform-node, their trees", () => {
+    for (const name of [
+      "@effect/cli",
+      "@effect/printer",
+      "@effect/printer-ansi",
+      "@effect/platform-node",
+      "@effect/platform-node-shared",
+      "@effect/cluster",
+      "@effect/rpc",
+      "@effect/workflow",
+      "undici",
+      "ws"
+    ]) {
+      expect(fs.existsSync(path.join(consumer, "node_modules", ...name.split("/"))), name).toBe(false)
+    }
+  })
+
+  it("npx effect-outbox --help and a SQLite enqueue/inspect work with the bundled command line", async () => {
+    const help = await npx(consumer, ["--help"])
+    expect(help.stderr).toBe("")
+    expect(help.stdout).toContain("- relay")
+    expect(help.code).toBe(0)
+    const relayHelp = await npx(consumer, ["relay", "--help"])
+    expect(relayHelp.stdout).toContain("$ effect-outbox relay")
+    expect(relayHelp.code).toBe(0)
+    const line = JSON.stringify({ partitionKey: "orders", envelopeId: "e-1", bindingId: "hook", payload: "hi" })
+    const enqueued = await npx(consumer, ["enqueue", "--sqlite-file", "cli.db"], `${line}\n`)
+    expect(enqueued.code).toBe(0)
+    const inspected = await npx(consumer, ["inspect", "--sqlite-file", "cli.db", "--json"])
+    expect(inspected.stdout).toContain('"orders"')
+    expect(inspected.code).toBe(0)
+  }, 240_000)
+
+  it("with OTEL_EXPORTER_OTLP_ENDPOINT set and no @effect/opentelemetry: one WARN line naming it, and the command runs", async () => {
+    const result = await npx(consumer, ["inspect", "--backend", "memory"], "", {
+      OTEL_EXPORTER_OTLP_ENDPOINT: "http://127.0.0.1:9"
+    })
+    const lines = result.stderr.split("\n").filter(Boolean)
+    expect(lines).toHaveLength(1)
+    expect(lines[0]).toContain("level=WARN")
+    expect(lines[0]).toContain("@effect/opentelemetry is not installed")
+    expect(lines[0]).toContain("running without telemetry")
+    expect(result.stdout).toContain("dead letters")
+    expect(result.code).toBe(0)
+  }, 120_000)
+
   it("has no DynamoDB or OpenTelemetry package installed", () => {
     expect(fs.existsSync(path.join(consumer, "node_modules", "effect-outbox", "dist", "index.js"))).toBe(true)
     expect(fs.existsSync(path.join(consumer, "node_modules", "@aws-sdk"))).toBe(false)
@@ -235,4 +317,32 @@ describe("a SQLite-only consumer of the tarball", () => {
     expect(result.output).toContain("consumer ok")
     expect(result.status).toBe(0)
   })
+})
+
+describe("a consumer installing exactly the guide's first install line", () => {
+  it("the install line pins the Effect 3 line and the consumer has what it names", () => {
+    expect(guideInstall?.packages.find((spec) => spec.name === "effect")?.range).toBe("^3.22")
+    for (const spec of guideInstall?.packages ?? []) {
+      expect(fs.existsSync(path.join(guideConsumer, "node_modules", ...spec.name.split("/"), "package.json"))).toBe(
+        true
+      )
+    }
+  })
+
+  it("runs the guide's first code block (a relay on SQLite with effect-outbox/otel) and stops it on SIGTERM", async () => {
+    const child = spawn(process.execPath, ["guide-first.mjs"], { cwd: guideConsumer, env: baseEnv() })
+    const { exited, output } = finish(child)
+    try {
+      // the block logs the library's counters once at start, then once a minute
+      await waitFor("the relay's first log line", () => output.stdout.includes("INFO") || child.exitCode !== null)
+      expect(output.stderr).not.toContain("ERR_MODULE_NOT_FOUND")
+      expect(fs.existsSync(path.join(guideConsumer, ".data", "outbox.db"))).toBe(true)
+      child.kill("SIGTERM")
+      expect(await exited).toBe(0)
+      expect(output.stdout).toContain("relay stopped")
+      expect(output.stderr).toBe("")
+    } finally {
+      child.kill("SIGKILL")
+    }
+  }, 120_000)
 })

@@ -120,7 +120,11 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
     () =>
       Effect.gen(function* () {
         const full = yield* freshQueue({ "x-max-length": 1, "x-overflow": "reject-publish" })
-        const sink = yield* RabbitMqSink.make({ url: rabbit.url, timeout: "3 seconds" })
+        const sink = yield* RabbitMqSink.make({
+          url: rabbit.url,
+          timeout: "3 seconds",
+          allowedExchanges: [`no-such-exchange-${full}`]
+        })
         const unroutable = yield* Effect.flip(sink.send(record("u1", `no-such-queue-${full}`)))
         expect(unroutable).toMatchObject({ retryable: false, code: "unroutable" })
         const noExchange = yield* Effect.flip(sink.send(record("u2", `no-such-exchange-${full}/key`)))
@@ -162,7 +166,7 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
       // may publish to the default exchange only
       rabbit.ctl("set_permissions", "-p", "/", user, ".*", "^amq\\.default$", ".*")
       const url = rabbit.url.replace("guest:guest@", `${user}:limited-pw@`)
-      const sink = yield* RabbitMqSink.make({ url, timeout: "3 seconds" })
+      const sink = yield* RabbitMqSink.make({ url, timeout: "3 seconds", allowedExchanges: [exchange] })
       yield* sink.send(record("a1", queue))
       const refused = yield* Effect.flip(sink.send(record("a2", `${exchange}/key`)))
       expect(refused).toMatchObject({ retryable: false, code: "access-refused" })
@@ -172,7 +176,7 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
       yield* sink.send(record("a3", queue))
 
       const denied = (id: string) => recordTo(id, `${exchange}/key`)
-      const layer = RabbitMqSink.layer({ url, timeout: "3 seconds" })
+      const layer = RabbitMqSink.layer({ url, timeout: "3 seconds", allowedExchanges: [exchange] })
       const deadLettered = yield* disposeThrough(layer, [denied("d1")], "dlq")
       expect(deadLettered).toHaveLength(1)
       expect(deadLettered[0]).toMatchObject({ recordId: "d1", category: "permanent", errorCode: "access-refused" })
@@ -273,6 +277,83 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
       expect(output.stderr).not.toMatch(/S3CRET|cli-q-/)
       const seen = yield* drain(queue)
       expect(seen.map((m) => m.partition)).toEqual(["p", "p", "p", "p"])
+    })
+  )
+
+  it.live(
+    "a record naming an exchange outside the configured ones (amq.*, the default exchange, another) is permanent exchange-not-allowed; nothing is published",
+    () =>
+      Effect.gen(function* () {
+        const queue = yield* freshQueue()
+        const configured = `orders-${queue}`
+        const other = `other-${queue}`
+        yield* admin(async (channel) => {
+          await channel.assertExchange(configured, "fanout", { durable: false })
+          await channel.assertExchange(other, "fanout", { durable: false })
+          await channel.bindQueue(queue, configured, "")
+          await channel.bindQueue(queue, other, "")
+          await channel.bindQueue(queue, "amq.fanout", "")
+        })
+        const sink = yield* RabbitMqSink.make({ url: rabbit.url, exchange: configured })
+        yield* sink.send(record("bare", "key"))
+        yield* sink.send(record("named", `${configured}/key`))
+        for (const address of ["amq.fanout/key", `/${queue}`, `${other}/key`]) {
+          const refused = yield* Effect.flip(sink.send(record(`x-${address}`, address)))
+          expect(refused, address).toMatchObject({ retryable: false, code: "exchange-not-allowed" })
+        }
+        const listed = yield* RabbitMqSink.make({
+          url: rabbit.url,
+          exchange: configured,
+          allowedExchanges: ["amq.fanout", other]
+        })
+        yield* listed.send(record("amq", "amq.fanout/key"))
+        yield* listed.send(record("other", `${other}/key`))
+        yield* admin((channel) => channel.unbindQueue(queue, "amq.fanout", ""))
+        expect((yield* drain(queue)).map((m) => m.id)).toEqual(["bare", "named", "amq", "other"])
+      }).pipe(Effect.scoped)
+  )
+
+  it.live("relay rabbitmq --allow-exchange: a listed exchange is delivered, amq.* is dead-lettered", () =>
+    Effect.gen(function* () {
+      const queue = yield* freshQueue()
+      const listed = `listed-${queue}`
+      yield* admin(async (channel) => {
+        await channel.assertExchange(listed, "fanout", { durable: true })
+        await channel.bindQueue(queue, listed, "")
+      })
+      const file = path.join(directory, `${queue}-allow.db`)
+      const input = [
+        { partitionKey: "a", envelopeId: "in", bindingId: "b", payload: 1, address: `${listed}/k` },
+        { partitionKey: "b", envelopeId: "out", bindingId: "b", payload: 2, address: "amq.topic/k" }
+      ]
+        .map((r) => JSON.stringify(r))
+        .join("\n")
+      const enqueued = yield* Effect.promise(() => run(["enqueue", "--sqlite-file", file], input))
+      expect(enqueued.code, enqueued.stderr).toBe(0)
+      const relay = spawnCli([
+        "relay",
+        "rabbitmq",
+        rabbit.url,
+        "--allow-exchange",
+        listed,
+        "--sqlite-file",
+        file,
+        "--discovery-interval",
+        "200 millis"
+      ])
+      const { exited } = finish(relay)
+      yield* Effect.promise(() =>
+        waitFor("a dead letter", async () => {
+          const listedDlq = await run(["dlq", "list", "--json", "--sqlite-file", file])
+          return listedDlq.stdout.includes("exchange-not-allowed")
+        })
+      )
+      yield* Effect.promise(() =>
+        waitFor("1 message", () => Effect.runPromise(Effect.map(depth(queue), (n) => n >= 1)))
+      )
+      relay.kill("SIGTERM")
+      expect(yield* Effect.promise(() => exited)).toBe(0)
+      expect((yield* drain(queue)).map((m) => m.partition)).toEqual(["a"])
     })
   )
 

@@ -20,7 +20,7 @@ const ids = ["id-a", "id-b", "id-c"]
 
 /** How many values the statement text expects, in the dialect's numbering. */
 const slots = (dialect: SqlDialect.SqlDialect, text: string): number => {
-  if (dialect.name === "sqlite") return (text.match(/\?/g) ?? []).length
+  if (dialect.name !== "postgres") return (text.match(/\?/g) ?? []).length
   const numbers = Array.from(text.matchAll(/\$(\d+)/g), (m) => Number(m[1]))
   const highest = Math.max(0, ...numbers)
   // every number up to the highest is used: the values are bound in the order they are written
@@ -29,7 +29,7 @@ const slots = (dialect: SqlDialect.SqlDialect, text: string): number => {
 }
 
 describe("SqlOutboxStatements", () => {
-  for (const dialect of [SqlDialect.sqlite, SqlDialect.postgres]) {
+  for (const dialect of [SqlDialect.sqlite, SqlDialect.postgres, SqlDialect.mysql]) {
     for (const staleReclaim of [false, true]) {
       it(`${dialect.name}, stale reclaim ${staleReclaim}: each statement takes exactly the values its binds produce`, () => {
         const st = SqlOutboxStatements.statements(dialect, names, { staleReclaim })

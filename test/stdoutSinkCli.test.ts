@@ -74,6 +74,7 @@ describe.concurrent("relay sinks through the CLI", { timeout: 180_000 }, () => {
     const shown = output.stdout.split("\n").filter((line) => line.length > 0)
     expect(shown.map((line) => JSON.stringify(JSON.parse(line).envelopeId))).toEqual(['"env-0"', '"env-1"', '"env-2"'])
     expect(stderr).not.toContain("EPIPE\n    at")
+    expect(stderr).not.toContain("level=WARN")
     expect(stderr).toContain("the reader of stdout has gone away")
     expect(stderr).toContain('message="relay stopped"')
     const after = await inspect(file)
@@ -83,6 +84,30 @@ describe.concurrent("relay sinks through the CLI", { timeout: 180_000 }, () => {
     expect(partition?.leaseOwner).toBeNull()
     expect(partition?.pending).toBeGreaterThan(0)
     expect(partition?.pending).toBeLessThanOrEqual(47)
+  })
+
+  it("relay stdout | head -n 4 with exactly 4 records: the idle relay notices the closed pipe, stops quietly, exits 0", async () => {
+    const file = freshFile()
+    await enqueue(file, records(4))
+    const stderrFile = path.join(directory, `relay-stderr-${files}.log`)
+    const relay = [process.execPath, ...bundle.argv(["relay", "stdout", "--sqlite-file", file, "--owner", "idle"])]
+    const quoted = relay.map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`).join(" ")
+    const pipeline = spawn(
+      "bash",
+      ["-c", `${quoted} 2>'${stderrFile}' | head -n 4; echo "relay-exit=\${PIPESTATUS[0]}" >&2`],
+      { cwd: directory, env: baseEnv() }
+    )
+    const { exited, output } = finish(pipeline)
+    expect(await exited).toBe(0)
+    const stderr = fs.readFileSync(stderrFile, "utf8")
+    expect(output.stderr, stderr).toContain("relay-exit=0")
+    expect(output.stdout.split("\n").filter((line) => line.length > 0)).toHaveLength(4)
+    expect(stderr).toContain("the reader of stdout has gone away")
+    expect(stderr).toContain('message="relay stopped"')
+    expect(stderr).not.toContain("level=WARN")
+    const after = await inspect(file)
+    expect(after.partitions[0]?.pending).toBe(0)
+    expect(after.partitions[0]?.leaseOwner).toBeNull()
   })
 
   it("a webhook relay sends URL credentials as Basic auth, headers and a signature, and logs none of them (18.3)", async () => {

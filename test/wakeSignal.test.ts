@@ -19,6 +19,7 @@ import * as Relay from "../src/programs/Relay.js"
 import { yieldToEventLoop } from "../src/services/EventLoop.js"
 import { LeaseStore } from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
+import { makeHub, WakeHub } from "../src/services/WakeHub.js"
 import { WakeSignal } from "../src/services/WakeSignal.js"
 
 const OWNER = "relay-wake"
@@ -64,6 +65,12 @@ const stores = Layer.mergeAll(MemoryOutboxStore.layer, MemoryLeaseStore.layer, M
 const rec = (partitionKey: string, id: string) =>
   new NewOutboxRecord({ id, partitionKey, envelopeId: id, bindingId: "b", payload: new Uint8Array([1]) })
 
+/**
+ * Runs a persist as another process would: it signals a hub of its own, not the one this process's
+ * drainers and relays wait on, so only the `WakeSignal` (or the back-off) can bring its record forward.
+ */
+const elsewhere = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provideService(effect, WakeHub, makeHub())
+
 /** Lets forked fibers run (the drain loop yields to the event loop between cycles). */
 const settle = Effect.repeatN(yieldToEventLoop, 10)
 
@@ -99,7 +106,7 @@ describe("WakeSignal (memory, TestClock)", () => {
       const sink = yield* MemorySink.MemorySink
       const fiber = yield* idleDrainer(p)
       yield* until(Effect.map(control.waiting, (n) => n === 1))
-      yield* (yield* OutboxStore).persist([rec(p, "r1")])
+      yield* elsewhere((yield* OutboxStore).persist([rec(p, "r1")]))
       yield* settle
       expect(yield* sink.deliveredIds).toEqual([])
       yield* control.signal(p)
@@ -114,7 +121,7 @@ describe("WakeSignal (memory, TestClock)", () => {
     Effect.gen(function* () {
       const p = "wake-during-claim"
       const sink = yield* MemorySink.MemorySink
-      yield* (yield* OutboxStore).persist([rec(p, "r1")])
+      yield* elsewhere((yield* OutboxStore).persist([rec(p, "r1")]))
       const fiber = yield* idleDrainer(p)
       yield* until(Effect.map(sink.deliveredIds, (ids) => ids.length === 2))
       expect(yield* sink.deliveredIds).toEqual(["r1", "r2"])
@@ -138,7 +145,7 @@ describe("WakeSignal (memory, TestClock)", () => {
                     if (batch.records.length > 0 || injected) return Effect.void
                     injected = true
                     return Effect.zipRight(
-                      Effect.orDie(inner.persist([rec(partitionKey, "r2")])),
+                      Effect.orDie(elsewhere(inner.persist([rec(partitionKey, "r2")]))),
                       control.signal(partitionKey)
                     )
                   })
@@ -158,7 +165,7 @@ describe("WakeSignal (memory, TestClock)", () => {
       const sink = yield* MemorySink.MemorySink
       const fiber = yield* idleDrainer(p)
       yield* until(Effect.map(control.waiting, (n) => n === 1))
-      yield* (yield* OutboxStore).persist([rec(p, "r1")])
+      yield* elsewhere((yield* OutboxStore).persist([rec(p, "r1")]))
       yield* control.signal("somewhere-else")
       yield* settle
       expect(yield* sink.deliveredIds).toEqual([])
@@ -174,7 +181,7 @@ describe("WakeSignal (memory, TestClock)", () => {
       const sink = yield* MemorySink.MemorySink
       const fiber = yield* idleDrainer(p)
       yield* settle
-      yield* (yield* OutboxStore).persist([rec(p, "r1")])
+      yield* elsewhere((yield* OutboxStore).persist([rec(p, "r1")]))
       yield* settle
       yield* TestClock.adjust("7 minutes")
       yield* settle
@@ -199,7 +206,7 @@ describe("WakeSignal (memory, TestClock)", () => {
       )
       // the first round found nothing; the relay now waits for its interval or a signal
       yield* until(Effect.map(control.waiting, (n) => n === 1))
-      yield* (yield* OutboxStore).persist([rec("wake-new", "n1")])
+      yield* elsewhere((yield* OutboxStore).persist([rec("wake-new", "n1")]))
       yield* control.signal("wake-new")
       // discovery rounds brought forward by a signal are at least 250 ms apart
       yield* TestClock.adjust("250 millis")

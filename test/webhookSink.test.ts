@@ -18,6 +18,7 @@ import * as Redact from "../src/layers/sinks/Redact.js"
 import * as StdoutSink from "../src/layers/sinks/StdoutSink.js"
 import * as WebhookSink from "../src/layers/sinks/WebhookSink.js"
 import { Sink } from "../src/services/Sink.js"
+import { claimedRecord } from "./support/BrokerRelay.js"
 
 interface Received {
   readonly method: string | undefined
@@ -484,6 +485,80 @@ describe("MemorySink", () => {
       yield* recorder.sink.send(record)
       expect(yield* recorder.deliveredIds).toEqual(["rec-2", "rec-1"])
       expect(yield* recorder.attempts).toEqual(["rec-1", "rec-2", "rec-2", "rec-1"])
+    })
+  )
+})
+
+describe("WebhookSink: records choose hosts only inside what was configured", () => {
+  const addressed = (address: string) => claimedRecord("rec-addr", address)
+  const sendWith = (options: WebhookSink.WebhookSinkOptions, address: string) =>
+    Effect.flatMap(Sink, (sink) => sink.send(addressed(address))).pipe(
+      Effect.provide(WebhookSink.layerWith(options)),
+      Effect.catchTag("InvalidConfiguration", (error) => Effect.die(error)),
+      Effect.provide(NodeHttpClient.layerUndici)
+    )
+
+  it.live(
+    "configured Authorization and signature go only to allowed origins: another host is permanent origin-not-allowed naming it, and receives nothing",
+    () =>
+      withServer(respond(204), (allowedUrl, allowed) =>
+        withServer(respond(204), (otherUrl, other) =>
+          Effect.gen(function* () {
+            const options = {
+              headers: { authorization: "Bearer S3CRET" },
+              signingSecret: "sign-S3CRET",
+              allowedOrigins: [new URL(allowedUrl).origin]
+            }
+            yield* sendWith(options, allowedUrl)
+            expect(allowed).toHaveLength(1)
+            expect(allowed[0]?.headers["authorization"]).toBe("Bearer S3CRET")
+            const refused = yield* Effect.flip(sendWith(options, otherUrl))
+            expect(refused).toMatchObject({ retryable: false, code: "origin-not-allowed" })
+            expect(refused.message).toContain(`host 127.0.0.1:${portOf(otherUrl)}`)
+            expect(refused.message).not.toContain("S3CRET")
+            // with credentials and no allowlist, no record address is trusted
+            const unlisted = yield* Effect.flip(sendWith({ headers: { authorization: "Bearer S3CRET" } }, otherUrl))
+            expect(unlisted).toMatchObject({ retryable: false, code: "origin-not-allowed" })
+            const signedOnly = yield* Effect.flip(sendWith({ signingSecret: "sign-S3CRET" }, otherUrl))
+            expect(signedOnly).toMatchObject({ retryable: false, code: "origin-not-allowed" })
+            expect(other).toHaveLength(0)
+          })
+        )
+      )
+  )
+
+  it.live(
+    "link-local and metadata addresses are refused (no connection attempted) unless their origin is listed; other hosts still work without credentials",
+    () =>
+      withServer(respond(204), (url, received) =>
+        Effect.gen(function* () {
+          yield* sendWith({ timeout: "200 millis" }, url)
+          expect(received).toHaveLength(1)
+          for (const address of [
+            "http://169.254.169.254:9/latest/meta-data/",
+            "http://[fe80::1]:9/hook",
+            "http://metadata.google.internal:9/computeMetadata/v1/"
+          ]) {
+            const refused = yield* Effect.flip(sendWith({ timeout: "200 millis" }, address))
+            expect(refused, address).toMatchObject({ retryable: false, code: "origin-not-allowed" })
+            expect(refused.message).toContain("link-local and metadata addresses must be listed explicitly")
+          }
+          expect(WebhookSink.isLinkLocalOrMetadata("[fe80::1]")).toBe(true)
+          expect(WebhookSink.isLinkLocalOrMetadata("169.254.1.2")).toBe(true)
+          expect(WebhookSink.isLinkLocalOrMetadata("127.0.0.1")).toBe(false)
+          expect(WebhookSink.isLinkLocalOrMetadata("hooks.example.com")).toBe(false)
+        })
+      )
+  )
+
+  it.effect("an allowed origin that is not an http(s) URL is refused at start", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        WebhookSink.make({ allowedOrigins: ["ftp://files.example.com"] }).pipe(
+          Effect.provide(NodeHttpClient.layerUndici)
+        )
+      )
+      expect(error.problems).toEqual(["allowed origin ftp://files.example.com/ is not an http:// or https:// URL"])
     })
   )
 })

@@ -101,11 +101,39 @@ export class InvalidRecord extends Schema.TaggedError<InvalidRecord>()("InvalidR
   /** The record id when the input had a usable one. */
   recordId: Schema.optional(Schema.String),
   partitionKey: Schema.optional(Schema.String),
-  reason: Schema.String
+  reason: Schema.String,
+  /** The topic of the value, when it was published through a typed topic (SPEC §11). */
+  topic: Schema.optional(Schema.String),
+  /** The field (dotted path) of the value that failed to encode, or the key option that was empty. */
+  field: Schema.optional(Schema.String)
 }) {
   override get message(): string {
     const id = this.recordId !== undefined ? ` ${this.recordId}` : ""
     return `invalid record${id} at index ${this.index}: ${this.reason}`
+  }
+}
+
+/**
+ * A delivered message could not be decoded (SPEC §11, §12): a bad envelope, missing or malformed wire
+ * metadata, a message naming no or another topic, or a payload the topic's Schema rejects. Names the topic,
+ * the field and (when known) the record id, never the value. Permanent: the same message never decodes.
+ *
+ * @since 0.2.0
+ */
+export class DecodeError extends Schema.TaggedError<DecodeError>()("DecodeError", {
+  /** The topic the message was decoded as, when one was expected. */
+  topic: Schema.optional(Schema.String),
+  /** The record id, when the message carried one. */
+  recordId: Schema.optional(Schema.String),
+  /** The field (dotted path, header name, `(payload)` or `(body)`) that was wrong, when one was. */
+  field: Schema.optional(Schema.String),
+  reason: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    const topic = this.topic !== undefined ? ` of topic ${this.topic}` : ""
+    const id = this.recordId !== undefined ? ` (record ${this.recordId})` : ""
+    return `cannot decode a message${topic}${id}: ${this.reason}`
   }
 }
 
@@ -320,5 +348,41 @@ export class DrainStalled extends Schema.TaggedError<DrainStalled>()("DrainStall
 }) {
   override get message(): string {
     return `drain of partition ${this.partitionKey} stalled after ${this.elapsedMillis} ms with ${this.held} records held`
+  }
+}
+
+/**
+ * An inbox handler failed (SPEC §12): nothing of it was committed, and the message id was not recorded.
+ * `retryable` is false when the handler marked the failure permanent (it failed with `PermanentFailure`
+ * or `DecodeError`); a receiver then settles the message for good (4xx, `term`, reject) instead of asking
+ * for a redelivery. `cause` is the handler's own error.
+ *
+ * @since 0.1.0
+ */
+export class HandlerFailed extends Schema.TaggedError<HandlerFailed>()("HandlerFailed", {
+  consumer: Schema.String,
+  messageId: Schema.String,
+  retryable: Schema.Boolean,
+  reason: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    const kind = this.retryable ? "retryable" : "permanent"
+    return `handler of consumer ${this.consumer} failed on message ${this.messageId} (${kind}): ${this.reason}`
+  }
+}
+
+/**
+ * A handler's way to say "retrying will not help" (invalid business input, a rule that can never pass):
+ * the inbox turns it into a `HandlerFailed` with `retryable: false`.
+ *
+ * @since 0.1.0
+ */
+export class PermanentFailure extends Schema.TaggedError<PermanentFailure>()("PermanentFailure", {
+  reason: Schema.String,
+  cause: Schema.optional(Schema.Defect)
+}) {
+  override get message(): string {
+    return `permanent failure: ${this.reason}`
   }
 }

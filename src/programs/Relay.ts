@@ -1,6 +1,7 @@
 /**
  * The relay (SPEC §6): runs one drainer per partition it can lease. Discovery lists the partitions with
- * non-terminal records every `discoveryInterval` (sooner when a `WakeSignal` in the context fires) and
+ * non-terminal records every `discoveryInterval` (sooner when a persist of this process or a `WakeSignal`
+ * in the context signals new work, SPEC §13) and
  * leases each it does not hold, up to `maxPartitions` (§4: a partition another owner holds is skipped).
  * Each held lease is renewed every third of `leaseTtl`; a failed renew interrupts that partition's
  * drainer. A drainer that fails ends its worker and hands the partition back, to be leased again under
@@ -18,7 +19,6 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
-import * as Schedule from "effect/Schedule"
 import * as Option from "effect/Option"
 import * as Scope from "effect/Scope"
 import * as Stream from "effect/Stream"
@@ -27,6 +27,7 @@ import { LeaseStore, type Lease } from "../services/LeaseStore.js"
 import * as OutboxMetrics from "../services/OutboxMetrics.js"
 import { OutboxStore } from "../services/OutboxStore.js"
 import type { Sink } from "../services/Sink.js"
+import { WakeHub, type WakeHubService } from "../services/WakeHub.js"
 import { WakeSignal, type WakeSignalService } from "../services/WakeSignal.js"
 import * as Build from "./drainer/Build.js"
 import type * as Drainer from "./Drainer.js"
@@ -93,23 +94,33 @@ export const start = <const Options extends RelayOptions>(
 /** Shortest time between two discovery rounds that a `WakeSignal` brings forward. */
 const wakeFloor = Duration.millis(250)
 
-/** Discovery every `interval`, or sooner (not before `wakeFloor`) when new work is signalled. */
+/**
+ * Discovery every `interval`, or sooner (not before `wakeFloor`) when new work is signalled: by a persist
+ * of this process in a partition the relay does not drain yet (`WakeHub`), or by the backend's signal.
+ */
 const discoveryLoop = (
   discover: Effect.Effect<void>,
   interval: Duration.Duration,
-  wake: WakeSignalService | undefined
+  wake: WakeSignalService | undefined,
+  hub: WakeHubService,
+  held: (partitionKey: string) => boolean
 ): Effect.Effect<void> => {
-  if (wake === undefined) return discover.pipe(Effect.repeat(Schedule.spaced(interval)), Effect.asVoid)
   const floor = Duration.min(interval, wakeFloor)
   const rest = Duration.subtract(interval, floor)
+  const unheld = (partitionKey: string) => !held(partitionKey)
   return Effect.gen(function* () {
     for (;;) {
       // armed before the round, so that work persisted during the round is not missed
-      const signal = yield* Effect.fork(wake.awaitAnyWork)
+      const mark = hub.mark()
+      const signal = wake === undefined ? undefined : yield* Effect.fork(wake.awaitAnyWork)
       yield* discover
       yield* Effect.sleep(floor)
-      yield* Effect.raceFirst(Effect.sleep(rest), Fiber.await(signal))
-      yield* Fiber.interruptFork(signal)
+      const local = hub.awaitAnyWork(mark, unheld)
+      yield* Effect.raceFirst(
+        Effect.sleep(rest),
+        signal === undefined ? local : Effect.raceFirst(Fiber.await(signal), local)
+      )
+      if (signal !== undefined) yield* Fiber.interruptFork(signal)
     }
   })
 }
@@ -136,6 +147,7 @@ const startWith = (
     const store = yield* OutboxStore
     const leases = yield* LeaseStore
     const wake = Option.getOrUndefined(yield* Effect.serviceOption(WakeSignal))
+    const hub = yield* WakeHub
     const context = yield* Effect.context<OutboxStore | LeaseStore | Sink>()
     const scope = yield* Effect.scope
     const workers = new Map<string, Fiber.RuntimeFiber<void>>()
@@ -229,7 +241,9 @@ const startWith = (
       }
     }).pipe(Effect.annotateLogs({ owner }), Effect.withTracerEnabled(false))
 
-    const discovery = yield* Effect.forkDaemon(discoveryLoop(discover, discoveryInterval, wake))
+    const discovery = yield* Effect.forkDaemon(
+      discoveryLoop(discover, discoveryInterval, wake, hub, (p) => workers.has(p))
+    )
 
     yield* Scope.addFinalizer(
       scope,

@@ -3,8 +3,9 @@
  *
  * Backends implement {@link Backend} (storage only). {@link make} wraps a backend with what must not
  * drift between backends: argument validation (`InvalidArgument`), token validity (R-CLAIM-1, R-DONE-1),
- * record validation and defaults (R-PERSIST-2/4/5), id generation, limit normalisation (R-CLAIM-3) and
- * one span per public operation. {@link validateStoreOptions} checks the options every backend accepts.
+ * record validation and defaults (R-PERSIST-2/4/5), id generation, limit normalisation (R-CLAIM-3),
+ * one span per public operation, and the in-process wake-up of idle drainers after a persist (SPEC §13,
+ * `WakeHub`). {@link validateStoreOptions} checks the options every backend accepts.
  * Design notes: docs/design.md.
  *
  * @since 0.1.0
@@ -32,6 +33,7 @@ import {
 } from "../domain/OutboxError.js"
 import * as OutboxRecord from "../domain/OutboxRecord.js"
 import * as PrepareBatch from "./PrepareBatch.js"
+import { WakeHub } from "./WakeHub.js"
 
 /**
  * What a claim returns: the claimed records in age order, and — when the backend stopped early on a
@@ -352,6 +354,17 @@ const checkIds = (operation: string, ids: unknown): Effect.Effect<never, Invalid
 const span = (name: string, attributes: Record<string, unknown>) =>
   Effect.withSpan(name, { attributes, captureStackTrace: false })
 
+/** Wakes the idle drainers of this process for every partition of a persisted batch (SPEC §13). */
+const wakePartitions = (records: ReadonlyArray<{ readonly partitionKey: string }>): Effect.Effect<void> =>
+  Effect.map(WakeHub, (hub) => {
+    let previous: string | undefined
+    for (const record of records) {
+      if (record.partitionKey === previous) continue
+      previous = record.partitionKey
+      hub.signal(record.partitionKey)
+    }
+  })
+
 /**
  * Wraps a backend with the shared core.
  *
@@ -374,6 +387,7 @@ export const make = (backend: Backend): OutboxStoreService =>
             existingIds: report.existingIds
           })
         }
+        yield* wakePartitions(prepared)
         return report
       }).pipe(span("OutboxStore.persist", { "outbox.records": sizeOf(records) })),
     claim: (partitionKey, token, limit) =>

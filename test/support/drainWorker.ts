@@ -1,8 +1,8 @@
 /**
  * One OS process of the multi-process drain tests (test/sqliteMultiProcess.test.ts,
- * test/postgresMultiProcess.test.ts).
+ * test/postgresMultiProcess.test.ts, test/mysqlMultiProcess.test.ts).
  *
- * Usage: `node --import tsx test/support/drainWorker.ts sqlite|postgres <dbFile|databaseUrl> <workerIndex> <workers> <partitions…>`
+ * Usage: `node --import tsx test/support/drainWorker.ts sqlite|postgres|mysql <dbFile|databaseUrl> <workerIndex> <workers> <partitions…>`
  *
  * The worker waits until every worker has registered (so they really run at the same time), then
  * loops: pick the next partition round-robin, take a fresh version from the shared `drain_version`
@@ -23,17 +23,19 @@ import * as SqliteDatabase from "../../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxStore from "../../src/layers/sqlite/SqliteOutboxStore.js"
 import { OutboxStore } from "../../src/services/OutboxStore.js"
 import { clientLayer } from "./PostgresServer.js"
+import * as MysqlOutboxStore from "../../src/layers/mysql/MysqlOutboxStore.js"
+import { clientLayer as mysqlClientLayer } from "./MysqlServer.js"
 
 const [backend, target, indexArg, workersArg, ...partitions] = process.argv.slice(2)
 if (
-  (backend !== "sqlite" && backend !== "postgres") ||
+  (backend !== "sqlite" && backend !== "postgres" && backend !== "mysql") ||
   target === undefined ||
   indexArg === undefined ||
   workersArg === undefined ||
   partitions.length === 0
 ) {
   process.stderr.write(
-    "usage: drainWorker sqlite|postgres <dbFile|databaseUrl> <workerIndex> <workers> <partitions…>\n"
+    "usage: drainWorker sqlite|postgres|mysql <dbFile|databaseUrl> <workerIndex> <workers> <partitions…>\n"
   )
   process.exit(2)
 }
@@ -75,7 +77,9 @@ const program = Effect.gen(function* () {
   yield* sql`INSERT INTO drain_ready (worker) VALUES (${workerIndex})`
   for (;;) {
     const ready = yield* Effect.flatMap(
-      sql`SELECT CAST(count(*) AS INTEGER) AS n FROM drain_ready`,
+      backend === "mysql"
+        ? sql`SELECT count(*) AS n FROM drain_ready`
+        : sql`SELECT CAST(count(*) AS INTEGER) AS n FROM drain_ready`,
       Schema.decodeUnknown(Schema.Array(CountRow))
     )
     if ((ready[0]?.n ?? 0) >= workers) break
@@ -83,7 +87,10 @@ const program = Effect.gen(function* () {
   }
 
   const nextVersion = Effect.flatMap(
-    sql`UPDATE drain_version SET v = v + 1 RETURNING v`,
+    backend === "mysql"
+      ? // no RETURNING: read the row back in the transaction that changed it
+        sql.withTransaction(Effect.zipRight(sql`UPDATE drain_version SET v = v + 1`, sql`SELECT v FROM drain_version`))
+      : sql`UPDATE drain_version SET v = v + 1 RETURNING v`,
     Schema.decodeUnknown(Schema.Array(VersionRow))
   ).pipe(Effect.map((rows) => rows[0]?.v ?? 0))
 
@@ -159,7 +166,9 @@ const program = Effect.gen(function* () {
 const layer: Layer.Layer<OutboxStore | SqlClient.SqlClient, unknown> =
   backend === "postgres"
     ? Layer.provideMerge(PostgresOutboxStore.layer, clientLayer(target))
-    : Layer.provideMerge(SqliteOutboxStore.layer, SqliteDatabase.layer({ filename: target }))
+    : backend === "mysql"
+      ? Layer.provideMerge(MysqlOutboxStore.layer, mysqlClientLayer(target))
+      : Layer.provideMerge(SqliteOutboxStore.layer, SqliteDatabase.layer({ filename: target }))
 
 Effect.runPromise(program.pipe(Effect.provide(layer))).then(
   (summary) => {

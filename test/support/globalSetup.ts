@@ -16,11 +16,19 @@ import { fileURLToPath } from "node:url"
 import type { TestProject } from "vitest/node"
 import { startPostgres } from "./PostgresServer.js"
 import { startNats } from "./NatsServer.js"
+import { startMysql } from "./MysqlServer.js"
 
 declare module "vitest" {
   export interface ProvidedContext {
     dynamoEndpoint: string
     postgresUrl: string
+  }
+}
+
+// MariaDB for the MySQL backend (see ./MysqlServer.ts)
+declare module "vitest" {
+  export interface ProvidedContext {
+    mysqlUrl: string
   }
 }
 
@@ -247,8 +255,17 @@ export default async function setup(project: TestProject): Promise<() => Promise
   console.log(`[postgres] ${postgres.url} (watchdog pid ${String(postgres.pid)})`)
   project.provide("postgresUrl", postgres.url)
 
-  return async () => {
+  // MariaDB: one throw-away server per run (./MysqlServer.ts); each test file creates its own database
+  const mysql = await startMysql().catch(async (error: unknown) => {
     await Promise.all([nats.dispose(), postgres.stop()])
+    await stopServer(server)
+    throw error
+  })
+  console.log(`[mysql] ${mysql.url} (watchdog pid ${String(mysql.pid)})`)
+  project.provide("mysqlUrl", mysql.url)
+
+  return async () => {
+    await Promise.all([nats.dispose(), postgres.stop(), mysql.stop()])
     await stopServer(server)
   }
 }

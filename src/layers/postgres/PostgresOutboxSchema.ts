@@ -18,6 +18,7 @@ import * as Schema from "effect/Schema"
 import { CorruptRecord, InvalidConfiguration } from "../../domain/OutboxError.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
 import * as SqlDialect from "../sql/SqlDialect.js"
+import * as SqlOutboxRow from "../sql/SqlOutboxRow.js"
 import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 
 /**
@@ -274,201 +275,26 @@ RETURNING id`,
  *
  * @since 0.1.0
  */
-export const BigIntColumn = Schema.Union(Schema.Int, Schema.compose(Schema.NumberFromString, Schema.Int))
-
-const NonNegative = Schema.Union(Schema.NonNegativeInt, Schema.compose(Schema.NumberFromString, Schema.NonNegativeInt))
+export const BigIntColumn = SqlOutboxRow.BigIntColumn
 
 /**
  * The stored form of one row, as `pg` returns it.
  *
  * @since 0.1.0
  */
-export const Row = Schema.Struct({
-  id: Schema.NonEmptyString,
-  partition_key: Schema.NonEmptyString,
-  envelope_id: Schema.NonEmptyString,
-  binding_id: Schema.NonEmptyString,
-  route_id: Schema.String,
-  address: Schema.String,
-  payload: Schema.Uint8ArrayFromSelf,
-  headers: Schema.parseJson(OutboxRecord.Headers),
-  ordering_key: Schema.NullOr(Schema.NonEmptyString),
-  created_at: BigIntColumn,
-  expires_at: Schema.NullOr(BigIntColumn),
-  seq: NonNegative,
-  status: OutboxRecord.RecordStatus,
-  claimed_by: Schema.NullOr(Schema.NonEmptyString),
-  claim_version: NonNegative,
-  claimed_at: Schema.NullOr(BigIntColumn),
-  first_attempted_at: Schema.NullOr(BigIntColumn),
-  replay_count: NonNegative,
-  completed_at: Schema.NullOr(BigIntColumn)
-})
+export const Row = SqlOutboxRow.Row
 
 /**
  * @since 0.1.0
  */
-export type Row = typeof Row.Type
-
-const decodeRowEither = Schema.decodeUnknownEither(Row)
-
-const instant = (millis: number | null): Option.Option<DateTime.Utc> =>
-  millis === null ? Option.none() : Option.some(DateTime.unsafeMake(millis))
-
-const field = (row: unknown, name: string): unknown =>
-  typeof row === "object" && row !== null ? Reflect.get(row, name) : undefined
+export type Row = SqlOutboxRow.Row
 
 /**
- * Decodes one stored row into an `OutboxRecord`; anything that does not decode is a `CorruptRecord`
- * naming the record. The payload is copied out of the driver's buffer. Well-formed rows are checked
- * structurally (accepting a subset of what {@link Row} accepts); only the others run the schema.
+ * Decodes one stored row into an `OutboxRecord` (`SqlOutboxRow.decodeRow`).
  *
  * @since 0.1.0
  */
-export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxRecord, CorruptRecord> => {
-  const quick = quickRow(input)
-  if (quick !== undefined) return Either.right(toRecord(quick))
-  const decoded = decodeRowEither(input)
-  if (Either.isLeft(decoded)) {
-    const id = field(input, "id")
-    const pk = field(input, "partition_key")
-    return Either.left(
-      new CorruptRecord({
-        recordId: typeof id === "string" ? id : "<unknown>",
-        partitionKey: typeof pk === "string" ? pk : undefined,
-        reason: ParseResult.TreeFormatter.formatErrorSync(decoded.left)
-      })
-    )
-  }
-  return Either.right(toRecord(decoded.right))
-}
-
-const toRecord = (r: Row): OutboxRecord.OutboxRecord =>
-  OutboxRecord.makeUnvalidated({
-    id: r.id,
-    partitionKey: r.partition_key,
-    envelopeId: r.envelope_id,
-    bindingId: r.binding_id,
-    routeId: r.route_id,
-    address: r.address,
-    payload: Uint8Array.from(r.payload),
-    headers: r.headers,
-    orderingKey: Option.fromNullable(r.ordering_key),
-    createdAt: DateTime.unsafeMake(r.created_at),
-    expiresAt: instant(r.expires_at),
-    seq: r.seq,
-    status: r.status,
-    claimedBy: Option.fromNullable(r.claimed_by),
-    claimVersion: r.claim_version,
-    claimedAt: instant(r.claimed_at),
-    firstAttemptedAt: instant(r.first_attempted_at),
-    replayCount: r.replay_count,
-    completedAt: instant(r.completed_at)
-  })
-
-// ---------------------------------------------------------------------------------------------------
-// The structural fast path: accepts a subset of what `Row` accepts (and yields what it would yield);
-// anything else goes through the schema, which then accepts it or names the problem.
-// ---------------------------------------------------------------------------------------------------
-
-const int = (u: unknown): number | undefined => {
-  const n = typeof u === "number" ? u : typeof u === "string" && /^-?[0-9]{1,16}$/.test(u) ? Number(u) : undefined
-  return n !== undefined && Number.isSafeInteger(n) ? n : undefined
-}
-const nullableInt = (u: unknown): number | null | undefined => (u === null ? null : int(u))
-const nonEmpty = (u: unknown): u is string => typeof u === "string" && u.length > 0
-
-const quickHeaders = (u: unknown): OutboxRecord.Headers | undefined => {
-  if (u === "{}") return {}
-  if (typeof u !== "string") return undefined
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(u)
-  } catch {
-    return undefined
-  }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return undefined
-  const out: Record<string, string> = {}
-  for (const key of Object.keys(parsed)) {
-    const value: unknown = Reflect.get(parsed, key)
-    if (key === "__proto__" || typeof value !== "string") return undefined
-    out[key] = value
-  }
-  return out
-}
-
-const quickRow = (u: unknown): Row | undefined => {
-  if (typeof u !== "object" || u === null) return undefined
-  const get = (name: string): unknown => Reflect.get(u, name)
-  const [id, pk, env, bind, route, addr, payload, okey, status, by] = [
-    get("id"),
-    get("partition_key"),
-    get("envelope_id"),
-    get("binding_id"),
-    get("route_id"),
-    get("address"),
-    get("payload"),
-    get("ordering_key"),
-    get("status"),
-    get("claimed_by")
-  ]
-  const headers = quickHeaders(get("headers"))
-  const createdAt = int(get("created_at"))
-  const expiresAt = nullableInt(get("expires_at"))
-  const seq = int(get("seq"))
-  const version = int(get("claim_version"))
-  const claimedAt = nullableInt(get("claimed_at"))
-  const firstAttemptedAt = nullableInt(get("first_attempted_at"))
-  const replayCount = int(get("replay_count"))
-  const completedAt = nullableInt(get("completed_at"))
-  if (
-    !nonEmpty(id) ||
-    !nonEmpty(pk) ||
-    !nonEmpty(env) ||
-    !nonEmpty(bind) ||
-    typeof route !== "string" ||
-    typeof addr !== "string" ||
-    !(payload instanceof Uint8Array) ||
-    headers === undefined ||
-    !(okey === null || nonEmpty(okey)) ||
-    !(status === "pending" || status === "claimed" || status === "completed" || status === "expired") ||
-    !(by === null || nonEmpty(by)) ||
-    createdAt === undefined ||
-    expiresAt === undefined ||
-    seq === undefined ||
-    seq < 0 ||
-    version === undefined ||
-    version < 0 ||
-    claimedAt === undefined ||
-    firstAttemptedAt === undefined ||
-    replayCount === undefined ||
-    replayCount < 0 ||
-    completedAt === undefined
-  ) {
-    return undefined
-  }
-  return {
-    id,
-    partition_key: pk,
-    envelope_id: env,
-    binding_id: bind,
-    route_id: route,
-    address: addr,
-    payload,
-    headers,
-    ordering_key: okey,
-    created_at: createdAt,
-    expires_at: expiresAt,
-    seq,
-    status,
-    claimed_by: by,
-    claim_version: version,
-    claimed_at: claimedAt,
-    first_attempted_at: firstAttemptedAt,
-    replay_count: replayCount,
-    completed_at: completedAt
-  }
-}
+export const decodeRow = SqlOutboxRow.decodeRow
 
 /**
  * The column arrays of {@link Statements.insert} for records with their seqs.
@@ -528,6 +354,7 @@ export const isConflict = (error: unknown): boolean => {
  */
 export const sqlState = (error: unknown): string | undefined => {
   if (typeof error !== "object" || error === null || Reflect.get(error, "_tag") !== "SqlError") return undefined
-  const code = field(Reflect.get(error, "cause"), "code")
+  const cause: unknown = Reflect.get(error, "cause")
+  const code = typeof cause === "object" && cause !== null ? Reflect.get(cause, "code") : undefined
   return typeof code === "string" ? code : undefined
 }

@@ -5,8 +5,15 @@
  *
  * - Subject: the record's `address`, else the configured `subject`; both may hold `{partitionKey}` and
  *   `{routeId}`.
- * - Headers: the record's headers plus `Outbox-Partition`, `Outbox-Ordering-Key` (when set) and
- *   `Outbox-Envelope-Id`.
+ * - Headers: the record's headers plus the wire metadata of SPEC §11 (`Outbox-Record-Id`, `Outbox-Topic`,
+ *   `Outbox-Partition`, `Outbox-Ordering-Key`, `Outbox-Seq`, `Outbox-Created-At`; `Topic.wireHeaders`) and
+ *   `Outbox-Envelope-Id`. `NatsMessage.decode` reads a message of a typed topic back.
+ * - Records choose subjects only inside what was configured: a `$`-prefixed (system) subject such as
+ *   `$JS.API.STREAM.DELETE.X` is refused (`system-subject`), and with `allowedSubjectPrefixes` a record's
+ *   address must start with one of them (`subject-not-allowed`); both are permanent, so the record is
+ *   dead-lettered with the reason and nothing is published.
+ * - Delivered only on a real JetStream publish acknowledgement (a stream name and a sequence number); any
+ *   other answer (a core subscriber replying on the subject) is permanent `no-pub-ack`.
  * - Permanent: no stream captures the subject, permission denied, an invalid subject or header, a payload
  *   over the server's limit, a JetStream API error below 500. Transient: timeouts, disconnects,
  *   `503 no responders` while a stream for the subject exists, every other failure.
@@ -24,6 +31,7 @@ import type * as Scope from "effect/Scope"
 import { connect, headers as natsHeaders, type JetStreamManager, type MsgHdrs, type NatsConnection } from "nats"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import * as Topic from "../../domain/Topic.js"
 import { SendError, Sink } from "../../services/Sink.js"
 import * as BrokerUrl from "./BrokerUrl.js"
 
@@ -41,6 +49,11 @@ export interface NatsSinkOptions {
   readonly timeout?: Duration.DurationInput | undefined
   /** The connection name shown by the server (default `effect-outbox`). */
   readonly name?: string | undefined
+  /**
+   * Subject prefixes a record's `address` may publish to (e.g. `["orders."]`); when absent, any subject
+   * that is not `$`-prefixed. The configured `subject` is not checked against it.
+   */
+  readonly allowedSubjectPrefixes?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -58,6 +71,28 @@ export const subjectFor = (template: string, record: OutboxRecord): string =>
  */
 export const isValidSubject = (subject: string): boolean =>
   subject.split(".").every((token) => token.length > 0 && !/[\s*>]/.test(token))
+
+/**
+ * Whether a subject is a NATS system subject (`$JS.API…`, `$SYS…`, `$KV…`): records never publish there.
+ *
+ * @since 0.1.0
+ */
+export const isSystemSubject = (subject: string): boolean => subject.startsWith("$")
+
+/**
+ * Whether an answer to a publish is a JetStream publish acknowledgement: a stream name and a positive
+ * sequence number. Anything else (a core subscriber's reply, an API response) is not a delivery.
+ *
+ * @since 0.1.0
+ */
+export const isPubAck = (answer: unknown): boolean => {
+  if (typeof answer !== "object" || answer === null) return false
+  const stream: unknown = Reflect.get(answer, "stream")
+  const seq: unknown = Reflect.get(answer, "seq")
+  return (
+    typeof stream === "string" && stream.length > 0 && typeof seq === "number" && Number.isSafeInteger(seq) && seq > 0
+  )
+}
 
 interface NatsFailure {
   readonly code: string
@@ -85,9 +120,9 @@ const permanentCodes = new Set(["BAD_SUBJECT", "BAD_HEADER", "BAD_PAYLOAD", "INV
 const headersOf = (record: OutboxRecord): MsgHdrs => {
   const h = natsHeaders()
   for (const [name, value] of Object.entries(record.headers)) h.set(name, value)
-  h.set("Outbox-Partition", record.partitionKey)
-  h.set("Outbox-Envelope-Id", record.envelopeId)
-  if (Option.isSome(record.orderingKey)) h.set("Outbox-Ordering-Key", record.orderingKey.value)
+  // the wire metadata (SPEC §11) overrides a record header of the same name
+  for (const [name, value] of Object.entries(Topic.wireHeaders(record))) h.set(name, value)
+  h.set(Topic.EnvelopeIdHeader, Topic.encodeHeaderValue(record.envelopeId))
   return h
 }
 
@@ -105,6 +140,13 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
     if (urls.length === 0) problems.push("no NATS server URL given")
     if (options.subject !== undefined && options.subject.trim().length === 0)
       problems.push("the default subject is empty")
+    if (options.subject !== undefined && isSystemSubject(options.subject))
+      problems.push("the default subject is a $-prefixed system subject")
+    const prefixes = options.allowedSubjectPrefixes
+    if (prefixes !== undefined) {
+      if (prefixes.some((prefix) => prefix.length === 0)) problems.push("an allowed subject prefix is empty")
+      if (prefixes.some(isSystemSubject)) problems.push("an allowed subject prefix is a $-prefixed system subject")
+    }
     if (problems.length > 0) return yield* new InvalidConfiguration({ component: "NatsSink", problems })
     const servers = parsed.flatMap((each) => (Either.isRight(each) ? [each.right] : []))
     const first = servers[0]
@@ -189,6 +231,28 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
         )
       }
       const subject = subjectFor(template, record)
+      if (isSystemSubject(subject)) {
+        return Effect.fail(
+          new SendError({
+            retryable: false,
+            code: "system-subject",
+            message: `record ${record.id}: ${JSON.stringify(subject)} is a $-prefixed NATS system subject; records never publish there`
+          })
+        )
+      }
+      if (
+        record.address.length > 0 &&
+        prefixes !== undefined &&
+        !prefixes.some((prefix) => subject.startsWith(prefix))
+      ) {
+        return Effect.fail(
+          new SendError({
+            retryable: false,
+            code: "subject-not-allowed",
+            message: `record ${record.id}: subject ${JSON.stringify(subject)} is outside the allowed subject prefixes`
+          })
+        )
+      }
       if (!isValidSubject(subject)) {
         return Effect.fail(
           new SendError({
@@ -212,7 +276,18 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
           return
         }
         published.then(
-          () => resume(Effect.void),
+          (ack) =>
+            resume(
+              isPubAck(ack)
+                ? Effect.void
+                : Effect.fail(
+                    new SendError({
+                      retryable: false,
+                      code: "no-pub-ack",
+                      message: `NATS publish to ${subject}: the answer was not a JetStream publish acknowledgement`
+                    })
+                  )
+            ),
           (error: unknown) => resume(classify(error, subject))
         )
       })

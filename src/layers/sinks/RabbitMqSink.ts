@@ -6,8 +6,13 @@
  * - Exchange and routing key: the record's `address` as `exchange/routingKey` or a bare routing key on
  *   the configured `exchange` (default: the default exchange `""`); without an address the configured
  *   `routingKey`. Routing keys may hold `{partitionKey}` and `{routeId}`.
- * - Headers: the record's headers plus `Outbox-Partition`, `Outbox-Ordering-Key` (when set) and
- *   `Outbox-Envelope-Id`.
+ * - Records choose exchanges only inside what was configured: an address naming an exchange
+ *   (`exchange/routingKey`) must name the configured `exchange` or one of `allowedExchanges`; anything
+ *   else, the default exchange (`/queue`) and `amq.*` included, is permanent `exchange-not-allowed` and
+ *   nothing is published.
+ * - Headers: the record's headers plus the wire metadata of SPEC §11 (`Outbox-Record-Id`, `Outbox-Topic`,
+ *   `Outbox-Partition`, `Outbox-Ordering-Key`, `Outbox-Seq`, `Outbox-Created-At`; `Topic.wireHeaders`) and
+ *   `Outbox-Envelope-Id`. `RabbitMqMessage.decode` reads a message of a typed topic back.
  * - Permanent: a returned (unroutable) message, a missing exchange (404), access refused (403).
  *   Transient: a nack, a closed channel or connection, no confirm within `timeout` (found by a sweep every
  *   quarter of it, so the wait may run up to a quarter over), a failed connect.
@@ -28,6 +33,7 @@ import type * as Scope from "effect/Scope"
 import { type ChannelModel, type ConfirmChannel, connect, type Message } from "amqplib"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import * as Topic from "../../domain/Topic.js"
 import { SendError, Sink } from "../../services/Sink.js"
 import * as BrokerUrl from "./BrokerUrl.js"
 
@@ -45,6 +51,11 @@ export interface RabbitMqSinkOptions {
   readonly routingKey?: string | undefined
   /** Time to wait for the broker's confirm (default 5 seconds); a timeout is transient. */
   readonly timeout?: Duration.DurationInput | undefined
+  /**
+   * Exchanges a record's address may name as `exchange/routingKey`, besides the configured `exchange`
+   * (default none). The default exchange is `""`; `amq.*` exchanges are allowed only when listed.
+   */
+  readonly allowedExchanges?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -253,6 +264,7 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
         })
       })
 
+    const allowed = new Set([exchange, ...(options.allowedExchanges ?? [])])
     const send = (record: OutboxRecord): Effect.Effect<void, SendError> => {
       const target = targetFor(record, exchange, options.routingKey)
       if (target === undefined) {
@@ -260,12 +272,21 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
           new SendError({ retryable: false, code: "no-address", message: `record ${record.id} has no routing key` })
         )
       }
+      if (!allowed.has(target.exchange)) {
+        return Effect.fail(
+          new SendError({
+            retryable: false,
+            code: "exchange-not-allowed",
+            message: `record ${record.id}: exchange ${JSON.stringify(target.exchange)} is not configured (sink exchange or allowed exchanges)`
+          })
+        )
+      }
+      // the wire metadata (SPEC §11) overrides a record header of the same name
       const headers: Record<string, string> = {
         ...record.headers,
-        "Outbox-Partition": record.partitionKey,
-        "Outbox-Envelope-Id": record.envelopeId
+        ...Topic.wireHeaders(record),
+        [Topic.EnvelopeIdHeader]: Topic.encodeHeaderValue(record.envelopeId)
       }
-      if (Option.isSome(record.orderingKey)) headers["Outbox-Ordering-Key"] = record.orderingKey.value
       return Effect.suspend(() => {
         const live = state.live
         return live !== undefined && !live.closed

@@ -1,12 +1,14 @@
 /**
  * The JSON form of a delivered record, shared by every sink that serialises records (stdout lines,
- * webhook bodies, broker messages). The payload is base64; instants are ISO-8601 strings.
+ * webhook bodies). The payload is base64; instants are ISO-8601 strings. The form is documented as a JSON
+ * Schema shipped with the package (`schemas/webhook-body.schema.json`); fields are only ever added.
  *
  * @since 0.1.0
  */
 import * as DateTime from "effect/DateTime"
 import * as Option from "effect/Option"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import { TopicHeader } from "../../domain/Topic.js"
 
 /**
  * The JSON form of a record.
@@ -26,7 +28,10 @@ export interface RecordJson {
   readonly createdAt: string
   readonly expiresAt: string | null
   readonly seq: number
+  /** How many times the record was claimed, this delivery included (1 on a first delivery). */
   readonly replayCount: number
+  /** The topic of a record published through a typed topic (its `Outbox-Topic` header), else null. */
+  readonly topic: string | null
 }
 
 /**
@@ -47,7 +52,8 @@ export const toJson = (record: OutboxRecord): RecordJson => ({
   createdAt: DateTime.formatIso(record.createdAt),
   expiresAt: Option.getOrNull(Option.map(record.expiresAt, DateTime.formatIso)),
   seq: record.seq,
-  replayCount: record.replayCount
+  replayCount: record.replayCount,
+  topic: record.headers[TopicHeader] ?? null
 })
 
 /**

@@ -1,6 +1,8 @@
 /**
  * An HTTP webhook sink on `@effect/platform`'s `HttpClient` (SPEC §6, §10): each record is POSTed as
- * JSON ({@link RecordJson}) with `Idempotency-Key` = record id.
+ * JSON ({@link RecordJson}; documented by `schemas/webhook-body.schema.json`) with `Idempotency-Key` = record id
+ * and the wire metadata headers of SPEC §11 (`Topic.wireHeaders`; configured headers cannot override them).
+ * `Topic.decode(topic, { body })` reads a request of a typed topic back.
  *
  * - Delivery is decided on the status line: 2xx is delivered even if the body then trickles; the body is
  *   read separately, at most `maxBodyBytes` (64 KiB) within `bodyTimeout`, and the connection is dropped
@@ -13,6 +15,12 @@
  *   and errors only redacted (userinfo and query values masked); headers and the signing secret never.
  * - Configured headers are checked when the sink is built: an invalid name, CR/LF in a value or a header
  *   the sink sets itself fails with `InvalidConfiguration`.
+ * - Records choose hosts only inside what was configured: without a fixed `url`, a record's address must
+ *   have an origin listed in `allowedOrigins`; when that option is absent, any origin is allowed only if
+ *   the sink carries no credentials (no configured headers, no signing secret), so configured credentials
+ *   and signatures go only to configured hosts. Link-local addresses (169.254.0.0/16, fe80::/10) and cloud
+ *   metadata endpoints are refused unless their origin is listed explicitly. A refused address is permanent
+ *   `origin-not-allowed`, naming the host; nothing is sent.
  * - With a `signingSecret`, `X-Outbox-Timestamp` (unix seconds) and `X-Outbox-Signature:
  *   sha256=<hex HMAC-SHA256(secret, timestamp + "." + body)>` are added.
  *
@@ -34,6 +42,7 @@ import * as Stream from "effect/Stream"
 import { createHmac } from "node:crypto"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import * as Topic from "../../domain/Topic.js"
 import { SendError, Sink } from "../../services/Sink.js"
 import * as RecordJson from "./RecordJson.js"
 import * as Redact from "./Redact.js"
@@ -58,6 +67,12 @@ export interface WebhookSinkOptions {
   readonly headers?: Readonly<Record<string, string>> | undefined
   /** Shared secret for HMAC-SHA256 signatures of each request; never logged. */
   readonly signingSecret?: Redacted.Redacted<string> | string | undefined
+  /**
+   * Origins (`https://hooks.example.com`, `http://127.0.0.1:8080`) a record's `address` may name when no
+   * `url` is fixed. When absent: any origin if the sink carries no headers and no signing secret, none
+   * otherwise. Link-local and metadata addresses are allowed only when their origin is listed here.
+   */
+  readonly allowedOrigins?: ReadonlyArray<string> | undefined
 }
 
 /**
@@ -127,7 +142,8 @@ const reservedHeaders = new Set([
   "host",
   "connection",
   SignatureHeader.toLowerCase(),
-  TimestampHeader.toLowerCase()
+  TimestampHeader.toLowerCase(),
+  ...Topic.metadataHeaders.map((name) => name.toLowerCase())
 ])
 
 /**
@@ -144,11 +160,52 @@ export const headerProblems = (headers: Readonly<Record<string, string>>): Reado
     return []
   })
 
+/**
+ * Whether a URL host names a link-local address (169.254.0.0/16, fe80::/10) or a cloud metadata endpoint
+ * (`metadata.google.internal`, `metadata`, `fd00:ec2::254`, `100.100.100.200`). Literal addresses only: a
+ * name is not resolved.
+ *
+ * @since 0.1.0
+ */
+export const isLinkLocalOrMetadata = (hostname: string): boolean => {
+  const host = hostname
+    .toLowerCase()
+    .replace(/^\[|\]$/g, "")
+    .replace(/\.$/, "")
+  if (host === "metadata.google.internal" || host === "metadata" || host === "100.100.100.200") return true
+  if (/^169\.254\.\d{1,3}\.\d{1,3}$/.test(host)) return true
+  if (/^fe[89ab][0-9a-f]?:/.test(host)) return true
+  if (host === "fd00:ec2::254") return true
+  // IPv4-mapped IPv6 (::ffff:169.254.169.254 is written ::ffff:a9fe:a9fe by the URL parser)
+  return /^::ffff:a9fe:[0-9a-f]{1,4}$/.test(host)
+}
+
+/**
+ * The origin of a URL (`scheme://host[:port]`, lower case, default port omitted), or `undefined` when it
+ * does not parse as an http(s) URL.
+ *
+ * @since 0.1.0
+ */
+export const originOf = (text: string): string | undefined => {
+  try {
+    const url = new URL(text)
+    return url.protocol === "http:" || url.protocol === "https:" ? url.origin : undefined
+  } catch {
+    return undefined
+  }
+}
+
 interface Target {
   /** The URL requested (without userinfo). */
   readonly url: string
   /** The URL for logs and messages. */
   readonly redacted: string
+  /** `scheme://host[:port]` of the URL. */
+  readonly origin: string
+  /** The host name of the URL (brackets kept for IPv6). */
+  readonly hostname: string
+  /** `host[:port]` of the URL, for messages. */
+  readonly host: string
   readonly authorization: Option.Option<string>
   readonly scrub: (text: string) => string
 }
@@ -173,7 +230,15 @@ const parseTarget = (text: string): Either.Either<Target, string> => {
         )
   parsed.username = ""
   parsed.password = ""
-  return Either.right({ url: parsed.href, redacted, authorization, scrub: Redact.scrubber(text, parsed.href) })
+  return Either.right({
+    url: parsed.href,
+    redacted,
+    origin: parsed.origin,
+    hostname: parsed.hostname,
+    host: parsed.host,
+    authorization,
+    scrub: Redact.scrubber(text, parsed.href)
+  })
 }
 
 const hasHeader = (headers: Readonly<Record<string, string>>, name: string): boolean =>
@@ -328,6 +393,14 @@ export const make = (
       })
     )
     if (Option.isSome(secret) && secret.value.length === 0) problems.push("the signing secret is empty")
+    const allowedOrigins = new Set<string>()
+    for (const origin of options.allowedOrigins ?? []) {
+      const parsed = originOf(origin)
+      if (parsed === undefined) problems.push(`allowed origin ${Redact.url(origin)} is not an http:// or https:// URL`)
+      else allowedOrigins.add(parsed)
+    }
+    const carriesCredentials = Object.keys(extra).length > 0 || Option.isSome(secret)
+    const anyOrigin = options.allowedOrigins === undefined && !carriesCredentials
     if (problems.length > 0) return yield* new InvalidConfiguration({ component: "WebhookSink", problems })
 
     const targetOf = (record: OutboxRecord): Either.Either<Target, SendError> => {
@@ -337,6 +410,19 @@ export const make = (
       }
       return parseTarget(record.address).pipe(
         Either.mapLeft((problem) => permanent("invalid-url", `record ${record.id}: ${problem}`)),
+        Either.filterOrLeft(
+          (target) => allowedOrigins.has(target.origin) || (anyOrigin && !isLinkLocalOrMetadata(target.hostname)),
+          (target) =>
+            permanent(
+              "origin-not-allowed",
+              `record ${record.id}: host ${target.host} is not an allowed webhook origin` +
+                (isLinkLocalOrMetadata(target.hostname)
+                  ? " (link-local and metadata addresses must be listed explicitly)"
+                  : anyOrigin
+                    ? ""
+                    : " (allowed origins: sink url, allowedOrigins)")
+            )
+        ),
         Either.filterOrLeft(
           (target) => Option.isNone(target.authorization) || !configuredAuthorization,
           (target) =>
@@ -357,6 +443,7 @@ export const make = (
             const base = HttpClientRequest.post(target.url).pipe(
               HttpClientRequest.setHeaders(extra),
               HttpClientRequest.setHeader("Idempotency-Key", record.id),
+              HttpClientRequest.setHeaders(Topic.wireHeaders(record)),
               HttpClientRequest.bodyText(body, "application/json")
             )
             const authorized = Option.match(target.authorization, {

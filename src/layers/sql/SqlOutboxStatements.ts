@@ -96,7 +96,8 @@ export const pushRecordValues = (values: Array<unknown>, record: OutboxRecord.Pr
 
 /**
  * The shared statements. Statements over an id list take its length (PostgreSQL binds the list as one
- * array and ignores it).
+ * array and ignores it). "Returns" names what a write returns where the dialect has `RETURNING`; without it
+ * (MySQL) a write returns its affected-row count only.
  *
  * @since 0.1.0
  */
@@ -185,14 +186,12 @@ LIMIT ${p()}`
     return `UPDATE ${t.outbox} AS o SET status = 'claimed', claimed_by = ${p()}, claim_version = ${p()},
   claimed_at = ${p()}, first_attempted_at = coalesce(first_attempted_at, ${p()}), replay_count = replay_count + 1
 WHERE ${inIds("o.id", n)} AND ${d.unindexed("o.partition_key")} = ${p()}
-  AND ${d.unindexed("o.status")} IN ('pending', 'claimed') AND ${claimable(p)}
-RETURNING id`
+  AND ${d.unindexed("o.status")} IN ('pending', 'claimed') AND ${claimable(p)}${d.returning}`
   }
   const settle = (set: (p: () => string) => string) => (n: number) => {
     const { inIds, next: p } = d.placeholders()
     return `UPDATE ${t.outbox} SET ${set(p)}
-WHERE ${inIds("id", n)} AND status = 'claimed' AND claimed_by = ${p()} AND claim_version = ${p()}
-RETURNING id`
+WHERE ${inIds("id", n)} AND status = 'claimed' AND claimed_by = ${p()} AND claim_version = ${p()}${d.returning}`
   }
   const plain = (build: (p: () => string) => string) => build(d.placeholders().next)
   const pending = (what: string, p: () => string) => `SELECT ${what} FROM ${t.outbox} AS o${claimIndex}
@@ -212,8 +211,7 @@ WHERE partition_key = ${p()} AND envelope_id = ${p()} AND binding_id = ${p()} AN
     release: bySize(settle(() => "status = 'pending', claimed_by = NULL, claimed_at = NULL")),
     expire: plain(
       (p) => `UPDATE ${t.outbox} SET status = 'expired', terminal_at = ${p()}
-WHERE partition_key = ${p()} AND expires_at IS NOT NULL AND status = 'pending' AND expires_at < ${p()}
-RETURNING id`
+WHERE partition_key = ${p()} AND expires_at IS NOT NULL AND status = 'pending' AND expires_at < ${p()}${d.returning}`
     ),
     queryPending: plain(
       (p) => `${pending(oCols, p)}
@@ -232,10 +230,12 @@ WHERE k.partition_key > ${p()} AND EXISTS (
 ORDER BY k.partition_key
 LIMIT ${p()}`
     ),
-    sweep: plain(
-      (p) => `DELETE FROM ${t.outbox} WHERE ${d.rowKey} IN (
-  SELECT ${d.rowKey} FROM ${t.outbox}${d.indexedBy(t.terminalIndex)} WHERE terminal_at IS NOT NULL AND terminal_at < ${p()} LIMIT ${p()})
-RETURNING id`
+    sweep: plain((p) =>
+      d.limitedDelete
+        ? `DELETE FROM ${t.outbox} WHERE terminal_at IS NOT NULL AND terminal_at < ${p()}
+ORDER BY terminal_at LIMIT ${p()}`
+        : `DELETE FROM ${t.outbox} WHERE ${d.rowKey} IN (
+  SELECT ${d.rowKey} FROM ${t.outbox}${d.indexedBy(t.terminalIndex)} WHERE terminal_at IS NOT NULL AND terminal_at < ${p()} LIMIT ${p()})${d.returning}`
     )
   }
 }

@@ -12,11 +12,6 @@ import * as MemoryDeadLetterStore from "../../layers/memory/MemoryDeadLetterStor
 import * as MemoryInspection from "../../layers/memory/MemoryInspection.js"
 import * as MemoryLeaseStore from "../../layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../../layers/memory/MemoryOutboxStore.js"
-import * as SqliteDatabase from "../../layers/sqlite/SqliteDatabase.js"
-import * as SqliteDeadLetterStore from "../../layers/sqlite/SqliteDeadLetterStore.js"
-import * as SqliteInspection from "../../layers/sqlite/SqliteInspection.js"
-import * as SqliteLeaseStore from "../../layers/sqlite/SqliteLeaseStore.js"
-import * as SqliteOutboxStore from "../../layers/sqlite/SqliteOutboxStore.js"
 import type { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import type { LeaseStore } from "../../services/LeaseStore.js"
 import type { OutboxInspection } from "../../services/OutboxInspection.js"
@@ -32,12 +27,16 @@ import * as SqliteFile from "./SqliteFile.js"
 export type Stores = OutboxStore | LeaseStore | DeadLetterStore | OutboxInspection
 
 /**
- * How a command uses the store: `readOnly` commands (`inspect`, `dlq list`) never create a database.
+ * How a command uses the store: `readOnly` commands (`inspect`, `dlq list`) never create a database;
+ * with `wake` (the relay) the SQLite and PostgreSQL backends also provide their `WakeSignal`
+ * (`SqliteWakeSignal`, `PostgresWakeSignal`), so records committed by other processes wake the idle
+ * relay (SPEC §13).
  *
  * @since 0.1.0
  */
 export interface OpenOptions {
   readonly readOnly: boolean
+  readonly wake?: boolean | undefined
 }
 
 /**
@@ -53,19 +52,17 @@ const memory: BackendLayer = () => {
   return Layer.provideMerge(MemoryInspection.layer, stores)
 }
 
-const sqlite: BackendLayer = (settings, options) => {
-  const tablePrefix = settings.sqliteTablePrefix
-  const database = SqliteDatabase.layer({ filename: settings.sqliteFile, synchronous: settings.sqliteSynchronous })
-  const outbox = SqliteOutboxStore.layerWith({ tablePrefix })
-  const stores = Layer.mergeAll(
-    Layer.provideMerge(SqliteDeadLetterStore.layerWith({ tablePrefix }), outbox),
-    SqliteLeaseStore.layerWith({ tablePrefix })
-  )
-  const withInspection = Layer.provideMerge(SqliteInspection.layerWith({ tablePrefix }), stores)
-  return Layer.unwrapEffect(
-    Effect.as(SqliteFile.check(settings.sqliteFile, options), Layer.provide(withInspection, database))
+// loaded on demand, like every backend with a driver: `--help` needs none of them installed
+const sqlite: BackendLayer = (settings, options) =>
+  Layer.unwrapEffect(
+    Effect.zipRight(
+      SqliteFile.check(settings.sqliteFile, options),
+      Effect.map(
+        Effect.promise(() => import("./SqliteBackend.js")),
+        (backend) => backend.layer(settings, options.wake === true)
+      )
+    )
   ).pipe(Layer.catchAllCause((cause) => Layer.fail(SqliteFile.openFailure(settings.sqliteFile, cause))))
-}
 
 // loaded on demand: the AWS SDK is the heaviest import of the CLI
 const dynamodb: BackendLayer = (settings) =>
@@ -77,11 +74,11 @@ const dynamodb: BackendLayer = (settings) =>
   ).pipe(Layer.catchAllCause((cause) => Layer.fail(SqliteFile.failure(`dynamodb (${settings.dynamodbTable})`, cause))))
 
 // loaded on demand, like DynamoDB; the URL is never part of a message
-const postgres: BackendLayer = (settings) =>
+const postgres: BackendLayer = (settings, options) =>
   Layer.unwrapEffect(
     Effect.map(
       Effect.promise(() => import("./PostgresBackend.js")),
-      (backend) => backend.layer(settings)
+      (backend) => backend.layer(settings, options.wake === true)
     )
   ).pipe(
     Layer.catchAllCause((cause) =>

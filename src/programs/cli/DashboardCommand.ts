@@ -24,7 +24,8 @@ export const command = Command.make(
     ...storeOptions,
     httpPort: httpOptions.httpPort,
     httpHost: httpOptions.httpHost,
-    httpShowPayloads: httpOptions.httpShowPayloads
+    httpShowPayloads: httpOptions.httpShowPayloads,
+    httpAllowedHost: httpOptions.httpAllowedHost
   },
   (flags) =>
     Effect.gen(function* () {
@@ -33,7 +34,11 @@ export const command = Command.make(
         flagEntries([
           ["http.port", flags.httpPort],
           ["http.host", flags.httpHost],
-          ["http.showPayloads", flags.httpShowPayloads ? Option.some("true") : Option.none()]
+          ["http.showPayloads", flags.httpShowPayloads ? Option.some("true") : Option.none()],
+          [
+            "http.allowedHosts",
+            flags.httpAllowedHost.length === 0 ? Option.none() : Option.some(flags.httpAllowedHost.join("\n"))
+          ]
         ])
       )
       const loaded = yield* load(httpConfig, provider)

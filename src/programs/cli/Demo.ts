@@ -392,7 +392,8 @@ export const run = (options: DemoOptions): Effect.Effect<DemoResult, CliFailure>
         port: Option.some(options.httpPort ?? 0),
         host: "127.0.0.1",
         allowMutations: false,
-        showPayloads: false
+        showPayloads: false,
+        allowedHosts: []
       }
       const dashboard = yield* HttpOptions.serveScoped(httpSettings, HttpOptions.opsApp(httpSettings, {}))
       out(

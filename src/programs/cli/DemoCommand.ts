@@ -9,6 +9,7 @@ import * as Options from "@effect/cli/Options"
 import * as Effect from "effect/Effect"
 import type * as Demo from "./Demo.js"
 import { CliFailure } from "./Settings.js"
+import * as Telemetry from "./Telemetry.js"
 
 /**
  * The `demo` command.
@@ -54,9 +55,7 @@ export const command = Command.make(
           exitCode: 2
         })
       }
-      const [{ run }, { optionsFromEnv }] = yield* Effect.promise(() =>
-        Promise.all([import("./Demo.js"), import("../Observability.js")])
-      )
+      const { run } = yield* Effect.promise(() => import("./Demo.js"))
       const result = yield* run({
         records: flags.records,
         partitions: flags.partitions,
@@ -66,7 +65,7 @@ export const command = Command.make(
           process.stdout.write(text)
         },
         tty: process.stdout.isTTY === true,
-        tracing: optionsFromEnv().endpoint !== undefined,
+        tracing: Telemetry.endpoint() !== undefined,
         httpPort: flags.httpPort,
         lingerMillis: flags.linger * 1000
       })

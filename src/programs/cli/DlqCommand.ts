@@ -26,7 +26,7 @@ import {
   toJson
 } from "../../domain/DeadLetterEntry.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
-import { count, table } from "./Format.js"
+import { counted, inertLines, table } from "./Format.js"
 import { CliFailure } from "./Settings.js"
 import { resolve, storeOptions, withStores } from "./StoreOptions.js"
 
@@ -128,7 +128,7 @@ const list = Command.make(
         { readOnly: true }
       )
       if (flags.json) {
-        for (const entry of entries) yield* Console.log(JSON.stringify(entryJson(entry)))
+        for (const entry of entries) yield* Console.log(inertLines(JSON.stringify(entryJson(entry))))
         return
       }
       if (entries.length === 0) return yield* Console.log("no dead-letter entries match")
@@ -148,7 +148,7 @@ const list = Command.make(
           ])
         )
       )
-      yield* Console.log(`${count(entries.length)} entries`)
+      yield* Console.log(counted(entries.length, "entry", "entries"))
     })
 ).pipe(Command.withDescription("List dead-letter entries, oldest first"))
 
@@ -183,8 +183,8 @@ const redrive = Command.make(
           return yield* dlq.redrive(ids)
         })
       )
-      yield* Console.log(`redrove ${count(redriven.length)} entries into the outbox`)
-      for (const id of redriven) yield* Console.log(id)
+      yield* Console.log(`redrove ${counted(redriven.length, "entry", "entries")} into the outbox`)
+      for (const id of redriven) yield* Console.log(inertLines(id))
     })
 ).pipe(Command.withDescription("Re-enqueue dead-letter entries as fresh pending records"))
 
@@ -217,7 +217,7 @@ const purge = Command.make(
           onlyBefore && filter.before !== undefined ? dlq.purge(filter.before) : dlq.deleteWhere(filter)
         )
       )
-      yield* Console.log(`purged ${count(deleted)} entries`)
+      yield* Console.log(`purged ${counted(deleted, "entry", "entries")}`)
     })
 ).pipe(Command.withDescription("Delete dead-letter entries matching the filters"))
 

@@ -31,7 +31,7 @@ import * as Stream from "effect/Stream"
 import type { Readable } from "node:stream"
 import { NewOutboxRecord } from "../../domain/OutboxRecord.js"
 import * as Enqueue from "../Enqueue.js"
-import { count } from "./Format.js"
+import { counted } from "./Format.js"
 import { CliFailure, errorText } from "./Settings.js"
 import * as SqliteFile from "./SqliteFile.js"
 import { resolve, storeOptions, withStores } from "./StoreOptions.js"
@@ -357,11 +357,16 @@ export const command = Command.make(
       )
       const elapsed = DateTime.distance(started, yield* DateTime.now)
       yield* Console.log(
-        `enqueued ${count(summary.enqueued)} records (${count(summary.duplicates)} duplicates skipped, ` +
-          `${count(summary.rejected)} lines rejected) from ${count(summary.lines)} lines in ${elapsed} ms`
+        `enqueued ${counted(summary.enqueued, "record", "records")} ` +
+          `(${counted(summary.duplicates, "duplicate", "duplicates")} skipped, ` +
+          `${counted(summary.rejected, "line", "lines")} rejected) from ${counted(summary.lines, "line", "lines")} ` +
+          `in ${elapsed} ms`
       )
       if (summary.rejected > 0) {
-        return yield* new CliFailure({ message: `${summary.rejected} lines were not enqueued`, exitCode: 1 })
+        return yield* new CliFailure({
+          message: `${counted(summary.rejected, "line was", "lines were")} not enqueued`,
+          exitCode: 1
+        })
       }
     })
 ).pipe(Command.withDescription("Enqueue JSON-lines records from stdin"))

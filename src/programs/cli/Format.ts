@@ -1,16 +1,38 @@
 /**
- * Plain-text output helpers of the CLI: aligned tables, durations and counts.
+ * Plain-text output helpers of the CLI: aligned tables, durations and counts, and {@link inert}, the one
+ * escaping of control characters every human-facing output goes through (log lines, `inspect`, `dlq`),
+ * so a partition key or route holding ESC or BEL cannot drive the terminal.
  *
  * @since 0.1.0
  */
 
+const controls = /[\u0000-\u001f\u007f-\u009f]/g
+
 /**
- * Renders rows as an aligned text table with a header and a rule under it. Numeric-looking cells are
- * right-aligned.
+ * The text with every control character (C0 including tab and newline, DEL, C1) written as a `\uXXXX`
+ * escape, so it cannot move the cursor, change the title or clear the screen. Inside JSON string literals
+ * the escapes are valid JSON and decode to the same text.
  *
  * @since 0.1.0
  */
-export const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<ReadonlyArray<string>>): string => {
+export const inert = (text: string): string =>
+  text.replace(controls, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`)
+
+/**
+ * {@link inert} applied to each line of a multi-line text (the line breaks themselves are kept).
+ *
+ * @since 0.1.0
+ */
+export const inertLines = (text: string): string => text.split("\n").map(inert).join("\n")
+
+/**
+ * Renders rows as an aligned text table with a header and a rule under it. Numeric-looking cells are
+ * right-aligned; every cell is {@link inert}.
+ *
+ * @since 0.1.0
+ */
+export const table = (headers: ReadonlyArray<string>, cells: ReadonlyArray<ReadonlyArray<string>>): string => {
+  const rows = cells.map((row) => row.map(inert))
   const widths = headers.map((header, column) =>
     Math.max(header.length, ...rows.map((row) => (row[column] ?? "").length))
   )
@@ -36,6 +58,14 @@ export const table = (headers: ReadonlyArray<string>, rows: ReadonlyArray<Readon
  * @since 0.1.0
  */
 export const count = (n: number): string => Math.round(n).toLocaleString("en-US")
+
+/**
+ * A count with its noun in the right number: `1 entry`, `2 entries`, `0 entries`.
+ *
+ * @since 0.1.0
+ */
+export const counted = (n: number, singular: string, plural: string): string =>
+  `${count(n)} ${n === 1 ? singular : plural}`
 
 /**
  * A short age: `850ms`, `12.3s`, `4m05s`, `2h10m`, `3d04h`.

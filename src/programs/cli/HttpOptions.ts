@@ -1,6 +1,6 @@
 /**
  * The operations endpoint options of the CLI (`--http-port`, `--http-host`, `--http-allow-mutations`,
- * `--http-show-payloads`; config paths under `http.`, env `OUTBOX_HTTP_*`) and the layer that serves it
+ * `--http-show-payloads`, `--http-allowed-host`; config paths under `http.`, env `OUTBOX_HTTP_*`) and the layer that serves it
  * on Node's HTTP server. Loopback by default: another host must be given explicitly and logs a WARN.
  *
  * @since 0.1.0
@@ -39,6 +39,12 @@ export const httpOptions = {
   ),
   httpShowPayloads: Options.boolean("http-show-payloads").pipe(
     Options.withDescription("Show record payloads on the dashboard (env OUTBOX_HTTP_SHOW_PAYLOADS)")
+  ),
+  httpAllowedHost: Options.text("http-allowed-host").pipe(
+    Options.withDescription(
+      "Host name accepted in requests besides loopback names and --http-host, repeatable (env OUTBOX_HTTP_ALLOWED_HOSTS)"
+    ),
+    Options.repeated
   )
 }
 
@@ -52,6 +58,7 @@ export interface HttpFlags {
   readonly httpHost: Option.Option<string>
   readonly httpAllowMutations: boolean
   readonly httpShowPayloads: boolean
+  readonly httpAllowedHost: ReadonlyArray<string>
 }
 
 /**
@@ -64,7 +71,11 @@ export const httpFlagEntries = (flags: HttpFlags): Map<string, string> =>
     ["http.port", flags.httpPort],
     ["http.host", flags.httpHost],
     ["http.allowMutations", flags.httpAllowMutations ? Option.some("true") : Option.none()],
-    ["http.showPayloads", flags.httpShowPayloads ? Option.some("true") : Option.none()]
+    ["http.showPayloads", flags.httpShowPayloads ? Option.some("true") : Option.none()],
+    [
+      "http.allowedHosts",
+      flags.httpAllowedHost.length === 0 ? Option.none() : Option.some(flags.httpAllowedHost.join("\n"))
+    ]
   ])
 
 const loopback = (host: string): boolean =>
@@ -133,5 +144,8 @@ export const opsApp = (
   OpsServer.layerWithDashboard({
     ...options,
     allowMutations: settings.allowMutations,
-    showPayloads: settings.showPayloads
+    showPayloads: settings.showPayloads,
+    allowedHosts: [...settings.allowedHosts, ...(wildcard(settings.host) ? [] : [settings.host])]
   })
+
+const wildcard = (host: string): boolean => host === "0.0.0.0" || host === "::" || host === "[::]"

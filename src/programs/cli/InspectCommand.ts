@@ -22,7 +22,7 @@ import {
   type PartitionInspection,
   type Stranded
 } from "../../services/OutboxInspection.js"
-import { age, count, table } from "./Format.js"
+import { age, count, inertLines, table } from "./Format.js"
 import { resolve, storeOptions, withStores } from "./StoreOptions.js"
 
 /**
@@ -131,7 +131,8 @@ export const render = (r: InspectReport): string => {
     cell(p.claimed),
     p.pending === 0 ? "-" : cell(p.oldestPendingAgeMillis, age),
     cell(p.fenceVersion),
-    p.stranded === null ? "" : "stranded",
+    // as the dashboard shows it
+    p.stranded === null ? "ok" : "stranded",
     p.leaseOwner === null
       ? "-"
       : `${p.leaseOwner} v${p.leaseVersion ?? "?"}${p.leaseExpired === true ? " (expired)" : ""}`
@@ -175,6 +176,6 @@ export const command = Command.make(
     Effect.gen(function* () {
       const { store } = yield* resolve(flags)
       const result = yield* withStores(store, report, { readOnly: true })
-      yield* Console.log(flags.json ? JSON.stringify(result, null, 2) : render(result))
+      yield* Console.log(inertLines(flags.json ? JSON.stringify(result, null, 2) : render(result)))
     })
 ).pipe(Command.withDescription("Show per-partition depths, fences and leases, and dead-letter counts"))

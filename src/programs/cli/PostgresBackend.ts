@@ -12,15 +12,17 @@ import * as PostgresDeadLetterStore from "../../layers/postgres/PostgresDeadLett
 import * as PostgresInspection from "../../layers/postgres/PostgresInspection.js"
 import * as PostgresLeaseStore from "../../layers/postgres/PostgresLeaseStore.js"
 import * as PostgresOutboxStore from "../../layers/postgres/PostgresOutboxStore.js"
+import * as PostgresWakeSignal from "../../layers/postgres/PostgresWakeSignal.js"
 import type { Stores } from "./Backends.js"
 import { CliFailure, type StoreSettings } from "./Settings.js"
 
 /**
- * The PostgreSQL stores and inspection for the settings (tables created when missing).
+ * The PostgreSQL stores and inspection for the settings (tables created when missing); with `wake` also
+ * the `PostgresWakeSignal` of the schema (`LISTEN` on the channel the store notifies on commit).
  *
  * @since 0.1.0
  */
-export const layer = (settings: StoreSettings): Layer.Layer<Stores, unknown> => {
+export const layer = (settings: StoreSettings, wake = false): Layer.Layer<Stores, unknown> => {
   if (Option.isNone(settings.postgresUrl)) {
     return Layer.fail(
       new CliFailure({ message: "the postgres backend needs --postgres-url (or OUTBOX_POSTGRES_URL)", exitCode: 2 })
@@ -33,5 +35,7 @@ export const layer = (settings: StoreSettings): Layer.Layer<Stores, unknown> => 
     Layer.provideMerge(PostgresDeadLetterStore.layerWith({ schema }), outbox),
     PostgresLeaseStore.layerWith({ schema })
   )
-  return Layer.provideMerge(PostgresInspection.layerWith({ schema }), stores).pipe(Layer.provide(client))
+  const withInspection = Layer.provideMerge(PostgresInspection.layerWith({ schema }), stores)
+  const withWake = wake ? Layer.merge(withInspection, PostgresWakeSignal.layerWith({ schema })) : withInspection
+  return withWake.pipe(Layer.provide(client))
 }

@@ -3,6 +3,8 @@
  * webhook, NATS JetStream, RabbitMQ or stdout (JSON lines). On a signal the relay stops discovery, lets
  * each drainer finish or release its in-flight batch, and releases every lease before the process exits.
  * A stdout relay whose reader goes away (`relay stdout | head -n 3`) stops the same way and exits 0.
+ * Records other processes commit wake the idle relay (SPEC §13): on SQLite through `SqliteWakeSignal`,
+ * on PostgreSQL through `PostgresWakeSignal`; DynamoDB relays poll with the idle back-off.
  *
  * Each sink (with its client: HTTP, `nats`, `amqplib`) is imported only when a relay delivers to it.
  *
@@ -18,14 +20,24 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Redacted from "effect/Redacted"
 import * as Ref from "effect/Ref"
+import * as Logger from "effect/Logger"
 import * as Redact from "../../layers/sinks/Redact.js"
 import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
 import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
 import { httpFlagEntries, httpOptions, opsApp, serve } from "./HttpOptions.js"
+import { stderrLogger } from "./Logging.js"
+import * as StdoutWatch from "./StdoutWatch.js"
 import { CliFailure, httpConfig, load, type RelaySettings, relayConfig, type SinkSettings } from "./Settings.js"
 import { flagEntries, resolve, storeOptions, withStores } from "./StoreOptions.js"
+
+/** The CLI's logger without the drainers' "sink failing" warnings about a stdout whose reader has gone away. */
+const quietWhenStdoutClosed = Logger.make<unknown, void>((options) => {
+  const text = Array.isArray(options.message) ? options.message.map(String).join(" ") : String(options.message)
+  if (text.startsWith("sink failing") && text.includes("stdout-closed")) return
+  stderrLogger.log(options)
+})
 
 /**
  * The sink layer for the settings (a webhook sink loads its HTTP client when the layer is built). An
@@ -51,7 +63,8 @@ export const sinkLayer = (
             NatsSink.layer({
               servers: sink.url,
               subject: Option.getOrUndefined(sink.subject),
-              timeout: sink.timeout
+              timeout: sink.timeout,
+              allowedSubjectPrefixes: Option.getOrUndefined(sink.allowedSubjectPrefixes)
             })
         )
       )
@@ -64,7 +77,8 @@ export const sinkLayer = (
               url: sink.url,
               exchange: sink.exchange,
               routingKey: Option.getOrUndefined(sink.routingKey),
-              timeout: sink.timeout
+              timeout: sink.timeout,
+              allowedExchanges: Option.getOrUndefined(sink.allowedExchanges)
             })
         )
       )
@@ -76,11 +90,12 @@ export const sinkLayer = (
           ),
           ([WebhookSink, NodeHttpClient]) =>
             WebhookSink.layerWith({
-              url: sink.url,
+              url: Option.getOrUndefined(sink.url),
               timeout: sink.timeout,
               headers: sink.headers,
               maxRetryAfter: sink.maxRetryAfter,
-              signingSecret: Option.getOrUndefined(sink.signingSecret)
+              signingSecret: Option.getOrUndefined(sink.signingSecret),
+              allowedOrigins: Option.getOrUndefined(sink.allowedOrigins)
             }).pipe(Layer.provide(NodeHttpClient.layerUndici))
         )
       )
@@ -100,8 +115,18 @@ export const relayOptions = (settings: RelaySettings): Relay.RelayOptions => ({
   drainer: { batchSize: settings.batchSize, maxConcurrency: settings.concurrency }
 })
 
+const listFlag = (values: ReadonlyArray<string>): Option.Option<string> =>
+  values.length === 0 ? Option.none() : Option.some(values.join("\n"))
+
 const describeSink = (sink: SinkSettings): string =>
-  sink._tag === "stdout" ? "stdout" : `${sink._tag} ${Redact.url(sink.url)}`
+  sink._tag === "stdout"
+    ? "stdout"
+    : sink._tag === "webhook"
+      ? Option.match(sink.url, {
+          onNone: () => "webhook (record addresses)",
+          onSome: (url) => `webhook ${Redact.url(url)}`
+        })
+      : `${sink._tag} ${Redact.url(sink.url)}`
 
 /**
  * The `relay` command.
@@ -159,6 +184,24 @@ export const command = Command.make(
       Options.withDescription("RabbitMQ routing key for records without an address (env OUTBOX_SINK_ROUTING_KEY)"),
       Options.optional
     ),
+    allowOrigin: Options.text("allow-origin").pipe(
+      Options.withDescription(
+        "Webhook origin a record's address may name, repeatable (env OUTBOX_SINK_ALLOWED_ORIGINS, comma-separated)"
+      ),
+      Options.repeated
+    ),
+    allowSubjectPrefix: Options.text("allow-subject-prefix").pipe(
+      Options.withDescription(
+        "NATS subject prefix a record's address may use, repeatable (env OUTBOX_SINK_ALLOWED_SUBJECT_PREFIXES)"
+      ),
+      Options.repeated
+    ),
+    allowExchange: Options.text("allow-exchange").pipe(
+      Options.withDescription(
+        "RabbitMQ exchange a record's address may name, repeatable (env OUTBOX_SINK_ALLOWED_EXCHANGES)"
+      ),
+      Options.repeated
+    ),
     owner: Options.text("owner").pipe(
       Options.withDescription("Lease owner id of this relay (default relay-<host>-<pid>)"),
       Options.optional
@@ -201,6 +244,9 @@ export const command = Command.make(
             ["sink.subject", flags.subject],
             ["sink.exchange", flags.exchange],
             ["sink.routingKey", flags.routingKey],
+            ["sink.allowedOrigins", listFlag(flags.allowOrigin)],
+            ["sink.allowedSubjectPrefixes", listFlag(flags.allowSubjectPrefix)],
+            ["sink.allowedExchanges", listFlag(flags.allowExchange)],
             ["relay.owner", flags.owner],
             ["relay.maxPartitions", flags.maxPartitions],
             ["relay.leaseTtl", flags.leaseTtl],
@@ -231,12 +277,18 @@ export const command = Command.make(
             leaseTtl: Duration.format(settings.leaseTtl)
           })
         )
+        if (settings.sink._tag === "stdout") yield* StdoutWatch.watch(Deferred.succeed(stdoutClosed, undefined))
         yield* Deferred.await(stdoutClosed)
         yield* Effect.logInfo("the reader of stdout has gone away; stopping the relay")
       })
-      return yield* withStores(
+      const relay = withStores(
         store,
-        Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink, Deferred.succeed(stdoutClosed, undefined))))
+        Effect.scoped(run).pipe(Effect.provide(sinkLayer(settings.sink, Deferred.succeed(stdoutClosed, undefined)))),
+        { readOnly: false, wake: true }
       )
+      // a reader that goes away is how a stdout relay is meant to stop: not a failing sink worth a WARN
+      return yield* settings.sink._tag === "stdout"
+        ? Effect.provide(relay, Logger.replace(stderrLogger, quietWhenStdoutClosed))
+        : relay
     })
 ).pipe(Command.withDescription("Run a relay: lease partitions, deliver their records, until SIGINT/SIGTERM"))

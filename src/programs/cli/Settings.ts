@@ -153,12 +153,15 @@ export const storeConfig: Config.Config<StoreSettings> = Config.all({
  */
 export interface WebhookSettings {
   readonly _tag: "webhook"
-  readonly url: string
+  /** The fixed URL; none when records' addresses are used (then `allowedOrigins` is required). */
+  readonly url: Option.Option<string>
   readonly timeout: Duration.Duration
   /** Request headers, from `sink.headers` lines `Name: value` (flag `--header`, repeatable). */
   readonly headers: Readonly<Record<string, string>>
   readonly signingSecret: Option.Option<Redacted.Redacted<string>>
   readonly maxRetryAfter: Duration.Duration
+  /** Origins a record's address may name (`sink.allowedOrigins`, flag `--allow-origin`). */
+  readonly allowedOrigins: Option.Option<ReadonlyArray<string>>
 }
 
 /**
@@ -172,6 +175,8 @@ export interface NatsSettings {
   /** The subject for records without an address (`sink.subject`). */
   readonly subject: Option.Option<string>
   readonly timeout: Duration.Duration
+  /** Subject prefixes a record's address may use (`sink.allowedSubjectPrefixes`, `--allow-subject-prefix`). */
+  readonly allowedSubjectPrefixes: Option.Option<ReadonlyArray<string>>
 }
 
 /**
@@ -187,6 +192,8 @@ export interface RabbitMqSettings {
   /** The routing key for records without an address (`sink.routingKey`). */
   readonly routingKey: Option.Option<string>
   readonly timeout: Duration.Duration
+  /** Exchanges a record's address may name (`sink.allowedExchanges`, flag `--allow-exchange`). */
+  readonly allowedExchanges: Option.Option<ReadonlyArray<string>>
 }
 
 /**
@@ -261,6 +268,17 @@ const headersConfig: Config.Config<Readonly<Record<string, string>>> = Config.st
   Config.mapOrFail(parseHeaderLines)
 )
 
+/** A list setting: one string with items separated by newlines or commas (flags, env), or an array (file). */
+const listConfig = (name: string): Config.Config<Option.Option<ReadonlyArray<string>>> =>
+  Config.option(
+    Config.string(name).pipe(
+      Config.map((text): ReadonlyArray<string> => text.split(/[\n,]/)),
+      Config.orElse(() => Config.array(Config.string(), name)),
+      Config.map((items) => items.map((item) => item.trim()).filter((item) => item.length > 0)),
+      Config.nested("sink")
+    )
+  )
+
 const sinkConfig: Config.Config<SinkSettings> = Config.all({
   type: Config.literal(
     "webhook",
@@ -275,37 +293,56 @@ const sinkConfig: Config.Config<SinkSettings> = Config.all({
   maxRetryAfter: positiveDuration("maxRetryAfter", "60 seconds").pipe(Config.nested("sink")),
   subject: Config.option(nonEmpty("subject").pipe(Config.nested("sink"))),
   exchange: Config.string("exchange").pipe(Config.nested("sink"), Config.withDefault("")),
-  routingKey: Config.option(nonEmpty("routingKey").pipe(Config.nested("sink")))
+  routingKey: Config.option(nonEmpty("routingKey").pipe(Config.nested("sink"))),
+  allowedOrigins: listConfig("allowedOrigins"),
+  allowedSubjectPrefixes: listConfig("allowedSubjectPrefixes"),
+  allowedExchanges: listConfig("allowedExchanges")
 }).pipe(
-  Config.mapOrFail(({ exchange, routingKey, subject, type, url, ...webhook }) => {
-    if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
-    return Option.match(url, {
-      onNone: () =>
-        Either.left(
-          ConfigError.MissingData(
-            ["sink", "url"],
-            type === "webhook" ? "a webhook sink needs a URL (--webhook-url, sink.url)" : `a ${type} sink needs a URL`
-          )
-        ),
-      onSome: (value) =>
-        Either.map(checkUrl(type, value), (checked): SinkSettings => {
-          switch (type) {
-            case "webhook":
-              return { _tag: "webhook", url: checked, ...webhook }
-            case "nats":
-              return { _tag: "nats", url: checked, subject, timeout: webhook.timeout }
-            case "rabbitmq":
-              return { _tag: "rabbitmq", url: checked, exchange, routingKey, timeout: webhook.timeout }
-          }
-        })
-    })
-  })
+  Config.mapOrFail(
+    ({ allowedExchanges, allowedSubjectPrefixes, exchange, routingKey, subject, type, url, ...webhook }) => {
+      if (type === "stdout") return Either.right<SinkSettings>({ _tag: "stdout" })
+      if (type === "webhook" && Option.isNone(url) && Option.isSome(webhook.allowedOrigins)) {
+        return Either.right<SinkSettings>({ _tag: "webhook", ...webhook, url: Option.none() })
+      }
+      return Option.match(url, {
+        onNone: () =>
+          Either.left(
+            ConfigError.MissingData(
+              ["sink", "url"],
+              type === "webhook"
+                ? "a relay needs a sink: relay webhook <url> (or --webhook-url, --allow-origin), relay nats <url>, " +
+                    "relay rabbitmq <url> or relay stdout (config sink.type, sink.url)"
+                : `a ${type} sink needs a URL: relay ${type} <url>`
+            )
+          ),
+        onSome: (value) =>
+          Either.map(checkUrl(type, value), (checked): SinkSettings => {
+            switch (type) {
+              case "webhook":
+                return { _tag: "webhook", ...webhook, url: Option.some(checked) }
+              case "nats":
+                return { _tag: "nats", url: checked, subject, timeout: webhook.timeout, allowedSubjectPrefixes }
+              case "rabbitmq":
+                return {
+                  _tag: "rabbitmq",
+                  url: checked,
+                  exchange,
+                  routingKey,
+                  timeout: webhook.timeout,
+                  allowedExchanges
+                }
+            }
+          })
+      })
+    }
+  )
 )
 
 /**
  * The relay settings as a `Config` (paths under `relay.` plus `sink.type`, `sink.url`, `sink.timeout`;
- * webhook `sink.headers`, `sink.signingSecret`, `sink.maxRetryAfter`; NATS `sink.subject`; RabbitMQ
- * `sink.exchange`, `sink.routingKey`).
+ * webhook `sink.headers`, `sink.signingSecret`, `sink.maxRetryAfter`, `sink.allowedOrigins`; NATS
+ * `sink.subject`, `sink.allowedSubjectPrefixes`; RabbitMQ `sink.exchange`, `sink.routingKey`,
+ * `sink.allowedExchanges`).
  *
  * @since 0.1.0
  */
@@ -358,10 +395,13 @@ export interface HttpSettings {
   readonly host: string
   readonly allowMutations: boolean
   readonly showPayloads: boolean
+  /** Host names accepted in the `Host` header besides loopback names and `host` (`http.allowedHosts`). */
+  readonly allowedHosts: ReadonlyArray<string>
 }
 
 /**
- * The settings as a `Config` (paths `http.port`, `http.host`, `http.allowMutations`, `http.showPayloads`).
+ * The settings as a `Config` (paths `http.port`, `http.host`, `http.allowMutations`, `http.showPayloads`,
+ * `http.allowedHosts`).
  *
  * @since 0.1.0
  */
@@ -374,7 +414,14 @@ export const httpConfig: Config.Config<HttpSettings> = Config.all({
   ),
   host: Config.nonEmptyString("host").pipe(Config.nested("http"), Config.withDefault("127.0.0.1")),
   allowMutations: Config.boolean("allowMutations").pipe(Config.nested("http"), Config.withDefault(false)),
-  showPayloads: Config.boolean("showPayloads").pipe(Config.nested("http"), Config.withDefault(false))
+  showPayloads: Config.boolean("showPayloads").pipe(Config.nested("http"), Config.withDefault(false)),
+  allowedHosts: Config.string("allowedHosts").pipe(
+    Config.map((text): ReadonlyArray<string> => text.split(/[\n,]/)),
+    Config.orElse(() => Config.array(Config.string(), "allowedHosts")),
+    Config.map((items) => items.map((item) => item.trim()).filter((item) => item.length > 0)),
+    Config.nested("http"),
+    Config.withDefault<ReadonlyArray<string>>([])
+  )
 })
 
 /**

@@ -11,7 +11,6 @@ import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
 import * as fs from "node:fs"
 import * as path from "node:path"
-import { isMemory } from "../../layers/sqlite/SqliteDatabase.js"
 import { CliFailure } from "./Settings.js"
 
 /** The `code` and first message line of an error and of its `cause` chain, outermost first. */
@@ -93,6 +92,10 @@ export const failure = (label: string, cause: Cause.Cause<unknown>): CliFailure 
  * @since 0.1.0
  */
 export const openFailure = (file: string, cause: Cause.Cause<unknown>): CliFailure => failure(`sqlite (${file})`, cause)
+
+/** An in-memory database name (the rule of `SqliteDatabase.isMemory`, without loading the SQLite driver). */
+const isMemory = (filename: string): boolean =>
+  filename === ":memory:" || filename === "" || filename.startsWith("file::memory:")
 
 const bad = (message: string): CliFailure => new CliFailure({ message, exitCode: 2 })
 

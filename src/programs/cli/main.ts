@@ -19,13 +19,15 @@ import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as LogLevel from "effect/LogLevel"
 import * as Option from "effect/Option"
-import type * as Observability from "../Observability.js"
 import * as DashboardCommand from "./DashboardCommand.js"
 import * as DemoCommand from "./DemoCommand.js"
 import * as DlqCommand from "./DlqCommand.js"
 import * as EnqueueCommand from "./EnqueueCommand.js"
+import * as HelpText from "./HelpText.js"
 import * as InspectCommand from "./InspectCommand.js"
 import * as RelayCommand from "./RelayCommand.js"
+import * as Telemetry from "./Telemetry.js"
+import { inertLines } from "./Format.js"
 import { stderrLogger } from "./Logging.js"
 import { CliFailure } from "./Settings.js"
 import * as UnknownFlags from "./UnknownFlags.js"
@@ -94,21 +96,6 @@ export const exitCode = (exit: Exit.Exit<unknown, unknown>): number => {
   return 1
 }
 
-/**
- * OTLP export when `OTEL_EXPORTER_OTLP_ENDPOINT` is set (see {@link Observability.layer}). The exporter and
- * its HTTP client are imported only then, so that a CLI run without export does not load them.
- */
-const observabilityLayer: Layer.Layer<never> = Layer.unwrapEffect(
-  Effect.suspend(() => {
-    const endpoint = process.env["OTEL_EXPORTER_OTLP_ENDPOINT"]?.trim()
-    if (endpoint === undefined || endpoint.length === 0) return Effect.succeed(Layer.empty)
-    return Effect.map(
-      Effect.promise(() => import("../Observability.js")),
-      (module) => module.layer
-    )
-  })
-)
-
 const commandTree: UnknownFlags.CommandTree = {
   root: root.descriptor,
   groups: new Map([["dlq", DlqCommand.command.descriptor]])
@@ -121,7 +108,7 @@ const commandTree: UnknownFlags.CommandTree = {
  */
 export const checkedCli = (argv: ReadonlyArray<string>) =>
   Option.match(UnknownFlags.check(commandTree, argv.slice(2)), {
-    onNone: () => cli(argv),
+    onNone: () => HelpText.withHelpConsole(cli(argv), argv.slice(2)),
     onSome: (message) => Effect.fail(new CliFailure({ message: `${message} (see --help)`, exitCode: 2 }))
   })
 
@@ -131,12 +118,15 @@ const program = Effect.suspend(() => checkedCli(process.argv)).pipe(
     if (Option.isSome(failure)) {
       // @effect/cli has already printed its own usage errors
       if (ValidationError.isValidationError(failure.value)) return Effect.void
-      if (failure.value instanceof CliFailure) return Console.error(`effect-outbox: ${failure.value.message}`)
-      return Console.error(`effect-outbox: ${describe(failure.value)}`)
+      if (failure.value instanceof CliFailure)
+        return Console.error(inertLines(`effect-outbox: ${failure.value.message}`))
+      return Console.error(inertLines(`effect-outbox: ${describe(failure.value)}`))
     }
-    return Cause.isInterruptedOnly(cause) ? Effect.void : Console.error(`effect-outbox: ${Cause.pretty(cause)}`)
+    return Cause.isInterruptedOnly(cause)
+      ? Effect.void
+      : Console.error(inertLines(`effect-outbox: ${Cause.pretty(cause)}`))
   }),
-  Effect.provide(Layer.mergeAll(NodeContext.layer, observabilityLayer, loggerLayer))
+  Effect.provide(Layer.mergeAll(NodeContext.layer, Layer.provide(Telemetry.layer, loggerLayer), loggerLayer))
 )
 
 NodeRuntime.runMain(program, {

@@ -13,6 +13,7 @@ import { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import { LeaseStore } from "../../services/LeaseStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
 import { Sink } from "../../services/Sink.js"
+import { WakeHub } from "../../services/WakeHub.js"
 import { WakeSignal } from "../../services/WakeSignal.js"
 import * as Cycle from "./Cycle.js"
 import * as Instance from "./Instance.js"
@@ -70,6 +71,7 @@ export const build = (
     const sink = yield* Sink
     const dlq = yield* Effect.serviceOption(DeadLetterStore)
     const wake = yield* Effect.serviceOption(WakeSignal)
+    const hub = yield* WakeHub
     const found = problems(config, Option.isSome(dlq))
     if (found.length > 0) return yield* new InvalidConfiguration({ component: "Drainer", problems: found })
     const instance = Instance.make(config, {
@@ -77,7 +79,8 @@ export const build = (
       leases,
       sink,
       dlq: Option.getOrUndefined(dlq),
-      wake: Option.getOrUndefined(wake)
+      wake: Option.getOrUndefined(wake),
+      hub
     })
     return {
       settings: config,

@@ -15,6 +15,7 @@ import type { LeaseStore } from "../../services/LeaseStore.js"
 import * as OutboxMetrics from "../../services/OutboxMetrics.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
 import { SendError, type Sink } from "../../services/Sink.js"
+import type { WakeHubService } from "../../services/WakeHub.js"
 import type { WakeSignalService } from "../../services/WakeSignal.js"
 import type { DrainerSettings } from "./Settings.js"
 import * as SinkHealth from "./SinkHealth.js"
@@ -121,6 +122,8 @@ export interface Services {
   readonly sink: Sink["Type"]
   readonly dlq: DeadLetterStoreService | undefined
   readonly wake: WakeSignalService | undefined
+  /** The in-process wake-up: persists of this process end an idle pause at once. */
+  readonly hub: WakeHubService
 }
 
 /**

@@ -1,9 +1,9 @@
 /**
  * The drain loop (SPEC §6 step 7): cycles forever, adapting the claim size (a full batch doubles it up
  * to `maxBatchSize`, an empty one halves it down to `minBatchSize`) and backing off while idle on an
- * exponential schedule with jitter (`idleBackoffMin` → `idleBackoffMax`), reset after work. With a
- * `WakeSignal` in the context, an idle pause ends as soon as the signal fires for the partition; a lost
- * signal only delays work until the pause ends. A sink's `Retry-After` is a minimum pause, logged at WARN
+ * exponential schedule with jitter (`idleBackoffMin` → `idleBackoffMax`), reset after work. An idle
+ * pause ends as soon as a persist of this process signals the partition (`WakeHub`, SPEC §13) or a
+ * `WakeSignal` in the context fires for it; a lost signal only delays work until the pause ends. A sink's `Retry-After` is a minimum pause, logged at WARN
  * (at most once per minute and partition). Store errors of a cycle are logged and backed off; a lost
  * lease (`StaleFencingToken`) or a stall ends the loop with that error.
  *
@@ -104,18 +104,26 @@ export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
     const idle = yield* Schedule.driver(idleSchedule(config))
     const pause = idle.next(undefined).pipe(Effect.catchAll(() => Effect.sleep(config.idleBackoffMax)))
     const wake = instance.wake
-    // the wait for a signal starts before the claim that may come back empty (armed after every cycle
-    // that made progress, and again after every pause), so a persist committed while that claim runs is
-    // not missed; a signal that fired meanwhile only costs one more claim
+    const hub = instance.hub
+    // the in-process wake-up: the generation is taken before each cycle's claim, so a persist of this
+    // process committed while a claim that comes back empty runs ends the pause that follows at once
+    let mark = hub.mark()
+    const local = Effect.suspend(() => hub.awaitWork(config.partitionKey, mark))
+    // the wait for a backend's signal starts before the claim that may come back empty (armed after every
+    // cycle that made progress, and again after every pause), so a persist committed while that claim runs
+    // is not missed; a signal that fired meanwhile only costs one more claim
     let armed: Fiber.RuntimeFiber<void> | undefined
     const lastPauseLog = { at: Number.NEGATIVE_INFINITY }
     const idlePause: Effect.Effect<void> =
       wake === undefined
-        ? pause
+        ? Effect.raceFirst(pause, local)
         : Effect.gen(function* () {
             const signal = armed ?? (yield* Effect.fork(wake.awaitWork(config.partitionKey)))
             armed = signal
-            const woken = yield* Effect.raceFirst(Effect.as(pause, false), Effect.as(Fiber.await(signal), true))
+            const woken = yield* Effect.raceFirst(
+              Effect.as(pause, false),
+              Effect.raceFirst(Effect.as(Fiber.await(signal), true), Effect.as(local, false))
+            )
             if (woken) armed = undefined
           })
     const arm: Effect.Effect<void> =
@@ -132,6 +140,7 @@ export const run = (instance: Instance): Effect.Effect<never, DrainError> =>
       // a cycle against an in-memory store and sink never leaves the microtask queue; give the event
       // loop a turn so that timers (lease renewals, sleeps of other fibers) are not starved
       yield* yieldToEventLoop
+      mark = hub.mark()
       const result = yield* tolerated(instance, Cycle.drainOnce(instance))
       if (result === undefined || !result.leased) {
         yield* pause

@@ -9,7 +9,8 @@
  *
  * Mutations are refused with 403 unless `allowMutations` is set, and every POST must carry the page's
  * per-process CSRF token in `x-csrf-token`, a JSON body and, when the browser sends one, an `Origin` whose
- * host is the request's `Host`. Payloads are shown only with `showPayloads`; header values never.
+ * host is the request's `Host`. Bodies over `maxBodyBytes` are 413; a purge with an unknown key is 400 and
+ * deleting everything needs `{"all": true}`; a cursor whose time is out of range is 400. Payloads are shown only with `showPayloads`; header values never.
  *
  * @since 0.1.0
  */
@@ -32,6 +33,7 @@ import { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import { OutboxInspection, type PartitionInspection } from "../../services/OutboxInspection.js"
 import * as DashboardPage from "./DashboardPage.js"
 import * as History from "./History.js"
+import * as RequestGuard from "./RequestGuard.js"
 
 /**
  * Options of the dashboard.
@@ -49,6 +51,8 @@ export interface DashboardOptions {
   readonly refreshMillis?: number | undefined
   /** The ring of snapshots the charts are drawn from (default: a new one, sampled every 2 s). */
   readonly history?: History.HistoryOptions | undefined
+  /** Largest POST body accepted (default 1 MiB); a larger one is 413, counted as it arrives. */
+  readonly maxBodyBytes?: number | undefined
 }
 
 const noStore = { "cache-control": "no-store" }
@@ -123,18 +127,22 @@ const RedriveMatchingBody = Schema.Struct({
   expected: Schema.Number.pipe(Schema.int(), Schema.between(1, maxBulk))
 })
 
-const PurgeBody = Schema.Struct({
-  ...FilterFields.fields,
-  /** When given, at most this many (the count the operator confirmed), oldest first. */
-  limit: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, maxBulk)))
-})
-
 const RedriveBody = Schema.Struct({
   ids: Schema.Array(Schema.NonEmptyString).pipe(Schema.minItems(1), Schema.maxItems(500))
 })
 
-/** A keyset cursor: the `(failedAt, id)` of the last entry of the previous page. */
-const Cursor = Schema.parseJson(Schema.Tuple(Schema.Number, Schema.String))
+/** The body of a purge: filters, or `all: true` alone to delete every entry. */
+const PurgeBody = Schema.Struct({
+  ...FilterFields.fields,
+  all: Schema.optional(Schema.Literal(true)),
+  /** When given, at most this many (the count the operator confirmed), oldest first. */
+  limit: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, maxBulk)))
+})
+
+/** A keyset cursor: the `(failedAt, id)` of the last entry of the previous page (a time DateTime can hold). */
+const Cursor = Schema.parseJson(
+  Schema.Tuple(Schema.Number.pipe(Schema.int(), Schema.between(-8.64e15, 8.64e15)), Schema.String)
+)
 const encodeCursor = (entry: DeadLetterEntry): string =>
   Buffer.from(JSON.stringify([DateTime.toEpochMillis(entry.failedAt), entry.id])).toString("base64url")
 const decodeCursor = (cursor: string) =>
@@ -196,6 +204,7 @@ export const router = (
     yield* history.sample
     yield* history.run
     const showPayloads = options.showPayloads === true
+    const maxBodyBytes = options.maxBodyBytes ?? RequestGuard.DefaultMaxBodyBytes
     const page = DashboardPage.render({
       csrfToken: options.csrfToken,
       allowMutations: options.allowMutations === true,
@@ -222,7 +231,9 @@ export const router = (
       let after: readonly [number, string] | undefined
       if (query.right.cursor !== undefined) {
         const decoded = decodeCursor(query.right.cursor)
-        if (Either.isLeft(decoded)) return failure(400, "invalid cursor")
+        if (Either.isLeft(decoded)) {
+          return failure(400, "invalid cursor: expected a cursor from nextCursor (its time must be a valid date)")
+        }
         after = decoded.right
       }
       const since = after === undefined ? filter.since : DateTime.unsafeMake(after[0])
@@ -247,8 +258,8 @@ export const router = (
     const redrive = Effect.gen(function* () {
       const refused = yield* guard(options)
       if (Option.isSome(refused)) return refused.value
-      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(RedriveBody))
-      if (Either.isLeft(body)) return failure(400, 'expected {"ids": [entry ids]}')
+      const body = yield* RequestGuard.jsonBody(RedriveBody, maxBodyBytes)
+      if (Either.isLeft(body)) return RequestGuard.bodyFailure(body.left, maxBodyBytes, 'expected {"ids": [entry ids]}')
       const recordIds = yield* deadLetters.redrive(body.right.ids)
       yield* Effect.logWarning("dead-letter entries redriven from the dashboard").pipe(
         Effect.annotateLogs({ entries: body.right.ids.length })
@@ -266,11 +277,22 @@ export const router = (
     const purge = Effect.gen(function* () {
       const refused = yield* guard(options)
       if (Option.isSome(refused)) return refused.value
-      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(PurgeBody))
-      if (Either.isLeft(body)) return failure(400, "invalid filter: route, category, since, before, limit")
-      const limit = body.right.limit
+      const body = yield* RequestGuard.jsonBody(PurgeBody, maxBodyBytes)
+      if (Either.isLeft(body)) {
+        return RequestGuard.bodyFailure(
+          body.left,
+          maxBodyBytes,
+          'invalid purge: filters route, category, since, before (and limit), or {"all": true}; other keys are refused'
+        )
+      }
+      const { all, limit, ...filters } = body.right
+      const filtered = Object.keys(toFilter(filters)).length > 0
+      if (all === true && filtered) return failure(400, '{"all": true} deletes every entry: give it without filters')
+      if (all !== true && !filtered) {
+        return failure(400, 'deleting every dead-letter entry needs {"all": true} (the CLI needs --all)')
+      }
       const deleted = yield* deadLetters.deleteWhere({
-        ...toFilter(body.right),
+        ...toFilter(filters),
         ...(limit !== undefined ? { limit } : {})
       })
       yield* Effect.logWarning("dead-letter entries purged from the dashboard").pipe(Effect.annotateLogs({ deleted }))
@@ -287,8 +309,14 @@ export const router = (
     const redriveMatching = Effect.gen(function* () {
       const refused = yield* guard(options)
       if (Option.isSome(refused)) return refused.value
-      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(RedriveMatchingBody))
-      if (Either.isLeft(body)) return failure(400, "invalid filter: route, category, since, before, expected")
+      const body = yield* RequestGuard.jsonBody(RedriveMatchingBody, maxBodyBytes)
+      if (Either.isLeft(body)) {
+        return RequestGuard.bodyFailure(
+          body.left,
+          maxBodyBytes,
+          "invalid redrive: filters route, category, since, before and the confirmed count expected"
+        )
+      }
       // the oldest `expected` entries: ones dead-lettered after the operator's count are newer and stay
       const entries = yield* deadLetters.list({ ...toFilter(body.right), limit: body.right.expected })
       let redriven = 0

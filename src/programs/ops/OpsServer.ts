@@ -4,6 +4,10 @@
  * context — see `Prometheus` and `StoreGauges`), `GET /healthz` (the process answers) and `GET /readyz` (store reachable, relay
  * running, no drainer stalled; 503 with a JSON reason otherwise).
  *
+ * Every request first passes {@link RequestGuard}: a `Host` naming neither a loopback host nor one of
+ * `allowedHosts` is 421 (DNS rebinding), bodies over `maxBodyBytes` are 413, unexpected failures are a
+ * logged 500.
+ *
  * The app runs on any `HttpServer` the caller provides (the CLI uses Node's, bound to 127.0.0.1 by
  * default), so this module loads no platform-specific code.
  *
@@ -24,6 +28,7 @@ import type * as History from "./History.js"
 import * as Prometheus from "./Prometheus.js"
 import * as Readiness from "./Readiness.js"
 import * as StoreGauges from "./StoreGauges.js"
+import * as RequestGuard from "./RequestGuard.js"
 
 /**
  * Options of the operations endpoint.
@@ -35,6 +40,13 @@ export interface OpsServerOptions {
   readonly readiness?: Readiness.ReadinessOptions | undefined
   /** Label caps of `/metrics` (default: the process-wide exposition, 200 partitions and 50 routes). */
   readonly exposition?: Prometheus.ExpositionOptions | undefined
+  /**
+   * Host names (`ops.internal`, or `ops.internal:9464` for one port) accepted in the `Host` header besides
+   * loopback names; any other Host is answered 421 before anything else.
+   */
+  readonly allowedHosts?: ReadonlyArray<string> | undefined
+  /** Largest request body accepted (default 1 MiB); a larger one is 413. */
+  readonly maxBodyBytes?: number | undefined
 }
 
 /**
@@ -116,7 +128,8 @@ export const routerWithDashboard = (
       allowMutations: options.allowMutations,
       showPayloads: options.showPayloads,
       refreshMillis: options.refreshMillis,
-      history: options.history
+      history: options.history,
+      maxBodyBytes: options.maxBodyBytes
     })
     return HttpRouter.concat(ops, dashboard)
   })
@@ -129,7 +142,11 @@ export const routerWithDashboard = (
 export const layerWithDashboard = (
   options: OpsDashboardOptions = {}
 ): Layer.Layer<never, never, HttpServer.HttpServer | OutboxStore | OutboxInspection | DeadLetterStore> =>
-  Layer.unwrapScoped(Effect.map(routerWithDashboard(options), (routes) => HttpServer.serve(routes)))
+  Layer.unwrapScoped(
+    Effect.map(routerWithDashboard(options), (routes) =>
+      HttpServer.serve(RequestGuard.guard(options.allowedHosts)(routes))
+    )
+  )
 
 /**
  * Serves the operations endpoint on the provided `HttpServer` for the lifetime of the layer.
@@ -137,4 +154,6 @@ export const layerWithDashboard = (
  * @since 0.1.0
  */
 export const layer = (options: OpsServerOptions = {}): Layer.Layer<never, never, HttpServer.HttpServer | OutboxStore> =>
-  Layer.unwrapEffect(Effect.map(router(options), (routes) => HttpServer.serve(routes)))
+  Layer.unwrapEffect(
+    Effect.map(router(options), (routes) => HttpServer.serve(RequestGuard.guard(options.allowedHosts)(routes)))
+  )

@@ -92,6 +92,20 @@ export interface ConsumerOptions {
   readonly tarball: string
   /** The consumer's own dependencies, by name; versions come from the repository's lockfile. */
   readonly dependencies: ReadonlyArray<string>
+  /** Caret ranges (`^0.97`) the repository's version of a dependency must satisfy, as an install line asks. */
+  readonly ranges?: Readonly<Record<string, string>>
+}
+
+/** Whether `version` satisfies the caret range `range` (`^3.22` → `>=3.22.0 <4`, `^0.97` → `>=0.97.0 <0.98`). */
+export const satisfiesCaret = (version: string, range: string): boolean => {
+  const parse = (text: string) =>
+    (/^(\d+)(?:\.(\d+))?(?:\.(\d+))?/.exec(text) ?? []).slice(1).map((n) => Number(n ?? 0))
+  if (!range.startsWith("^")) return version === range
+  const [major = 0, minor = 0, patch = 0] = parse(version)
+  const [wantMajor = 0, wantMinor = 0, wantPatch = 0] = parse(range.slice(1))
+  if (major !== wantMajor) return false
+  if (major === 0 && minor !== wantMinor) return false
+  return minor > wantMinor || (minor === wantMinor && patch >= wantPatch)
 }
 
 /**
@@ -125,6 +139,10 @@ export const install = async (options: ConsumerOptions): Promise<void> => {
   for (const name of options.dependencies) {
     const version = repoPackages.get(`node_modules/${name}`)?.version
     if (version === undefined) throw new Error(`${name} is not installed in the repository`)
+    const range = options.ranges?.[name]
+    if (range !== undefined && !satisfiesCaret(version, range)) {
+      throw new Error(`${name}@${range} is not satisfied by the repository's ${version}`)
+    }
     rootDependencies[name] = version
   }
 

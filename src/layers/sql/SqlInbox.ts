@@ -1,0 +1,162 @@
+/**
+ * The storage of the SQL inbox backends (SPEC §12), written once for every dialect: two tables,
+ * `<prefix>inbox_processed (consumer, message_id, partition_key, processed_at)` keyed by
+ * `(consumer, message_id)` with an index on `processed_at`, and `<prefix>inbox_mark (consumer,
+ * partition_key, ordering_key, seq, updated_at)` keyed by the first three.
+ *
+ * A unit is the client's `sql.withTransaction` (a savepoint inside a caller's transaction), so the
+ * handler's statements on the same client join it. Its first statement inserts the id (`ON CONFLICT DO
+ * NOTHING`): a second unit recording the same id waits on that row until the first commits (then it
+ * sees a duplicate) or rolls back (then it records it). The mark is raised by one conditional upsert
+ * (`… DO UPDATE … WHERE seq < excluded.seq`), which locks the key's row until commit. A trim batch deletes
+ * the oldest ids below a time through the `processed_at` index, at most a batch per statement. Every value
+ * is a bound parameter.
+ *
+ * @since 0.1.0
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schema from "effect/Schema"
+import { StoreUnavailable, TransactionConflict } from "../../domain/OutboxError.js"
+import type * as InboxStore from "../../services/InboxStore.js"
+
+/**
+ * What the shared SQL inbox needs to know about its database.
+ *
+ * @since 0.1.0
+ */
+export interface SqlInboxDialect {
+  /** `sqlite`, `postgres`, … (errors, spans). */
+  readonly name: string
+  /** The n-th (1-based) placeholder of a statement. */
+  readonly placeholder: (n: number) => string
+  /** Quoted, qualified name of the processed-ids table. */
+  readonly processedTable: string
+  /** Quoted, qualified name of the marks table. */
+  readonly markTable: string
+  /**
+   * The trim batch statement: deletes at most `$2` ids with `processed_at < $1`, oldest first, returning
+   * one row per deleted id.
+   */
+  readonly trimStatement: string
+  /** A lock failure another attempt may get past (SQLite busy) — retried while no handler has run. */
+  readonly isBusy: (error: SqlError) => boolean
+  /** A serialization failure or deadlock: `TransactionConflict`, the caller may retry the message. */
+  readonly isConflict: (error: SqlError) => boolean
+}
+
+const IntColumn = Schema.Union(Schema.Int, Schema.compose(Schema.NumberFromString, Schema.Int))
+const SeqRows = Schema.Array(Schema.Struct({ seq: IntColumn }))
+const AnyRows = Schema.Array(Schema.Unknown)
+
+/**
+ * The statements of the tables, the same text for every dialect apart from names and placeholders.
+ *
+ * @since 0.1.0
+ */
+export const statements = (d: SqlInboxDialect) => {
+  const p = d.placeholder
+  return {
+    record:
+      `INSERT INTO ${d.processedTable} (consumer, message_id, partition_key, processed_at) ` +
+      `VALUES (${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}) ON CONFLICT (consumer, message_id) DO NOTHING RETURNING processed_at`,
+    raise:
+      `INSERT INTO ${d.markTable} AS m (consumer, partition_key, ordering_key, seq, updated_at) ` +
+      `VALUES (${p(1)}, ${p(2)}, ${p(3)}, ${p(4)}, ${p(5)}) ` +
+      `ON CONFLICT (consumer, partition_key, ordering_key) DO UPDATE SET seq = excluded.seq, ` +
+      `updated_at = excluded.updated_at WHERE m.seq < excluded.seq RETURNING seq`,
+    mark:
+      `SELECT seq FROM ${d.markTable} WHERE consumer = ${p(1)} AND partition_key = ${p(2)} ` +
+      `AND ordering_key = ${p(3)}`,
+    isProcessed: `SELECT 1 AS found FROM ${d.processedTable} WHERE consumer = ${p(1)} AND message_id = ${p(2)}`,
+    trim: d.trimStatement
+  }
+}
+
+/**
+ * Builds the backend on the `SqlClient` in context (tables must exist; the layers create them).
+ *
+ * @since 0.1.0
+ */
+export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend, never, SqlClient.SqlClient> =>
+  Effect.map(SqlClient.SqlClient, (sql) => {
+    const s = statements(d)
+
+    const failure = (error: SqlError): StoreUnavailable | TransactionConflict =>
+      d.isConflict(error)
+        ? new TransactionConflict({ partitionKey: "", operation: "Inbox.process", cause: error })
+        : new StoreUnavailable({ operation: "Inbox.process", cause: error })
+
+    const seqOf = (rows: ReadonlyArray<unknown>) =>
+      Effect.map(Schema.decodeUnknown(SeqRows)(rows), (decoded) => decoded[0]?.seq)
+
+    const unit: InboxStore.InboxUnit = {
+      record: (entry) =>
+        sql.unsafe(s.record, [entry.consumer, entry.messageId, entry.partitionKey, entry.processedAtMillis]).pipe(
+          Effect.map((rows) => rows.length > 0),
+          Effect.mapError(StoreUnavailable.wrap("Inbox.record", entry.partitionKey))
+        ),
+      raiseMark: (key, seq, nowMillis) =>
+        Effect.gen(function* () {
+          const raised = yield* sql.unsafe(s.raise, [key.consumer, key.partitionKey, key.orderingKey, seq, nowMillis])
+          if (raised.length > 0) return { raised: true } as const
+          const stored = yield* seqOf(yield* sql.unsafe(s.mark, [key.consumer, key.partitionKey, key.orderingKey]))
+          return { raised: false, mark: stored ?? seq } as const
+        }).pipe(Effect.mapError(StoreUnavailable.wrap("Inbox.raiseMark", key.partitionKey)))
+    }
+
+    const atomically = <A, E, R>(body: (unit: InboxStore.InboxUnit) => Effect.Effect<A, E, R>) =>
+      Effect.suspend(() => {
+        // a lock failure is retried only while this attempt has not recorded the id yet (no handler ran)
+        let recorded = false
+        const tracked: InboxStore.InboxUnit = {
+          record: (entry) => Effect.tap(unit.record(entry), () => Effect.sync(() => void (recorded = true))),
+          raiseMark: unit.raiseMark
+        }
+        const attempt = Effect.suspend(() => {
+          recorded = false
+          return sql.withTransaction(body(tracked))
+        })
+        const retried = Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+          Option.isSome(outer)
+            ? attempt
+            : Effect.retry(attempt, {
+                times: 20,
+                while: (error) => !recorded && isSqlError(error) && d.isBusy(error)
+              })
+        )
+        return Effect.catchAll(retried, (error): Effect.Effect<never, E | StoreUnavailable | TransactionConflict> =>
+          Effect.fail(isSqlError(error) ? failure(error) : error)
+        )
+      })
+
+    return {
+      name: d.name,
+      atomically,
+      isProcessed: (consumer, messageId) =>
+        sql.unsafe(s.isProcessed, [consumer, messageId]).pipe(
+          Effect.map((rows) => rows.length > 0),
+          Effect.mapError(StoreUnavailable.wrap("Inbox.isProcessed"))
+        ),
+      readMark: (key) =>
+        sql
+          .unsafe(s.mark, [key.consumer, key.partitionKey, key.orderingKey])
+          .pipe(
+            Effect.flatMap(seqOf),
+            Effect.map(Option.fromNullable),
+            Effect.mapError(StoreUnavailable.wrap("Inbox.mark", key.partitionKey))
+          ),
+      trimBatch: (beforeMillis, limit) =>
+        sql.unsafe(s.trim, [beforeMillis, limit]).pipe(
+          Effect.flatMap(Schema.decodeUnknown(AnyRows)),
+          Effect.map((rows) => rows.length),
+          Effect.mapError(StoreUnavailable.wrap("Inbox.trim"))
+        )
+    } satisfies InboxStore.InboxBackend
+  })
+
+const tagOf = (u: unknown): unknown => (typeof u === "object" && u !== null ? Reflect.get(u, "_tag") : undefined)
+
+const isSqlError = (u: unknown): u is SqlError => tagOf(u) === "SqlError"

@@ -1,0 +1,142 @@
+/**
+ * How the server-backed SQL stores (PostgreSQL, MySQL) run statements: on the connection of a caller's
+ * `sql.withTransaction` when there is one (inside a savepoint, R-PERSIST-6), else on a connection reserved
+ * from the pool for the operation, inside the store's own transaction (the dialect's begin statement …
+ * `COMMIT`).
+ *
+ * - A failure of the body, of `COMMIT` or of the connection itself rolls back (or, when the connection
+ *   is gone, leaves the server to abort the transaction) and is returned as a typed failure, never a
+ *   defect: nothing of a failed operation is applied.
+ * - Failures the dialect calls conflicts (serialization failures, deadlocks, lock-wait timeouts) of a
+ *   transaction the store owns are retried at once, a bounded number of times; inside a caller's
+ *   transaction they are returned (the caller's transaction is doomed anyway).
+ * - Bodies are short runs of statements and are not interrupted half-way.
+ *
+ * @since 0.1.0
+ */
+import * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import type { SqlError } from "@effect/sql/SqlError"
+import * as Effect from "effect/Effect"
+import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
+
+/**
+ * Attempts after the first for a transaction that failed with a conflict.
+ *
+ * @since 0.1.0
+ */
+export const conflictRetries = 5
+
+/**
+ * The statement runner of one store.
+ *
+ * @since 0.1.0
+ */
+export interface Transactions {
+  /** Runs one statement on a connection; rows come back untransformed. */
+  readonly run: (
+    conn: Connection,
+    text: string,
+    params: ReadonlyArray<unknown>
+  ) => Effect.Effect<ReadonlyArray<unknown>, SqlError>
+  /**
+   * Runs `body` in a transaction (a savepoint inside a caller's transaction), retrying conflicts of its own.
+   * The body sees the transaction as `SqlClient.TransactionConnection`, so statements of the client and of
+   * other stores made inside it join it.
+   */
+  readonly transact: <A, E>(
+    body: (conn: Connection) => Effect.Effect<A, E | SqlError>
+  ) => Effect.Effect<A, E | SqlError>
+  /** Runs `body` on a connection outside any transaction of the store's (the caller's, when there is one). */
+  readonly standalone: <A, E>(
+    body: (conn: Connection) => Effect.Effect<A, E | SqlError>
+  ) => Effect.Effect<A, E | SqlError>
+}
+
+/**
+ * What a dialect decides about its transactions.
+ *
+ * @since 0.1.0
+ */
+export interface TransactionDialect {
+  /** True for a failure after which the whole transaction may simply be run again. */
+  readonly isConflict: (error: unknown) => boolean
+  /** The statement (or statements) that open a transaction of the store's own. */
+  readonly begin: string
+  /**
+   * Runs a transaction-control statement (begin, commit, savepoints); the statement runner when not
+   * given. MySQL sends them unprepared (its `begin` is two statements).
+   */
+  readonly control?: ((conn: Connection, text: string) => Effect.Effect<unknown, SqlError>) | undefined
+}
+
+const control = {
+  commit: "COMMIT",
+  rollback: "ROLLBACK",
+  savepoint: "SAVEPOINT effect_outbox",
+  release: "RELEASE SAVEPOINT effect_outbox",
+  rollbackSavepoint: "ROLLBACK TO SAVEPOINT effect_outbox"
+} as const
+
+/**
+ * Builds the runner on a `SqlClient` for a dialect.
+ *
+ * @since 0.1.0
+ */
+export const make = (sql: SqlClient.SqlClient, dialect: TransactionDialect): Transactions => {
+  const run: Transactions["run"] = (conn, text, params) => conn.execute(text, params, undefined)
+  const { begin, isConflict } = dialect
+  const exec = dialect.control ?? ((conn: Connection, text: string) => run(conn, text, []))
+
+  const withConnection = <A, E>(
+    f: (conn: Connection, nested: boolean) => Effect.Effect<A, E>
+  ): Effect.Effect<A, E | SqlError> =>
+    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+      Option.isNone(outer)
+        ? Effect.scoped(Effect.flatMap(sql.reserve, (conn) => f(conn, false)))
+        : f(outer.value[0], true)
+    )
+
+  const undo = (conn: Connection, nested: boolean): Effect.Effect<void> =>
+    (nested
+      ? Effect.zipRight(exec(conn, control.rollbackSavepoint), exec(conn, control.release))
+      : exec(conn, control.rollback)
+    ).pipe(
+      Effect.asVoid,
+      Effect.catchAll((error) => Effect.logDebug("outbox rollback failed (the connection may be gone)", error))
+    )
+
+  const inTransaction =
+    <A, E>(body: (conn: Connection) => Effect.Effect<A, E | SqlError>) =>
+    (conn: Connection, nested: boolean, depth: number): Effect.Effect<A, E | SqlError> =>
+      Effect.uninterruptible(
+        Effect.flatMap(exec(conn, nested ? control.savepoint : begin), () =>
+          Effect.matchCauseEffect(Effect.provideService(body(conn), SqlClient.TransactionConnection, [conn, depth]), {
+            onFailure: (cause) => Effect.zipRight(undo(conn, nested), Effect.failCause(cause)),
+            onSuccess: (value) =>
+              Effect.matchEffect(exec(conn, nested ? control.release : control.commit), {
+                onFailure: (error) => Effect.zipRight(undo(conn, nested), Effect.fail(error)),
+                onSuccess: () => Effect.succeed(value)
+              })
+          })
+        )
+      )
+
+  const transact: Transactions["transact"] = (body) =>
+    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+      Option.isSome(outer)
+        ? inTransaction(body)(outer.value[0], true, outer.value[1] + 1)
+        : Effect.retry(
+            withConnection((conn, nested) => inTransaction(body)(conn, nested, 0)),
+            {
+              schedule: Schedule.recurs(conflictRetries),
+              while: isConflict
+            }
+          )
+    )
+
+  const standalone: Transactions["standalone"] = (body) => withConnection((conn) => body(conn))
+
+  return { run, transact, standalone }
+}
