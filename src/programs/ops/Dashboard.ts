@@ -32,8 +32,8 @@ import {
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import { OutboxInspection, type PartitionInspection } from "../../services/OutboxInspection.js"
 import * as DashboardPage from "./DashboardPage.js"
-import * as RequestGuard from "./RequestGuard.js"
 import * as History from "./History.js"
+import * as RequestGuard from "./RequestGuard.js"
 
 /**
  * Options of the dashboard.
@@ -49,10 +49,10 @@ export interface DashboardOptions {
   readonly showPayloads?: boolean | undefined
   /** How often the page polls (default 1 s). */
   readonly refreshMillis?: number | undefined
-  /** Largest POST body accepted (default 1 MiB); a larger one is 413, counted as it arrives. */
-  readonly maxBodyBytes?: number | undefined
   /** The ring of snapshots the charts are drawn from (default: a new one, sampled every 2 s). */
   readonly history?: History.HistoryOptions | undefined
+  /** Largest POST body accepted (default 1 MiB); a larger one is 413, counted as it arrives. */
+  readonly maxBodyBytes?: number | undefined
 }
 
 const noStore = { "cache-control": "no-store" }
@@ -127,16 +127,16 @@ const RedriveMatchingBody = Schema.Struct({
   expected: Schema.Number.pipe(Schema.int(), Schema.between(1, maxBulk))
 })
 
-/** The body of a purge: filters (with `limit`, at most that many, oldest first), or `all: true` alone. */
-const PurgeBody = Schema.Struct({
-  ...FilterFields.fields,
-  /** When given, at most this many (the count the operator confirmed), oldest first. */
-  limit: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, maxBulk))),
-  all: Schema.optional(Schema.Literal(true))
-})
-
 const RedriveBody = Schema.Struct({
   ids: Schema.Array(Schema.NonEmptyString).pipe(Schema.minItems(1), Schema.maxItems(500))
+})
+
+/** The body of a purge: filters, or `all: true` alone to delete every entry. */
+const PurgeBody = Schema.Struct({
+  ...FilterFields.fields,
+  all: Schema.optional(Schema.Literal(true)),
+  /** When given, at most this many (the count the operator confirmed), oldest first. */
+  limit: Schema.optional(Schema.Number.pipe(Schema.int(), Schema.between(1, maxBulk)))
 })
 
 /** A keyset cursor: the `(failedAt, id)` of the last entry of the previous page (a time DateTime can hold). */
@@ -282,7 +282,7 @@ export const router = (
         return RequestGuard.bodyFailure(
           body.left,
           maxBodyBytes,
-          'invalid purge: filters route, category, since, before, or {"all": true} alone; other keys are refused'
+          'invalid purge: filters route, category, since, before (and limit), or {"all": true}; other keys are refused'
         )
       }
       const { all, limit, ...filters } = body.right
@@ -309,8 +309,14 @@ export const router = (
     const redriveMatching = Effect.gen(function* () {
       const refused = yield* guard(options)
       if (Option.isSome(refused)) return refused.value
-      const body = yield* Effect.either(HttpServerRequest.schemaBodyJson(RedriveMatchingBody))
-      if (Either.isLeft(body)) return failure(400, "invalid filter: route, category, since, before, expected")
+      const body = yield* RequestGuard.jsonBody(RedriveMatchingBody, maxBodyBytes)
+      if (Either.isLeft(body)) {
+        return RequestGuard.bodyFailure(
+          body.left,
+          maxBodyBytes,
+          "invalid redrive: filters route, category, since, before and the confirmed count expected"
+        )
+      }
       // the oldest `expected` entries: ones dead-lettered after the operator's count are newer and stay
       const entries = yield* deadLetters.list({ ...toFilter(body.right), limit: body.right.expected })
       let redriven = 0

@@ -331,8 +331,8 @@ async function purge() {
     if (found.count === 0) { $("dlq-status").textContent = "no entries match"; return; }
     const many = found.count + (found.capped ? " (the oldest; more match)" : "");
     if (!window.confirm("Delete " + many + " dead-letter entr" + (found.count === 1 ? "y" : "ies") + " " + describeFilter(params) + "? This cannot be undone.")) return;
-    const scope = Object.keys(params).length === 0 ? { all: true } : params;
-    const data = await post("api/dead-letters/purge", { ...scope, limit: found.count });
+    const body = Object.keys(params).length === 0 ? { all: true } : params;
+    const data = await post("api/dead-letters/purge", { ...body, limit: found.count });
     $("dlq-status").textContent = "purged: " + data.deleted;
   } catch (error) { $("dlq-status").textContent = "purge failed: " + error.message; }
   cursors = [null];

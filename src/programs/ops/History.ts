@@ -162,7 +162,8 @@ export const make = (inspection: Option.Option<OutboxInspectionService>, options
           }
           return { pending, claimed, oldestPendingAgeSeconds: oldest }
         }),
-        Effect.catchAll(() => Effect.succeed({ pending: null, claimed: null, oldestPendingAgeSeconds: null }))
+        // a store that fails (or a defect in its inspection) leaves a gap in the depth charts, never stops sampling
+        Effect.catchAllCause(() => Effect.succeed({ pending: null, claimed: null, oldestPendingAgeSeconds: null }))
       )
   })
 

@@ -128,8 +128,8 @@ export const routerWithDashboard = (
       allowMutations: options.allowMutations,
       showPayloads: options.showPayloads,
       refreshMillis: options.refreshMillis,
-      maxBodyBytes: options.maxBodyBytes,
-      history: options.history
+      history: options.history,
+      maxBodyBytes: options.maxBodyBytes
     })
     return HttpRouter.concat(ops, dashboard)
   })
