@@ -98,7 +98,7 @@ describe("README.md from the npm page", () => {
         /^https:\/\/raw\.githubusercontent\.com\/effect-outbox\/effect-outbox\/main\/([^#]+)/.exec(target)
       return match?.[1] === undefined ? [] : [match[1]]
     })
-    expect(ours).toEqual(expect.arrayContaining(["docs/guide.md", "docs/operations.md", "docs/dashboard.png"]))
+    expect(ours).toEqual(expect.arrayContaining(["docs/guide.md", "docs/operations.md", "docs/dashboard-live.png"]))
     expect(ours.filter((file) => !fs.existsSync(path.join(repoRoot, file)))).toEqual([])
   })
 
