@@ -69,7 +69,7 @@ export interface WebhookSinkOptions {
   readonly signingSecret?: Redacted.Redacted<string> | string | undefined
   /**
    * Origins (`https://hooks.example.com`, `http://127.0.0.1:8080`) a record's `address` may name when no
-   * `url` is fixed. When absent: any origin if the sink carries no headers and no signing secret, none
+   * `url` is fixed. When absent: every origin if the sink carries no headers and no signing secret, none
    * otherwise. Link-local and metadata addresses are allowed only when their origin is listed here.
    */
   readonly allowedOrigins?: ReadonlyArray<string> | undefined

@@ -200,7 +200,8 @@ async function refreshHistory() {
     if (!response.ok) throw new Error("HTTP " + response.status);
     const data = await response.json();
     const points = data.points;
-    const now = points.length > 0 ? points[points.length - 1].at : Date.now();
+    // the server's clock: the newest sample (no sample, no chart)
+    const now = points.length > 0 ? points[points.length - 1].at : 0;
     // the charts span the kept window, or less while the process is younger than it
     const windowMillis = points.length > 0 ? Math.min(data.windowMillis, Math.max(10000, now - points[0].at)) : data.windowMillis;
     $("history-span").textContent = windowMillis < data.windowMillis ? "(since the page's server started)" : "";
