@@ -306,6 +306,8 @@ describe("dashboard live view in Chromium", () => {
           const row = page.locator("#dead-letters tr[data-entry]")
           yield* Effect.promise(() => row.first().waitFor({ timeout: 20_000 }))
           yield* Effect.promise(() => page.locator("#routes tr[data-route]").first().waitFor({ timeout: 10_000 }))
+          // the route's row appears with the first history sample that saw its dead letter
+          yield* Effect.promise(() => page.locator("#routes").getByText(route).first().waitFor({ timeout: 20_000 }))
           const cell = yield* Effect.promise(() => row.first().locator('[data-field="last-error"]').innerText())
           expect(cell.startsWith(`http-400: answered 400: <b id="injected">bad</b><img src=x onerror=`)).toBe(true)
           expect(cell.length).toBeLessThanOrEqual("http-400: ".length + 501)
