@@ -64,6 +64,11 @@ export interface MysqlOutboxStoreOptions extends StoreOptions, SqlSweep.SweepOpt
   readonly database?: string | undefined
   /** Prefix of every table and index name (letters, digits, `_`). Default none. */
   readonly tablePrefix?: string | undefined
+  /**
+   * Run the migrations when the store is built (default true). `false` runs no DDL at all and takes no
+   * migration lock: the tables must exist already (read-only tools, roles without CREATE).
+   */
+  readonly migrate?: boolean | undefined
 }
 
 /** Partition keys per `listPartitions` page. */
@@ -179,12 +184,14 @@ export const make = (
     )
 
     const tx = MysqlTransaction.make(sql)
-    yield* migrate(tx, {
-      lock: names.migrationLock,
-      database: names.database,
-      table: names.migrations,
-      migrations: (collation) => MysqlOutboxSchema.migrations(names, collation)
-    }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+    if (options.migrate !== false) {
+      yield* migrate(tx, {
+        lock: names.migrationLock,
+        database: names.database,
+        table: names.migrations,
+        migrations: (collation) => MysqlOutboxSchema.migrations(names, collation)
+      }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+    }
 
     const st = MysqlOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
     const bind = SqlOutboxStatements.binds(SqlDialect.mysql)

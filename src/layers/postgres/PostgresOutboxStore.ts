@@ -65,6 +65,11 @@ export interface PostgresOutboxStoreOptions extends StoreOptions, SqlSweep.Sweep
   readonly notify?: boolean | undefined
   /** Most payload bytes of one persist batch together (default {@link MaxBatchPayloadBytes}). */
   readonly maxBatchPayloadBytes?: number | undefined
+  /**
+   * Run the migrations when the store is built (default true). `false` runs no DDL at all and takes no
+   * migration lock: the tables must exist already (read-only tools, roles without CREATE).
+   */
+  readonly migrate?: boolean | undefined
 }
 
 /**
@@ -174,12 +179,14 @@ export const make = (
 
     const tx = PostgresTransaction.make(sql)
     const { run } = tx
-    yield* migrate(tx, {
-      lockKey: names.migrationLock,
-      schema: names.schema,
-      table: names.migrations,
-      migrations: PostgresOutboxSchema.migrations(names)
-    }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+    if (options.migrate !== false) {
+      yield* migrate(tx, {
+        lockKey: names.migrationLock,
+        schema: names.schema,
+        table: names.migrations,
+        migrations: PostgresOutboxSchema.migrations(names)
+      }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+    }
 
     const st = PostgresOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
     const bind = SqlOutboxStatements.binds(SqlDialect.postgres)
