@@ -13,8 +13,9 @@
  *   below, or inserted when absent (a concurrent first insert, 1062, is read again);
  * - a trim batch is `DELETE … ORDER BY processed_at LIMIT n` through the `processed_at` index.
  *
- * Deadlocks (1213) and lock-wait timeouts (1205) fail with `TransactionConflict` (the message may be
- * retried); they are not retried here, since a handler may already have run. Consumer names, message ids,
+ * Deadlocks (1213) and lock-wait timeouts (1205) fail the unit with a retryable error (`TransactionConflict`,
+ * or `StoreUnavailable` when a write of the unit reports them): the message may be retried. They are not
+ * retried here, since a handler may already have run. Consumer names, message ids,
  * partition and ordering keys hold at most 255 characters (the key columns).
  *
  * @since 0.1.0
