@@ -9,7 +9,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
-import type * as Layer from "effect/Layer"
+import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import { spawn } from "node:child_process"
 import * as path from "node:path"
@@ -58,7 +58,7 @@ interface WorkerResult {
 export interface DrainTarget {
   /** The `drainWorker.ts` argument: a SQLite file or a database URL. */
   readonly location: string
-  readonly layer: Layer.Layer<OutboxStore | SqlClient.SqlClient>
+  readonly layer: Layer.Layer<OutboxStore | SqlClient.SqlClient, unknown>
   /** Removes what the target made (files); runs after the checks. */
   readonly cleanup?: () => void
 }
@@ -112,7 +112,7 @@ export const multiProcessDrainSuite = (options: MultiProcessDrainOptions): void 
       () =>
         Effect.gen(function* () {
           const target = yield* Effect.promise(options.makeTarget)
-          const layer = target.layer
+          const layer = Layer.orDie(target.layer)
 
           // seed: 500 records per partition, 8 ordering keys plus keyless ones, createdAt a permutation
           // of insertion order so that age order differs from seq order
