@@ -838,7 +838,8 @@ const latencyBackends: ReadonlyArray<readonly [string, string, string]> = [
   ["memory", "memory (same process)", "in-process `WakeHub`"],
   ["sqlite", "SQLite file (second process)", "`SqliteWakeSignal` (`PRAGMA data_version`)"],
   ["postgres", "PostgreSQL (second process)", "`PostgresWakeSignal` (`LISTEN/NOTIFY`)"],
-  ["dynamodb", "DynamoDB Local (second process)", "none: idle poll bound"]
+  ["dynamodb", "DynamoDB Local (second process)", "none: idle poll bound"],
+  ["peer", "peer: `pg-transactional-outbox` 0.5.7 on PostgreSQL (second process)", "logical replication (`pgoutput`)"]
 ]
 
 const latencySection = (data: unknown): Array<string> => {
@@ -854,7 +855,9 @@ const latencySection = (data: unknown): Array<string> => {
       : "",
     ""
   )
-  const rows = latencyBackends.map(([key, label, wake]) => {
+  // the peer's row only when it was measured
+  const measured = latencyBackends.filter(([key]) => key !== "peer" || at(data, key, "latency") !== undefined)
+  const rows = measured.map(([key, label, wake]) => {
     const latency = at(data, key, "latency")
     const goal = num(data, "goalsP99Millis", key)
     const p99 = num(latency, "p99Millis")
@@ -872,6 +875,15 @@ const latencySection = (data: unknown): Array<string> => {
   out.push(
     ...table(["backend", "wake-up", "p50 ms", "p99 ms", "max ms", "persist p50 ms", "p99 goal ms", "goal met"], rows)
   )
+  const ours = num(data, "postgres", "latency", "p99Millis")
+  const peer = num(data, "peer", "latency", "p99Millis")
+  if (ours !== undefined && peer !== undefined) {
+    out.push(
+      `PostgreSQL beside the peer, same server build, same method: p99 ${formatNumber(ours)} ms against the peer's ` +
+        `${formatNumber(peer)} ms: ${formatRatio(ours, peer)} the peer's p99 (below 1.00× is ahead of it).`,
+      ""
+    )
+  }
   const cpu = at(data, "sqlite", "idleCpu")
   if (num(cpu, "cpuMicrosPerSecond") !== undefined) {
     out.push(
