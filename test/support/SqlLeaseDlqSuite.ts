@@ -5,14 +5,13 @@
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
-import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
-import { DeadLetterEntry } from "../../src/domain/DeadLetterEntry.js"
 import { DeadLetterStore } from "../../src/services/DeadLetterStore.js"
 import { LeaseStore } from "../../src/services/LeaseStore.js"
 import { OutboxStore } from "../../src/services/OutboxStore.js"
+import { entry } from "../contract/deadletter/DeadLetterSupport.js"
 
 /** What differs per backend. Every `namespace` is a schema (PostgreSQL) or a database (MySQL). */
 export interface SqlLeaseDlqOptions {
@@ -27,23 +26,6 @@ export interface SqlLeaseDlqOptions {
   /** Drops that trigger. */
   readonly dropReject: (namespace: string) => Effect.Effect<void, unknown, SqlClient.SqlClient>
 }
-
-const entry = (id: string, partitionKey: string) =>
-  new DeadLetterEntry({
-    id,
-    recordId: `rec-${id}`,
-    partitionKey,
-    envelopeId: `env-${id}`,
-    bindingId: "b",
-    payload: new Uint8Array([1, 2, 3]),
-    headers: { h: "v" },
-    category: "permanent",
-    reason: "r",
-    errorCode: "E",
-    lastError: "boom",
-    attempts: 1,
-    failedAt: DateTime.unsafeMake(1_700_000_000_000)
-  })
 
 /** Registers the tests for one backend. */
 export const sqlLeaseDlqSuite = (options: SqlLeaseDlqOptions): void => {
@@ -72,8 +54,8 @@ export const sqlLeaseDlqSuite = (options: SqlLeaseDlqOptions): void => {
         Effect.gen(function* () {
           const dlq = yield* DeadLetterStore
           const outbox = yield* OutboxStore
-          yield* dlq.write(entry("a", "ra"))
-          yield* dlq.write(entry("b", "rb"))
+          yield* dlq.write(entry({ id: "a", partitionKey: "ra", failedAt: 1_700_000_000_000 }))
+          yield* dlq.write(entry({ id: "b", partitionKey: "rb", failedAt: 1_700_000_000_000 }))
           // the second entry's persist fails (a trigger rejects partition rb), after the first was redriven
           yield* Effect.orDie(options.rejectPartitionRb("redrive_tx"))
           const error = yield* Effect.flip(dlq.redrive(["a", "b"]))
