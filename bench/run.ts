@@ -6,7 +6,8 @@
  * Usage: `npm run bench [-- name ...] [-- --quick]` with names among memory, sqlite, postgres, mysql, dynamodb (claim
  * cost), dynamodbThroughput (store vs raw SDK), drain, contention, brokers (NATS and RabbitMQ sinks vs raw
  * clients); `--quick` is passed on to every benchmark; `--report` only regenerates the report. `latency`
- * (delivery after idle, bench/latency.ts) runs only when named: its full method takes over two hours.
+ * (delivery after idle, bench/latency.ts) runs only when named: its full method takes over two hours; so
+ * does `steady` (the highest rate one relay sustains, bench/steady.ts: half an hour).
  */
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
