@@ -1,6 +1,6 @@
 /**
  * Renders bench/README.md and bench/results/chart.svg from the benchmarks' result files
- * (bench/results/{memory,sqlite,postgres,mysql,dynamodb,dynamodbThroughput,drain,contention,brokers}.json).
+ * (bench/results/{memory,sqlite,postgres,mysql,dynamodb,dynamodbThroughput,drain,contention,brokers,latency,steady,inbox}.json).
  *
  * Every figure is read defensively: a missing file, a file caught half-written by a benchmark running
  * at the same moment, or a missing field shows as "not available" instead of failing the report. Ratios
@@ -25,7 +25,8 @@ export const ResultNames = [
   "contention",
   "brokers",
   "latency",
-  "steady"
+  "steady",
+  "inbox"
 ] as const
 
 /** One result name. */
@@ -958,6 +959,70 @@ const steadySection = (data: unknown): Array<string> => {
   return out
 }
 
+const inboxBackends: ReadonlyArray<readonly [string, string]> = [
+  ["sqlite", "SQLite (file, WAL, synchronous = FULL)"],
+  ["postgres", "PostgreSQL (127.0.0.1, fsync on)"]
+]
+
+const inboxSection = (data: unknown): Array<string> => {
+  const out = ["## Inbox (consumer side)", "", measuredLine(data), ""]
+  const perRound = num(data, "messagesPerRound")
+  const rounds = num(data, "rounds")
+  out.push(
+    `\`Inbox.process\` against a raw driver loop (better-sqlite3 / \`pg\`) doing the same work in one transaction per`,
+    "message: insert the id if absent, raise the key's mark for a keyed message, the handler's insert; one in ten",
+    "deliveries is a redelivery. A third loop writes the same statements by hand on `@effect/sql`. Messages/s,",
+    `${formatNumber(rounds)} rounds of ${formatNumber(perRound)} deliveries, the sides taking turns every 50 deliveries.`,
+    "",
+    ...table(
+      [
+        "backend",
+        "inbox msg/s (best)",
+        "raw msg/s (best)",
+        "inbox / raw, best",
+        "inbox / raw, median of rounds",
+        "hand-written @effect/sql msg/s (best)",
+        "inbox / hand-written, median",
+        "goal",
+        "goal met"
+      ],
+      inboxBackends.map(([key, label]) => [
+        label,
+        formatNumber(num(data, key, "inbox", "best")),
+        formatNumber(num(data, key, "raw", "best")),
+        formatRatio(num(data, key, "inbox", "best"), num(data, key, "raw", "best")),
+        (() => {
+          const m = num(data, key, "ratio", "medianOfRounds")
+          return m === undefined ? na : `${m.toFixed(2)}×`
+        })(),
+        formatNumber(num(data, key, "handWritten", "best")),
+        (() => {
+          const m = num(data, key, "ratioToHandWritten", "medianOfRounds")
+          return m === undefined ? na : `${m.toFixed(2)}×`
+        })(),
+        str(data, key, "target") ?? "",
+        metText(bool(data, key, "met"))
+      ])
+    ),
+    "",
+    "Statements and CPU time of the bench process per message:",
+    "",
+    ...table(
+      ["backend", "statements inbox", "statements raw", "CPU ms inbox", "CPU ms hand-written", "CPU ms raw"],
+      inboxBackends.map(([key, label]) => [
+        label,
+        formatNumber(num(data, key, "statementsPerMessage", "inbox")),
+        formatNumber(num(data, key, "statementsPerMessage", "raw")),
+        formatNumber(num(data, key, "cpuMillisPerMessage", "inbox")),
+        formatNumber(num(data, key, "cpuMillisPerMessage", "handWritten")),
+        formatNumber(num(data, key, "cpuMillisPerMessage", "raw"))
+      ])
+    ),
+    ""
+  )
+  return out
+}
+
 const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   memory: memorySection,
   sqlite: sqliteSection,
@@ -974,7 +1039,8 @@ const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   contention: contentionSection,
   brokers: brokersSection,
   latency: latencySection,
-  steady: steadySection
+  steady: steadySection,
+  inbox: inboxSection
 }
 
 /**

@@ -475,14 +475,47 @@ describe("bench report", () => {
       "drain",
       "contention",
       "brokers",
-      "latency"
+      "latency",
+      "inbox"
     ]) {
       expect(readme).toContain(`_No results: bench/results/${name}.json is missing or unreadable`)
     }
     expect(readme).toContain("123,456")
     const empty = renderReadme({}, false)
     expect(empty).not.toContain("chart.svg")
-    expect(empty.match(/_No results:/g)?.length).toBe(10)
+    expect(empty.match(/_No results:/g)?.length).toBe(12)
+  })
+
+  it("the inbox section shows inbox vs raw (best and median), the hand-written loop, the goal and statements per message", () => {
+    const side = (best: number) => ({ messagesPerSecond: [best], best, median: best })
+    const backend = (inbox: number, raw: number, hand: number, met: boolean) => ({
+      inbox: side(inbox),
+      raw: side(raw),
+      handWritten: side(hand),
+      ratio: { bestToBest: inbox / raw, medianOfRounds: 0.7, rounds: [0.7] },
+      ratioToHandWritten: { bestToBest: inbox / hand, medianOfRounds: 0.95, rounds: [0.95] },
+      statementsPerMessage: { inbox: 4.35, raw: 4.35, handWritten: 4.35 },
+      cpuMillisPerMessage: { inbox: 1.2, raw: 0.35, handWritten: 1.1 },
+      target: "inbox >= 0.8x the raw driver loop (best vs best and median of rounds)",
+      met
+    })
+    const readme = renderReadme({
+      inbox: {
+        date: "2026-12-03T22:00:00.000Z",
+        messagesPerRound: 1000,
+        rounds: 5,
+        sqlite: backend(160, 320, 165, false),
+        postgres: backend(120, 130, 125, true)
+      }
+    })
+    expect(readme).toContain("## Inbox (consumer side)")
+    expect(readme).toMatch(
+      /\| SQLite \(file, WAL, synchronous = FULL\) \| 160 \| 320 \| 0\.50× \| 0\.70× \| 165 \| 0\.95× \| .* \| \*\*not met\*\* \|/
+    )
+    expect(readme).toMatch(
+      /\| PostgreSQL \(127\.0\.0\.1, fsync on\) \| 120 \| 130 \| 0\.92× \| 0\.70× \| 125 \| 0\.95× \| .* \| met \|/
+    )
+    expect(readme).toMatch(/\| SQLite \(file, WAL, synchronous = FULL\) \| 4\.35 \| 4\.35 \| 1\.2 \| 1\.1 \| 0\.35 \|/)
   })
 
   it("a field missing from a result file shows n/a", () => {
@@ -549,7 +582,8 @@ describe("bench report", () => {
         "contention",
         "brokers",
         "latency",
-        "steady"
+        "steady",
+        "inbox"
       ])
 
       const readme = path.join(directory, "README.md")
