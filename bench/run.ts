@@ -5,8 +5,8 @@
  *
  * Usage: `npm run bench [-- name ...] [-- --quick]` with names among memory, sqlite, postgres, dynamodb (claim
  * cost), dynamodbThroughput (store vs raw SDK), drain, contention, brokers (NATS and RabbitMQ sinks vs raw
- * clients); `--quick` is passed on to every benchmark; `--report` only regenerates the report. `latency`
- * (delivery after idle, bench/latency.ts) runs only when named: its full method takes over two hours.
+ * clients), fairness (relay over many partitions); `--quick` is passed on to every benchmark; `--report` only
+ * regenerates the report. `latency` (delivery after idle, bench/latency.ts) runs only when named: its full method takes over two hours.
  */
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
@@ -17,7 +17,17 @@ import { ProgressDisplay } from "./Progress.js"
 import { writeReport } from "./Report.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
-const all = ["memory", "sqlite", "postgres", "dynamodb", "dynamodbThroughput", "drain", "contention", "brokers"]
+const all = [
+  "memory",
+  "sqlite",
+  "postgres",
+  "dynamodb",
+  "dynamodbThroughput",
+  "drain",
+  "contention",
+  "brokers",
+  "fairness"
+]
 const args = process.argv.slice(2)
 const requested = args.filter((a) => !a.startsWith("-"))
 const passOn = args.filter((a) => a === "--quick")
