@@ -1,6 +1,7 @@
 /**
  * Renders bench/README.md and bench/results/chart.svg from the benchmarks' result files
- * (bench/results/{memory,sqlite,postgres,mysql,dynamodb,dynamodbThroughput,drain,contention,brokers,latency,steady,inbox}.json).
+ * (bench/results/{memory,sqlite,postgres,mysql,dynamodb,dynamodbThroughput,drain,contention,brokers,latency,steady,inbox,
+ * fairness}.json).
  *
  * Every figure is read defensively: a missing file, a file caught half-written by a benchmark running
  * at the same moment, or a missing field shows as "not available" instead of failing the report. Ratios
@@ -26,7 +27,8 @@ export const ResultNames = [
   "brokers",
   "latency",
   "steady",
-  "inbox"
+  "inbox",
+  "fairness"
 ] as const
 
 /** One result name. */
@@ -1023,6 +1025,95 @@ const inboxSection = (data: unknown): Array<string> => {
   return out
 }
 
+/** The drain runs of the fairness bench, in report order. */
+const fairnessDrains = [
+  ["sqlite", "SQLite file, synchronous = FULL"],
+  ["sqliteSynchronousNormal", "SQLite file, synchronous = NORMAL (informational)"],
+  ["postgres", "PostgreSQL, fsync on"]
+] as const
+
+const fairnessSection = (data: unknown): Array<string> => {
+  const out = ["## Relay fairness: many small partitions", "", measuredLine(data), ""]
+  out.push(
+    "One relay with `maxPartitions` 64 drains 2,000 partitions of one record each (time until every record was sent",
+    "and until the listing is empty, wall and CPU seconds of the process):",
+    ""
+  )
+  out.push(
+    ...table(
+      ["backend", "delivered", "all sent s", "all completed s", "CPU s", "partitions/s"],
+      fairnessDrains.map(([key, label]) => {
+        const run = at(data, "drain", key)
+        return [
+          label,
+          formatNumber(num(run, "delivered")),
+          formatNumber(num(run, "sentSeconds")),
+          bool(run, "finished") === false ? "not finished" : formatNumber(num(run, "completedSeconds")),
+          formatNumber(num(run, "cpuSeconds")),
+          formatNumber(num(run, "partitionsPerSecond"))
+        ]
+      })
+    )
+  )
+  out.push(
+    "A steady producer spreads records at random over 1,000 partitions while one relay with `maxPartitions` 64 drains",
+    "them: the age of the oldest record not yet delivered (sampled every 250 ms), the relay's unleased gauge (oldest wait",
+    "of a partition with work and no lease) and enqueue-to-delivery latency:",
+    ""
+  )
+  out.push(
+    ...table(
+      [
+        "backend",
+        "records/s offered",
+        "s",
+        "delivered",
+        "oldest pending p50 s",
+        "oldest pending p99 s",
+        "max s",
+        "unleased wait p99 s",
+        "latency p99 ms"
+      ],
+      (["sqlite", "postgres"] as const).map((key) => {
+        const run = at(data, "steady", key)
+        return [
+          key === "sqlite" ? "SQLite file" : "PostgreSQL",
+          formatNumber(num(run, "offeredPerSecond")),
+          formatNumber(num(run, "seconds")),
+          `${formatNumber(num(run, "delivered"))} / ${formatNumber(num(run, "records"))}`,
+          formatNumber(num(run, "oldestPendingAgeSeconds", "p50")),
+          formatNumber(num(run, "oldestPendingAgeSeconds", "p99")),
+          formatNumber(num(run, "oldestPendingAgeSeconds", "max")),
+          formatNumber(num(run, "unleasedOldestWaitSeconds", "p99")),
+          formatNumber(num(run, "deliveryLatencyMillis", "p99"))
+        ]
+      })
+    )
+  )
+  const listing = list(data, "listing")
+  if (listing.length > 0) {
+    out.push(
+      "Discovery cost (R-READ-3): one `listPartitions` listing with 10,000 partitions written of which 100 hold work,",
+      "beside the same listing with only those 100 written:",
+      ""
+    )
+    out.push(
+      ...table(
+        ["backend", "listed", "statements / requests", "rows / items read", "median ms", "median ms, 100 written"],
+        listing.map((row) => [
+          str(row, "backend") ?? na,
+          formatNumber(num(row, "listed")),
+          formatNumber(num(row, "statementsPerRound")),
+          formatNumber(num(row, "rowsReadPerRound")),
+          formatNumber(num(row, "medianMillis")),
+          formatNumber(num(row, "medianMillisOnly100Written"))
+        ])
+      )
+    )
+  }
+  return out
+}
+
 const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   memory: memorySection,
   sqlite: sqliteSection,
@@ -1040,7 +1131,8 @@ const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   brokers: brokersSection,
   latency: latencySection,
   steady: steadySection,
-  inbox: inboxSection
+  inbox: inboxSection,
+  fairness: fairnessSection
 }
 
 /**

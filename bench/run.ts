@@ -8,7 +8,7 @@
  * clients), inbox (`Inbox.process` vs a raw loop on SQLite and PostgreSQL); `--quick` is passed on to every
  * benchmark; `--report` only regenerates the report. `latency` (delivery after idle, bench/latency.ts) runs
  * only when named: its full method takes over two hours; so does `steady` (the highest rate one relay
- * sustains, bench/steady.ts: half an hour).
+ * sustains, bench/steady.ts: half an hour). fairness: one relay over many partitions.
  */
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
@@ -29,7 +29,8 @@ const all = [
   "drain",
   "contention",
   "brokers",
-  "inbox"
+  "inbox",
+  "fairness"
 ]
 const args = process.argv.slice(2)
 const requested = args.filter((a) => !a.startsWith("-"))

@@ -464,6 +464,60 @@ describe("bench report", () => {
     expect(readme.match(/\| RabbitMQ \|/g)).toHaveLength(1)
   })
 
+  it("renders the fairness section: the drain of many small partitions, the steady producer, discovery cost", () => {
+    const fairness = {
+      date: "2026-12-03T22:00:00.000Z",
+      loadAverage1m: { before: 1, after: 2 },
+      drain: {
+        sqlite: {
+          delivered: 2000,
+          sentSeconds: 12.5,
+          completedSeconds: 12.75,
+          cpuSeconds: 6.5,
+          partitionsPerSecond: 157,
+          finished: true
+        },
+        postgres: {
+          delivered: 1500,
+          sentSeconds: 0,
+          completedSeconds: 0,
+          cpuSeconds: 9,
+          partitionsPerSecond: 6,
+          finished: false
+        }
+      },
+      steady: {
+        sqlite: {
+          offeredPerSecond: 80,
+          seconds: 30,
+          records: 2400,
+          delivered: 2400,
+          oldestPendingAgeSeconds: { p50: 0.25, p99: 1.5, max: 2 },
+          unleasedOldestWaitSeconds: { p99: 0.75 },
+          deliveryLatencyMillis: { p99: 900 }
+        }
+      },
+      listing: [
+        {
+          backend: "MariaDB",
+          listed: 100,
+          statementsPerRound: 2,
+          rowsReadPerRound: 302,
+          medianMillis: 3.5,
+          medianMillisOnly100Written: 3.25
+        }
+      ]
+    }
+    const readme = renderReadme({ fairness }, false)
+    expect(readme).toContain("## Relay fairness: many small partitions")
+    expect(readme).toMatch(/\| SQLite file, synchronous = FULL +\| +2,000 \| +12\.5 \| +12\.8 \| +6\.5 \| +157 \|/)
+    expect(readme).toMatch(/\| PostgreSQL, fsync on +\| +1,500 \| .*not finished/)
+    expect(readme).toMatch(
+      /\| SQLite file +\| +80 \| +30 \| 2,400 \/ 2,400 \| +0\.25 \| +1\.5 \| +2 \| +0\.75 \| +900 \|/
+    )
+    expect(readme).toMatch(/\| MariaDB +\| +100 \| +2 \| +302 \| +3\.5 \| +3\.25 \|/)
+  })
+
   it("a missing result says so instead of failing, and the other sections still render", () => {
     const readme = renderReadme({ memory })
     for (const name of [
@@ -476,14 +530,15 @@ describe("bench report", () => {
       "contention",
       "brokers",
       "latency",
-      "inbox"
+      "inbox",
+      "fairness"
     ]) {
       expect(readme).toContain(`_No results: bench/results/${name}.json is missing or unreadable`)
     }
     expect(readme).toContain("123,456")
     const empty = renderReadme({}, false)
     expect(empty).not.toContain("chart.svg")
-    expect(empty.match(/_No results:/g)?.length).toBe(12)
+    expect(empty.match(/_No results:/g)?.length).toBe(13)
   })
 
   it("the inbox section shows inbox vs raw (best and median), the hand-written loop, the goal and statements per message", () => {
@@ -583,7 +638,8 @@ describe("bench report", () => {
         "brokers",
         "latency",
         "steady",
-        "inbox"
+        "inbox",
+        "fairness"
       ])
 
       const readme = path.join(directory, "README.md")
