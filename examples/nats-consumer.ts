@@ -9,6 +9,7 @@
  */
 import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as SqlClient from "@effect/sql/SqlClient"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -67,6 +68,8 @@ export interface Config {
   readonly filename: string
   readonly servers: string
   readonly stream: string
+  /** How long before an unacknowledged message is redelivered (default 5 seconds). */
+  readonly ackWait?: Duration.DurationInput | undefined
 }
 
 /** The service: the consumer running for the layer's lifetime, and the inbox. */
@@ -79,7 +82,7 @@ export const layer = (config: Config) =>
     topic: OrderPlaced,
     handler: (order) => applyOrder(order),
     prefetch: 1,
-    ackWait: "5 seconds",
+    ackWait: config.ackWait ?? "5 seconds",
     retryDelay: "1 second"
   }).pipe(Layer.provideMerge(inboxLayer(config.filename)))
 
