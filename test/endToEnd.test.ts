@@ -21,6 +21,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { connect as amqpConnect } from "amqplib"
 import { connect as natsConnect } from "nats"
+import { build } from "esbuild"
 import { afterAll, inject } from "vitest"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import { orderAt, type Transport, type WorkerConfig } from "./support/EndToEnd.js"
@@ -28,9 +29,47 @@ import { freePort } from "./support/NatsServer.js"
 import { startRabbitMq } from "./support/RabbitMqServer.js"
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
-const workerScript = path.join(projectRoot, "test", "support", "endToEndWorker.ts")
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-e2e-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+
+/** Packages compiled into the worker bundle (ESM of many small modules, slow to load one by one). */
+const bundledPackage = /^(?:effect|effect-outbox|@effect\/[^/]+|fast-check|pure-rand)(?:\/|$)/
+
+/**
+ * The worker bundled once with esbuild (the project's own sources and Effect compiled in, other packages
+ * resolved from node_modules at run time), so that a restarted process is up in about a second.
+ */
+const bundleDirectory = path.join(
+  projectRoot,
+  "node_modules",
+  ".cache",
+  `effect-outbox-e2e-${crypto.randomBytes(6).toString("hex")}`
+)
+afterAll(() => fs.rmSync(bundleDirectory, { recursive: true, force: true }))
+await build({
+  absWorkingDir: projectRoot,
+  entryPoints: { worker: path.join(projectRoot, "test", "support", "endToEndWorker.ts") },
+  outdir: bundleDirectory,
+  outExtension: { ".js": ".mjs" },
+  bundle: true,
+  platform: "node",
+  format: "esm",
+  target: "node20",
+  plugins: [
+    {
+      name: "external-packages",
+      setup: (plugins) => {
+        plugins.onResolve({ filter: /^[^./]/ }, (args) =>
+          bundledPackage.test(args.path) ? undefined : { path: args.path, external: true }
+        )
+      }
+    }
+  ],
+  logLevel: "warning"
+})
+// started through a second file: the bundled examples run their own `main` only when they are the entry
+const workerBundle = path.join(bundleDirectory, "start.mjs")
+fs.writeFileSync(workerBundle, 'import "./worker.mjs"\n')
 
 const kills = Number(process.env["E2E_KILLS"] ?? "3")
 const orderCount = Number(process.env["E2E_ORDERS"] ?? "300")
@@ -56,13 +95,13 @@ interface Worker {
 }
 
 const spawnWorker = (config: WorkerConfig, stderr: Array<string>): Worker => {
-  const child = spawn(process.execPath, ["--import", "tsx", workerScript, JSON.stringify(config)], {
+  const child = spawn(process.execPath, [workerBundle, JSON.stringify(config)], {
     cwd: projectRoot,
     stdio: ["ignore", "pipe", "pipe"]
   })
   child.stderr?.on("data", (chunk: Buffer) => stderr.push(`${config.role}: ${chunk.toString()}`))
   const exited = new Promise<{ code: number | null; signal: string | null }>((resolve) =>
-    child.once("exit", (code, signal) => resolve({ code, signal }))
+    child.once("close", (code, signal) => resolve({ code, signal }))
   )
   const ready = new Promise<void>((resolve, reject) => {
     let out = ""
