@@ -155,6 +155,7 @@ const runTransport = async (name: string, transport: Transport): Promise<RunRepo
   const outboxDb = path.join(directory, `${name}-outbox.db`)
   const inboxDb = path.join(directory, `${name}-inbox.db`)
   const stderr: Array<string> = []
+  const started = Date.now()
   let consumer = spawnWorker({ role: "consumer", inboxDb, transport }, stderr)
   await consumer.ready
   const producer = spawnWorker({ role: "producer", outboxDb, count: orderCount, customers }, stderr)
@@ -190,6 +191,7 @@ const runTransport = async (name: string, transport: Transport): Promise<RunRepo
         consumer = spawnWorker({ role: "consumer", inboxDb, transport }, stderr)
       }
     }
+    const chaosEnded = Date.now()
     const produced = await producer.exited
     if (produced.code !== 0) throw new Error(`the producer failed (${String(produced.code)}): ${stderr.join("")}`)
     const deadline = Date.now() + 60_000
@@ -198,6 +200,7 @@ const runTransport = async (name: string, transport: Transport): Promise<RunRepo
       await sleep(250)
       seen = await readSeen(inboxDb)
     }
+    const drained = Date.now()
     // a little longer: anything applied twice or late would show now
     await sleep(500)
     seen = await readSeen(inboxDb)
@@ -215,7 +218,9 @@ const runTransport = async (name: string, transport: Transport): Promise<RunRepo
       relayKills,
       consumerKills,
       published: orderCount,
-      applied: seen.length
+      applied: seen.length,
+      chaosMillis: chaosEnded - started,
+      drainMillis: drained - chaosEnded
     }
     process.stdout.write(`end-to-end ${JSON.stringify(report)}\n`)
     return report
