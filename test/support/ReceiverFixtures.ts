@@ -29,12 +29,22 @@ export const OrderPlaced = Topic.make({
 export type Order = Topic.Type<typeof OrderPlaced>
 
 /** A claimed record of `order` with `seq`, its id `rec-<orderId>`, as a relay hands it to a sink. */
-export const recordOf = (order: Order, seq: number, address = ""): OutboxRecord => {
-  const made = Topic.toRecord(OrderPlaced, order, DateTime.unsafeMake(1_700_000_000_000))
+export const recordOf = (order: Order, seq: number, address = ""): OutboxRecord =>
+  recordFor(OrderPlaced, order, `rec-${order.orderId}`, seq, address)
+
+/** A claimed record of `value` of `topic` with the given id and `seq`, as a relay hands it to a sink. */
+export const recordFor = <A, I>(
+  topic: Topic.Topic<A, I>,
+  value: A,
+  id: string,
+  seq: number,
+  address = ""
+): OutboxRecord => {
+  const made = Topic.toRecord(topic, value, DateTime.unsafeMake(1_700_000_000_000))
   if (Either.isLeft(made)) throw new Error(made.left.reason)
   const r = made.right
   return new OutboxRecord({
-    id: `rec-${order.orderId}`,
+    id,
     partitionKey: r.partitionKey,
     envelopeId: r.envelopeId,
     bindingId: r.bindingId,
