@@ -26,6 +26,7 @@ export type Outcome =
   | { readonly _tag: "LeftClaimed"; readonly delivered: boolean }
   | { readonly _tag: "Fenced"; readonly error: StaleFencingToken }
   | { readonly _tag: "Lost"; readonly error: StaleFencingToken }
+  | { readonly _tag: "Untried" }
 
 /**
  * The outcome of a delivered and completed record.
@@ -33,6 +34,13 @@ export type Outcome =
  * @since 0.1.0
  */
 export const delivered: Outcome = { _tag: "Delivered" }
+
+/**
+ * The outcome of a record whose send a wide wave did not start (its lane has its turn in a later wave).
+ *
+ * @since 0.1.0
+ */
+export const untried: Outcome = { _tag: "Untried" }
 
 /**
  * A record of a wave: its lane, its send result, how it is to be completed, and its outcome once known.
