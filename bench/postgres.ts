@@ -95,24 +95,49 @@ const pgModule: { readonly Client: RawClientConstructor } = requireModule("pg")
  * Counts the statements every `pg` client of the process sends (the store's, through `@effect/sql-pg`, and
  * the raw baseline's load the same module) while `on`: the relay rounds report statements per claimed batch.
  */
-const statementCounter = { on: false, count: 0 }
+const statementCounter = { on: false, count: 0, commits: 0 }
 {
   const prototype: unknown = Reflect.get(pgModule.Client, "prototype")
   const query: unknown =
     typeof prototype === "object" && prototype !== null ? Reflect.get(prototype, "query") : undefined
+  // commits: COMMITs, plus writes sent outside a transaction (each its own commit); per client
+  const inTransaction = new WeakMap<object, boolean>()
+  const textOf = (arg: unknown): string =>
+    typeof arg === "string"
+      ? arg
+      : typeof arg === "object" && arg !== null && typeof Reflect.get(arg, "text") === "string"
+        ? String(Reflect.get(arg, "text"))
+        : ""
   if (typeof query === "function") {
     Reflect.set(Object(prototype), "query", function (this: unknown, ...args: Array<unknown>): unknown {
-      if (statementCounter.on) statementCounter.count += 1
+      if (statementCounter.on) {
+        statementCounter.count += 1
+        const text = textOf(args[0]).trimStart().toUpperCase()
+        const client = typeof this === "object" && this !== null ? this : undefined
+        const open = client !== undefined && inTransaction.get(client) === true
+        if (text.startsWith("BEGIN") || text.startsWith("START TRANSACTION")) {
+          if (client !== undefined) inTransaction.set(client, true)
+        } else if (text.startsWith("COMMIT") || text.startsWith("ROLLBACK")) {
+          if (text.startsWith("COMMIT")) statementCounter.commits += 1
+          if (client !== undefined) inTransaction.set(client, false)
+        } else if (
+          !open &&
+          (/^(UPDATE|INSERT|DELETE)\b/.test(text) || (/^WITH\b/.test(text) && /\b(UPDATE|INSERT|DELETE)\b/.test(text)))
+        ) {
+          statementCounter.commits += 1
+        }
+      }
       return Reflect.apply(query, this, args)
     })
   }
 }
-/** Counts the statements of `body`. */
-const countStatements = async <A>(body: () => Promise<A>): Promise<readonly [A, number]> => {
+/** Counts the statements and commits of `body`. */
+const countStatements = async <A>(body: () => Promise<A>): Promise<readonly [A, number, number]> => {
   statementCounter.count = 0
+  statementCounter.commits = 0
   statementCounter.on = true
   try {
-    return [await body(), statementCounter.count]
+    return [await body(), statementCounter.count, statementCounter.commits]
   } finally {
     statementCounter.on = false
   }
@@ -271,6 +296,8 @@ interface Throughput {
   readonly loadAverage1m: number
   /** Statements sent per claimed batch of 100 records (in-process rounds). */
   readonly statementsPerBatch?: number | undefined
+  /** Commits per claimed batch of 100 records: COMMITs plus writes outside a transaction (in-process rounds). */
+  readonly commitsPerBatch?: number | undefined
 }
 
 type SharedClient = Awaited<ReturnType<typeof sharedClient>>
@@ -355,6 +382,7 @@ const relayRound = async (
       const startWall = performance.now()
       const startCpu = cpuMillis()
       statementCounter.count = 0
+      statementCounter.commits = 0
       statementCounter.on = true
       const relay = yield* Effect.fork(Relay.run(options))
       while (sent < count) yield* Effect.sleep("1 millis")
@@ -362,7 +390,11 @@ const relayRound = async (
       statementCounter.on = false
       const result = throughputOf(count, performance.now() - startWall, cpuMillis() - startCpu)
       yield* Fiber.interrupt(relay)
-      return { ...result, statementsPerBatch: round3(((statementCounter.count - own) * relayBatch) / count) }
+      return {
+        ...result,
+        statementsPerBatch: round3(((statementCounter.count - own) * relayBatch) / count),
+        commitsPerBatch: round3((statementCounter.commits * relayBatch) / count)
+      }
     }).pipe(Effect.provide(layer), Effect.orDie)
   )
 }
@@ -374,7 +406,7 @@ const rawRelayRound = async (client: SharedClient, raw: RawClient, count: number
   const rawStore = new RawStore(raw, schema)
   const startWall = performance.now()
   const startCpu = cpuMillis()
-  const [, statements] = await countStatements(async () => {
+  const [, statements, commits] = await countStatements(async () => {
     for (const pk of relayPartitions) {
       for (;;) {
         const ids = await rawStore.claim(relayBatch, pk)
@@ -385,7 +417,8 @@ const rawRelayRound = async (client: SharedClient, raw: RawClient, count: number
   })
   return {
     ...throughputOf(count, performance.now() - startWall, cpuMillis() - startCpu),
-    statementsPerBatch: round3((statements * relayBatch) / count)
+    statementsPerBatch: round3((statements * relayBatch) / count),
+    commitsPerBatch: round3((commits * relayBatch) / count)
   }
 }
 
@@ -431,6 +464,11 @@ const relayRounds = async (client: SharedClient, raw: RawClient, count: number, 
       relay: median(relayRuns.map((run) => run.statementsPerBatch ?? 0)),
       raw: median(rawRuns.map((run) => run.statementsPerBatch ?? 0)),
       note: "statements sent per claimed batch of 100 (median of the rounds; every pg client of the process counted)"
+    },
+    commitsPerBatch: {
+      relay: median(relayRuns.map((run) => run.commitsPerBatch ?? 0)),
+      raw: median(rawRuns.map((run) => run.commitsPerBatch ?? 0)),
+      note: "commits per claimed batch of 100: COMMITs plus writes sent outside a transaction (median of the rounds)"
     },
     warmUp,
     oneWavePerBatch: {
@@ -661,6 +699,10 @@ const main = async (): Promise<void> => {
           statementsPerBatch: {
             relay: relay.runs.relay.map((run) => run.statementsPerBatch),
             raw: relay.runs.raw.map((run) => run.statementsPerBatch)
+          },
+          commitsPerBatch: {
+            relay: relay.runs.relay.map((run) => run.commitsPerBatch),
+            raw: relay.runs.raw.map((run) => run.commitsPerBatch)
           }
         })
       )
