@@ -15,8 +15,9 @@
  *    checks, completes) against a raw loop claiming and completing the same backlog partition by
  *    partition on one connection, as bench/drain.ts measures the SQLite relay: one untimed relay round
  *    first, then raw and relay rounds alternating, each on a fresh backlog persisted the same way; best
- *    against best and the median of the per-round ratios; statements per claimed batch counted on both
- *    sides; informational: the relay with one wave per batch (`maxConcurrency` 100);
+ *    against best and the median of the per-round ratios; statements and commits per claimed batch
+ *    counted on both sides; the relay runs with `PostgresLeaseFence` as the CLI does; informational: the
+ *    relay with one wave per batch (`maxConcurrency` 100);
  * 3. one relay process against two relay processes (bench/postgresRelayWorker.ts, each leasing half of
  *    8 partitions) draining one backlog on one database, rounds alternating; each process first drains an
  *    untimed warm-up backlog of its own; time from the start signal until no record is pending or claimed;
@@ -44,6 +45,7 @@ import { LeaseToken } from "../src/domain/LeaseToken.js"
 import { formatTimeOrderedId, type NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as PostgresOutboxSchema from "../src/layers/postgres/PostgresOutboxSchema.js"
 import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
+import * as PostgresLeaseFence from "../src/layers/postgres/PostgresLeaseFence.js"
 import * as PostgresLeaseStore from "../src/layers/postgres/PostgresLeaseStore.js"
 import * as PostgresWakeSignal from "../src/layers/postgres/PostgresWakeSignal.js"
 import * as Relay from "../src/programs/Relay.js"
@@ -374,6 +376,8 @@ const relayRound = async (
   const layer = Layer.mergeAll(
     PostgresOutboxStore.layerWith({ schema }),
     PostgresLeaseStore.layerWith({ schema }),
+    // the relay's end-of-batch complete is its lease check (SPEC §13), as the CLI relay runs it
+    PostgresLeaseFence.layerWith({ schema }),
     Layer.succeed(Sink, sink)
   ).pipe(Layer.provide(client.layer))
   return Effect.runPromise(

@@ -13,6 +13,7 @@ import * as Schema from "effect/Schema"
 import * as Option from "effect/Option"
 import * as PostgresDeadLetterStore from "../../layers/postgres/PostgresDeadLetterStore.js"
 import * as PostgresInspection from "../../layers/postgres/PostgresInspection.js"
+import * as PostgresLeaseFence from "../../layers/postgres/PostgresLeaseFence.js"
 import * as PostgresLeaseStore from "../../layers/postgres/PostgresLeaseStore.js"
 import * as PostgresOutboxStore from "../../layers/postgres/PostgresOutboxStore.js"
 import * as PostgresWakeSignal from "../../layers/postgres/PostgresWakeSignal.js"
@@ -69,7 +70,11 @@ export const layer = (
     Layer.provideMerge(PostgresDeadLetterStore.layerWith({ schema }), outbox),
     PostgresLeaseStore.layerWith({ schema })
   )
-  const withInspection = Layer.provideMerge(PostgresInspection.layerWith({ schema }), stores)
+  // the relay's end-of-batch complete doubles as its lease check (SPEC §13)
+  const withInspection = Layer.merge(
+    Layer.provideMerge(PostgresInspection.layerWith({ schema }), stores),
+    PostgresLeaseFence.layerWith({ schema })
+  )
   const withWake =
     options.wake === true ? Layer.merge(withInspection, PostgresWakeSignal.layerWith({ schema })) : withInspection
   const checked = options.readOnly ? Layer.unwrapEffect(Effect.as(tablesExist(schema), withWake)) : withWake

@@ -116,6 +116,11 @@ export interface BatchState {
    * been sent, written or awaited since that check, so the check also stands for the next one.
    */
   leaseHeldAt: number | undefined
+  /**
+   * The last wave's sends were not followed by a lease read: the end-of-batch complete goes through the
+   * backend's `LeaseFence`, whose one statement is that check (SPEC §13).
+   */
+  leaseUnverified: boolean
   readonly counters: Counters
 }
 
@@ -131,6 +136,7 @@ export const make = (records: ReadonlyArray<OutboxRecord>): BatchState => ({
   stopRequested: false,
   fenced: undefined,
   leaseHeldAt: undefined,
+  leaseUnverified: false,
   counters: {
     delivered: 0,
     deadLettered: 0,

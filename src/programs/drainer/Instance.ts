@@ -11,6 +11,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import type { DeadLetterStoreService } from "../../services/DeadLetterStore.js"
+import type { LeaseFenceService } from "../../services/LeaseFence.js"
 import type { LeaseStore } from "../../services/LeaseStore.js"
 import * as OutboxMetrics from "../../services/OutboxMetrics.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
@@ -112,7 +113,7 @@ export const updateAll = <Type, Out>(metric: Metric.Metric<Type, number, Out>, v
 
 /**
  * The services a drainer works with. `dlq` is absent when every policy drops; `wake` when no backend
- * signals new work.
+ * signals new work; `fence` when the backend has no fenced complete.
  *
  * @since 0.1.0
  */
@@ -122,6 +123,8 @@ export interface Services {
   readonly sink: Sink["Type"]
   readonly dlq: DeadLetterStoreService | undefined
   readonly wake: WakeSignalService | undefined
+  /** The fenced complete, when the backend offers one: the end-of-batch complete is then the lease check. */
+  readonly fence: LeaseFenceService | undefined
   /** The in-process wake-up: persists of this process end an idle pause at once. */
   readonly hub: WakeHubService
 }

@@ -50,6 +50,8 @@ export interface Turns {
   readonly untried: () => Array<OutboxRecord>
   /** True when no lane is queued and no group is left to start. */
   readonly done: () => boolean
+  /** Like `done`, without starting groups of one (the queue's order is left as it is). */
+  readonly exhausted: () => boolean
 }
 
 /**
@@ -91,6 +93,7 @@ export const make = (groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>, maxConc
     done: () => {
       fill(maxConcurrency)
       return queue.length === 0
-    }
+    },
+    exhausted: () => queue.length === 0 && groups.slice(nextGroup).every((group) => group.length === 0)
   }
 }
