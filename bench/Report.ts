@@ -408,11 +408,32 @@ const statementTimeLines = (data: unknown): Array<string> => {
     )
   }
   const ceiling = num(data, "ceilingRatio")
+  const perBatch = (name: string) => {
+    const statements = num(data, name, "statements", "statementsPerBatch")
+    const commits = num(data, name, "statements", "commitsPerBatch")
+    const per100 = num(data, name, "statements", "statementsPer100Records")
+    const commits100 = num(data, name, "statements", "commitsPer100Records")
+    if (statements === undefined || commits === undefined) return na
+    return (
+      `${formatNumber(statements)} statements and ${formatNumber(commits)} commits per claimed batch` +
+      (per100 !== undefined && commits100 !== undefined
+        ? ` (${formatNumber(per100)} and ${formatNumber(commits100)} per 100 records)`
+        : "")
+    )
+  }
+  const counted = num(data, "relay", "statements", "statementsPerBatch") !== undefined
   return [
     `SQLite statement time (one more round, every statement timed): raw baseline ${side("raw")}; ` +
       `relay ${side("relay")}. With nothing outside SQLite taking time, the relay would reach ` +
       `${ceiling === undefined ? na : `${ceiling.toFixed(2)}×`} the raw baseline.`,
-    ""
+    "",
+    ...(counted
+      ? [
+          `Store work in that round (claim → complete; the raw baseline's persists left out): relay ${perBatch("relay")}; ` +
+            `raw loop ${perBatch("raw")}.`,
+          ""
+        ]
+      : [])
   ]
 }
 
@@ -652,8 +673,12 @@ const postgresSection = (
   }
   const relayStatements = num(relay, "statementsPerBatch", "relay")
   if (relayStatements !== undefined) {
+    const relayCommits = num(relay, "commitsPerBatch", "relay")
     out.push(
-      `Statements per claimed batch of 100: relay ${formatNumber(relayStatements)}, raw loop ${formatNumber(num(relay, "statementsPerBatch", "raw"))}.`,
+      `Statements per claimed batch of 100: relay ${formatNumber(relayStatements)}, raw loop ${formatNumber(num(relay, "statementsPerBatch", "raw"))}.` +
+        (relayCommits !== undefined
+          ? ` Commits per claimed batch: relay ${formatNumber(relayCommits)}, raw loop ${formatNumber(num(relay, "commitsPerBatch", "raw"))}.`
+          : ""),
       ""
     )
   }

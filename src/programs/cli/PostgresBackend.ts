@@ -15,6 +15,7 @@ import * as Schema from "effect/Schema"
 import * as Option from "effect/Option"
 import * as PostgresDeadLetterStore from "../../layers/postgres/PostgresDeadLetterStore.js"
 import * as PostgresInspection from "../../layers/postgres/PostgresInspection.js"
+import * as PostgresLeaseFence from "../../layers/postgres/PostgresLeaseFence.js"
 import * as PostgresLeaseStore from "../../layers/postgres/PostgresLeaseStore.js"
 import * as PostgresOutboxStore from "../../layers/postgres/PostgresOutboxStore.js"
 import * as PostgresWakeSignal from "../../layers/postgres/PostgresWakeSignal.js"
@@ -87,7 +88,11 @@ export const layer = (
         Layer.provideMerge(PostgresDeadLetterStore.layerWith(names), PostgresOutboxStore.layerWith(names)),
         PostgresLeaseStore.layerWith(names)
       )
-  const withInspection = Layer.provideMerge(PostgresInspection.layerWith(names), stores)
+  // the relay's end-of-batch complete doubles as its lease check (SPEC §13)
+  const withInspection = Layer.merge(
+    Layer.provideMerge(PostgresInspection.layerWith(names), stores),
+    PostgresLeaseFence.layerWith(names)
+  )
   const withWake =
     options.wake === true ? Layer.merge(withInspection, PostgresWakeSignal.layerWith(names)) : withInspection
   const checked = options.readOnly ? Layer.unwrapEffect(Effect.as(tablesExist(schema, ""), withWake)) : withWake
