@@ -24,6 +24,7 @@ export const ResultNames = [
   "contention",
   "brokers",
   "latency",
+  "steady",
   "inbox"
 ] as const
 
@@ -839,7 +840,8 @@ const latencyBackends: ReadonlyArray<readonly [string, string, string]> = [
   ["memory", "memory (same process)", "in-process `WakeHub`"],
   ["sqlite", "SQLite file (second process)", "`SqliteWakeSignal` (`PRAGMA data_version`)"],
   ["postgres", "PostgreSQL (second process)", "`PostgresWakeSignal` (`LISTEN/NOTIFY`)"],
-  ["dynamodb", "DynamoDB Local (second process)", "none: idle poll bound"]
+  ["dynamodb", "DynamoDB Local (second process)", "none: idle poll bound"],
+  ["peer", "peer: `pg-transactional-outbox` 0.5.7 on PostgreSQL (second process)", "logical replication (`pgoutput`)"]
 ]
 
 const latencySection = (data: unknown): Array<string> => {
@@ -855,7 +857,9 @@ const latencySection = (data: unknown): Array<string> => {
       : "",
     ""
   )
-  const rows = latencyBackends.map(([key, label, wake]) => {
+  // the peer's row only when it was measured
+  const measured = latencyBackends.filter(([key]) => key !== "peer" || at(data, key, "latency") !== undefined)
+  const rows = measured.map(([key, label, wake]) => {
     const latency = at(data, key, "latency")
     const goal = num(data, "goalsP99Millis", key)
     const p99 = num(latency, "p99Millis")
@@ -873,6 +877,15 @@ const latencySection = (data: unknown): Array<string> => {
   out.push(
     ...table(["backend", "wake-up", "p50 ms", "p99 ms", "max ms", "persist p50 ms", "p99 goal ms", "goal met"], rows)
   )
+  const ours = num(data, "postgres", "latency", "p99Millis")
+  const peer = num(data, "peer", "latency", "p99Millis")
+  if (ours !== undefined && peer !== undefined) {
+    out.push(
+      `PostgreSQL beside the peer, same server build, same method: p99 ${formatNumber(ours)} ms against the peer's ` +
+        `${formatNumber(peer)} ms: ${formatRatio(ours, peer)} the peer's p99 (below 1.00× is ahead of it).`,
+      ""
+    )
+  }
   const cpu = at(data, "sqlite", "idleCpu")
   if (num(cpu, "cpuMicrosPerSecond") !== undefined) {
     out.push(
@@ -891,6 +904,52 @@ const latencySection = (data: unknown): Array<string> => {
       ""
     )
   }
+  return out
+}
+
+const steadyTargets: ReadonlyArray<readonly [string, string]> = [
+  ["memory", "memory store, no-op sink"],
+  ["sqlite", "SQLite file, no-op sink"],
+  ["postgres", "PostgreSQL, no-op sink"],
+  ["mysql", "MariaDB, no-op sink"],
+  ["dynamodb", "DynamoDB Local, no-op sink"],
+  ["webhook", "SQLite → webhook (loopback receiver)"],
+  ["nats", "SQLite → NATS JetStream"],
+  ["rabbitmq", "SQLite → RabbitMQ"]
+]
+
+/** A bar of up to 24 blocks, proportional to `value / max`. */
+const bar = (value: number | undefined, max: number): string =>
+  value === undefined || max <= 0 ? "" : "█".repeat(Math.max(value > 0 ? 1 : 0, Math.round((24 * value) / max)))
+
+const steadySection = (data: unknown): Array<string> => {
+  const out = ["## Steady state: the highest rate one relay sustains", "", measuredLine(data), ""]
+  const seconds = num(data, "method", "windowSeconds")
+  out.push(
+    `One relay with the library's defaults; a producer in the same process offers a fixed rate over 8 partitions for ` +
+      `${formatNumber(seconds)} s per window (the method's windows are 60 s). A rate is sustained when it was offered ` +
+      "(≥ 95 %) and the backlog did not grow; latency is commit → the sink's send returned, in windows at 50 % and 80 % " +
+      "of the highest sustained rate. The producer shares the relay's thread, so on the memory store the producer's " +
+      "own pace can be what ends the search.",
+    ""
+  )
+  const measured = steadyTargets.filter(([key]) => at(data, key) !== undefined)
+  const max = Math.max(0, ...measured.map(([key]) => num(data, key, "maxSustainedPerSecond") ?? 0))
+  const rows = measured.map(([key, label]) => {
+    const sustained = num(data, key, "maxSustainedPerSecond")
+    return [
+      label,
+      formatNumber(sustained),
+      bar(sustained, max),
+      formatNumber(num(data, key, "at50", "p50Millis")),
+      formatNumber(num(data, key, "at50", "p99Millis")),
+      formatNumber(num(data, key, "at80", "p50Millis")),
+      formatNumber(num(data, key, "at80", "p99Millis"))
+    ]
+  })
+  out.push(
+    ...table(["target", "sustained rec/s", "", "50 %: p50 ms", "50 %: p99 ms", "80 %: p50 ms", "80 %: p99 ms"], rows)
+  )
   return out
 }
 
@@ -968,6 +1027,7 @@ const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   contention: contentionSection,
   brokers: brokersSection,
   latency: latencySection,
+  steady: steadySection,
   inbox: inboxSection
 }
 

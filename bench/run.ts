@@ -5,8 +5,10 @@
  *
  * Usage: `npm run bench [-- name ...] [-- --quick]` with names among memory, sqlite, postgres, dynamodb (claim
  * cost), dynamodbThroughput (store vs raw SDK), drain, contention, brokers (NATS and RabbitMQ sinks vs raw
- * clients), inbox (`Inbox.process` vs a raw loop on SQLite and PostgreSQL); `--quick` is passed on to every benchmark; `--report` only regenerates the report. `latency`
- * (delivery after idle, bench/latency.ts) runs only when named: its full method takes over two hours.
+ * clients), inbox (`Inbox.process` vs a raw loop on SQLite and PostgreSQL); `--quick` is passed on to every
+ * benchmark; `--report` only regenerates the report. `latency` (delivery after idle, bench/latency.ts) runs only
+ * when named: its full method takes over two hours; so does `steady` (the highest rate one relay sustains,
+ * bench/steady.ts: half an hour).
  */
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"

@@ -283,6 +283,40 @@ describe("bench report", () => {
     expect(readme).toMatch(/\| PostgreSQL \(second process\) .*\| n\/a +\|/)
     expect(readme).toContain("3,000 µs of CPU per second")
     expect(readme).toContain("5,000 requests per hour (3,600 queries)")
+    // the peer's row and the comparison only when the peer was measured
+    expect(readme).not.toContain("pg-transactional-outbox")
+    const withPeer = renderReadme(
+      {
+        latency: {
+          ...latency,
+          postgres: { latency: { p50Millis: 10, p99Millis: 30, maxMillis: 40 } },
+          peer: { latency: { p50Millis: 5, p99Millis: 15, maxMillis: 20 } }
+        }
+      },
+      false
+    )
+    expect(withPeer).toMatch(
+      /\| peer: `pg-transactional-outbox` 0\.5\.7 on PostgreSQL \(second process\) .*\| 5 +\| 15 +\|/
+    )
+    expect(withPeer).toContain("p99 30 ms against the peer's 15 ms: 2.00× the peer's p99")
+  })
+
+  it("renders the steady-state section: the highest sustained rate per target with a bar, latency at 50 % and 80 %", () => {
+    const steady = {
+      date: "2026-12-03T21:00:00.000Z",
+      method: { windowSeconds: 20 },
+      memory: {
+        maxSustainedPerSecond: 8000,
+        at50: { p50Millis: 2, p99Millis: 9 },
+        at80: { p50Millis: 4, p99Millis: 30 }
+      },
+      sqlite: { maxSustainedPerSecond: 2000, at50: { p50Millis: 20, p99Millis: 90 }, at80: null }
+    }
+    const readme = renderReadme({ steady }, false)
+    expect(readme).toContain("## Steady state: the highest rate one relay sustains")
+    expect(readme).toMatch(/\| memory store, no-op sink +\| 8,000 \| █{24} +\| 2 +\| 9 +\| 4 +\| 30 +\|/)
+    expect(readme).toMatch(/\| SQLite file, no-op sink +\| 2,000 \| █{6} +\| 20 +\| 90 +\| n\/a +\| n\/a +\|/)
+    expect(readme).not.toContain("PostgreSQL, no-op sink")
   })
 
   it("renders the PostgreSQL section: store and relay vs raw pg, relay processes, wake-up latency, claim latency", () => {
@@ -415,7 +449,7 @@ describe("bench report", () => {
     expect(readme).toContain("123,456")
     const empty = renderReadme({}, false)
     expect(empty).not.toContain("chart.svg")
-    expect(empty.match(/_No results:/g)?.length).toBe(10)
+    expect(empty.match(/_No results:/g)?.length).toBe(11)
   })
 
   it("the inbox section shows inbox vs raw (best and median), the hand-written loop, the goal and statements per message", () => {
@@ -513,6 +547,7 @@ describe("bench report", () => {
         "contention",
         "brokers",
         "latency",
+        "steady",
         "inbox"
       ])
 
