@@ -1,6 +1,7 @@
 /**
  * Renders bench/README.md and bench/results/chart.svg from the benchmarks' result files
- * (bench/results/{memory,sqlite,postgres,dynamodb,dynamodbThroughput,drain,contention,brokers,latency,inbox}.json).
+ * (bench/results/{memory,sqlite,postgres,mysql,dynamodb,dynamodbThroughput,drain,contention,brokers,latency,steady,
+ * inbox}.json).
  *
  * Every figure is read defensively: a missing file, a file caught half-written by a benchmark running
  * at the same moment, or a missing field shows as "not available" instead of failing the report. Ratios
@@ -18,6 +19,7 @@ export const ResultNames = [
   "memory",
   "sqlite",
   "postgres",
+  "mysql",
   "dynamodb",
   "dynamodbThroughput",
   "drain",
@@ -595,8 +597,13 @@ const contentionSection = (data: unknown): Array<string> => {
   return out
 }
 
-const postgresSection = (data: unknown): Array<string> => {
-  const out = ["## PostgreSQL store (127.0.0.1, fsync on)", "", measuredLine(data), ""]
+/** The section of a server-backed SQL store (PostgreSQL; MySQL with its own title) against its raw driver. */
+const postgresSection = (
+  data: unknown,
+  title = "PostgreSQL store (127.0.0.1, fsync on)",
+  client = "`pg`"
+): Array<string> => {
+  const out = [`## ${title}`, "", measuredLine(data), ""]
   const e2e = at(data, "endToEnd")
   const relay = at(data, "relay")
   const oneWave = at(relay, "oneWavePerBatch")
@@ -630,7 +637,7 @@ const postgresSection = (data: unknown): Array<string> => {
     ])
   }
   out.push(
-    "Records/s; baseline: raw `pg` running the store's own statements in the same transactions, in the same process",
+    `Records/s; baseline: raw ${client} running the store's own statements in the same transactions, in the same process`,
     "and rounds.",
     "",
     ...table(["scenario", "store / relay", "raw baseline", "store / baseline", "goal", "goal met"], rows)
@@ -1020,7 +1027,13 @@ const inboxSection = (data: unknown): Array<string> => {
 const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   memory: memorySection,
   sqlite: sqliteSection,
-  postgres: postgresSection,
+  postgres: (data) => postgresSection(data),
+  mysql: (data) =>
+    postgresSection(
+      data,
+      "MySQL / MariaDB store (127.0.0.1, InnoDB defaults: redo log flushed per commit)",
+      "`mysql2`"
+    ),
   dynamodb: dynamoSection,
   dynamodbThroughput: dynamoThroughputSection,
   drain: drainSection,

@@ -3,7 +3,7 @@
  * JIT state does not colour the next) with a live progress line (bench/Progress.ts), then regenerates
  * bench/README.md and bench/results/chart.svg from bench/results/*.json (bench/Report.ts).
  *
- * Usage: `npm run bench [-- name ...] [-- --quick]` with names among memory, sqlite, postgres, dynamodb (claim
+ * Usage: `npm run bench [-- name ...] [-- --quick]` with names among memory, sqlite, postgres, mysql, dynamodb (claim
  * cost), dynamodbThroughput (store vs raw SDK), drain, contention, brokers (NATS and RabbitMQ sinks vs raw
  * clients), inbox (`Inbox.process` vs a raw loop on SQLite and PostgreSQL); `--quick` is passed on to every
  * benchmark; `--report` only regenerates the report. `latency` (delivery after idle, bench/latency.ts) runs only
@@ -23,6 +23,7 @@ const all = [
   "memory",
   "sqlite",
   "postgres",
+  "mysql",
   "dynamodb",
   "dynamodbThroughput",
   "drain",

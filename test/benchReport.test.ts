@@ -391,6 +391,39 @@ describe("bench report", () => {
     expect(earlier).not.toContain("LISTEN/NOTIFY")
   })
 
+  it("renders the MySQL section: its own title, store and relay vs raw mysql2, statements, claim latency", () => {
+    const mysql = {
+      date: "2026-12-03T21:00:00.000Z",
+      loadAverage1m: { before: 3, after: 4 },
+      endToEnd: { storeRecordsPerSecond: 700, rawRecordsPerSecond: 1_000, target: "store >= 0.8x raw mysql2" },
+      relay: {
+        relayRecordsPerSecond: 400,
+        rawLoopRecordsPerSecond: 1_000,
+        statementsPerBatch: { relay: 21.3, raw: 10.4 },
+        target: "relay >= 0.8x raw mysql2",
+        met: false
+      },
+      claimLatency: {
+        limit: 100,
+        byPending: { "1000": { medianMillis: 10, p95Millis: 20 }, "100000": { medianMillis: 15, p95Millis: 30 } },
+        target: "median claim(100) at 100k pending <= 2x at 1k",
+        met: true
+      }
+    }
+    const readme = renderReadme({ mysql })
+    expect(readme).toContain("## MySQL / MariaDB store (127.0.0.1, InnoDB defaults: redo log flushed per commit)")
+    expect(readme).toContain("baseline: raw `mysql2` running the store's own statements")
+    expect(readme).toContain(
+      "| persist 100 → claim 100 → complete 100 (median of rounds) | 700 | 1,000 | 0.70× | store >= 0.8x raw mysql2 |  |"
+    )
+    expect(readme).toContain(
+      "| relay with a no-op sink vs raw claim/complete loop (best of rounds) | 400 | 1,000 | 0.40× | relay >= 0.8x raw mysql2 | **not met** |"
+    )
+    expect(readme).toContain("Statements per claimed batch of 100: relay 21.3, raw loop 10.4.")
+    expect(readme).toContain("| 100,000 | 15 | 30 | 1.50× |")
+    expect(readme).not.toContain("## PostgreSQL store (127.0.0.1, fsync on)\n\n_measured 2026-12-03T21")
+  })
+
   it("renders the broker sinks: relay vs raw client per broker, the goal's verdict from the figures, every round", () => {
     const brokers = {
       generatedAt: "2026-12-03T07:49:50.982Z",
@@ -436,6 +469,7 @@ describe("bench report", () => {
     for (const name of [
       "sqlite",
       "postgres",
+      "mysql",
       "dynamodb",
       "dynamodbThroughput",
       "drain",
@@ -449,7 +483,7 @@ describe("bench report", () => {
     expect(readme).toContain("123,456")
     const empty = renderReadme({}, false)
     expect(empty).not.toContain("chart.svg")
-    expect(empty.match(/_No results:/g)?.length).toBe(11)
+    expect(empty.match(/_No results:/g)?.length).toBe(12)
   })
 
   it("the inbox section shows inbox vs raw (best and median), the hand-written loop, the goal and statements per message", () => {
@@ -541,6 +575,7 @@ describe("bench report", () => {
       expect(read.missing).toEqual([
         "sqlite",
         "postgres",
+        "mysql",
         "dynamodb",
         "dynamodbThroughput",
         "drain",
