@@ -482,7 +482,7 @@ describe("bench report", () => {
     expect(readme).toContain("123,456")
     const empty = renderReadme({}, false)
     expect(empty).not.toContain("chart.svg")
-    expect(empty.match(/_No results:/g)?.length).toBe(10)
+    expect(empty.match(/_No results:/g)?.length).toBe(11)
   })
 
   it("a field missing from a result file shows n/a", () => {
