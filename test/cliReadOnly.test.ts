@@ -207,6 +207,12 @@ describe("read-only commands create nothing", () => {
     }
   )
 
+  it("docs/operations.md says what a read-only command needs on PostgreSQL and MySQL", () => {
+    const operations = fs.readFileSync(new URL("../docs/operations.md", import.meta.url), "utf8").replace(/\s+/g, " ")
+    expect(operations).toContain("on PostgreSQL and MySQL run no DDL and take no migration lock")
+    expect(operations).toContain("`no such database: <database>`")
+  })
+
   it("DynamoDB: a table that does not exist is not created", { timeout: 180_000 }, async () => {
     const table = randomTableName("readonly-typo")
     const deadLetters = randomTableName("readonly-typo-dlq")
