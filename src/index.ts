@@ -108,3 +108,9 @@ export * as MemoryInboxStore from "./layers/memory/MemoryInboxStore.js"
 
 /** Consumer side: effectively-once, in-order processing of delivered messages. @since 0.1.0 */
 export * as Inbox from "./programs/Inbox.js"
+
+/** The shared core of the receivers: decode, `Inbox.process`, and the disposition of a delivery. @since 0.2.0 */
+export * as Receiver from "./layers/sinks/Receiver.js"
+
+/** The webhook receiver: an `HttpRouter` route verifying signature and timestamp, then the inbox. @since 0.2.0 */
+export * as WebhookReceiver from "./layers/sinks/WebhookReceiver.js"
