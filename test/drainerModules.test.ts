@@ -82,6 +82,28 @@ describe("Turns", () => {
     ])
   })
 
+  it("a wider take lets groups of one fill it; lanes put back keep their turn ahead of the queue", () => {
+    const turns = Turns.make(
+      Turns.orderGroups([[record("a1", "a"), record("a2", "a")], [record("s1")], [record("s2")], [record("s3")]]),
+      1
+    )
+    expect(turns.exhausted()).toBe(false)
+    const wide = turns.take(Number.POSITIVE_INFINITY)
+    expect(ids(wide)).toEqual(["a1", "s1", "s2", "s3"])
+    expect(turns.exhausted()).toBe(true)
+    // a1 and s1 went out; s2 and s3 did not start: they go back to the front, a's lane behind them
+    const [a, , s2, s3] = wide
+    if (a === undefined || s2 === undefined || s3 === undefined) throw new Error("lanes missing")
+    a.next += 1
+    turns.putBack([s2, s3])
+    turns.requeue([a])
+    expect(turns.exhausted()).toBe(false)
+    expect(ids(turns.take())).toEqual(["s2"])
+    expect(ids(turns.take())).toEqual(["s3"])
+    expect(ids(turns.take())).toEqual(["a2"])
+    expect(turns.done()).toBe(true)
+  })
+
   it("untried lists the rest of the queued lanes, then every group not started", () => {
     const turns = Turns.make(
       Turns.orderGroups([[record("a1", "a"), record("a2", "a")], [record("s1")], [record("s2")]]),
@@ -163,6 +185,45 @@ describe("Sender", () => {
       // the stuck send outlived the deadline: interrupted, no result (the wave counts it as a timeout)
       expect(results).toEqual(["ok", "ok", "none", "failed"])
     })
+  )
+
+  it.effect(
+    "with a cap, starting stops once that many sends wait; a send that ends later starts nothing; the result says so",
+    () =>
+      Effect.gen(function* () {
+        const started: Array<string> = []
+        const sink: SinkService = {
+          send: (r) =>
+            Effect.suspend(() => {
+              started.push(r.id)
+              return r.id.startsWith("q") ? Effect.void : Effect.sleep("1 second")
+            })
+        }
+        const records = ["q1", "w1", "q2", "w2", "q3", "w3", "q4"].map((id) => record(id))
+        const slots = slotsOf(records)
+        const state = BatchState.make(records)
+        const fiber = yield* Effect.fork(
+          Sender.sendAll(sink, slots, state, yield* batchRuntime, Duration.seconds(5), 2)
+        )
+        yield* TestClock.adjust("2 seconds")
+        const result = yield* Fiber.join(fiber)
+        // q1 w1 q2 w2 started; then two sends waited, so q3 w3 q4 were not tried, not even after w1 and w2 ended
+        expect(result).toEqual({ started: 4, atOnce: false })
+        expect(started).toEqual(["q1", "w1", "q2", "w2"])
+        expect(slots.slice(4).map((s) => s.result)).toEqual([undefined, undefined, undefined])
+        // sends that all finish at once: every one started, at once
+        const quick = ["q5", "q6", "q7"].map((id) => record(id))
+        const quickSlots = slotsOf(quick)
+        const all = yield* Sender.sendAll(
+          sink,
+          quickSlots,
+          BatchState.make(quick),
+          yield* batchRuntime,
+          Duration.seconds(5),
+          1
+        )
+        expect(all).toEqual({ started: 3, atOnce: true })
+      })
   )
 
   it.effect("a sink defect stops the wave with that defect", () =>
