@@ -1,9 +1,8 @@
 /**
  * The waves of a batch (SPEC §6 steps 4-6). A wave is the next record of up to `maxConcurrency` groups
- * (see `Turns`); while the sink's sends finish at once (without waiting: in-memory, buffered sinks), a
- * wave offers every lane instead, so a batch needs fewer waves — its sends still start together right
- * after the wave's lease check, with at most `maxConcurrency` of them in flight, and the lanes whose send
- * did not start keep their turn for the next wave. Expired and poison records are disposed of without a send; the rest are sent after one
+ * (see `Turns`); its sends start together right after the wave's lease check, at most `maxConcurrency` of
+ * them in flight, and a lane whose send did not start keeps its turn for the next wave. Expired and poison
+ * records are disposed of without a send; the rest are sent after one
  * lease check (none when the lease moved: the batch stops `StaleFencingToken`) and checked again after
  * their sends (lost: not completed, `OutboxDuplicateRisk`). A record with a younger sibling is completed
  * inside its wave, before that sibling is sent; the others' completes wait for one call at the end of the
@@ -356,7 +355,7 @@ export const runWave = (
     for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
     if (toSend.length > 0) {
       if (yield* maySend(instance, toSend, token, state)) {
-        const { atOnce, started } = yield* Sender.sendAll(
+        const { started } = yield* Sender.sendAll(
           instance.sink,
           toSend,
           state,
@@ -364,7 +363,6 @@ export const runWave = (
           instance.config.sendTimeout,
           instance.config.maxConcurrency
         )
-        instance.sendsAtOnce = atOnce
         notStartedCount = toSend.length - started
         for (let i = started; i < toSend.length; i++) {
           const slot = toSend[i]
@@ -425,9 +423,7 @@ export const runWaves = (
         yield* Settle.release(instance, turns.untried(), token, state)
         break
       }
-      // while sends finish at once, a wave offers every lane (sends still capped at maxConcurrency in flight)
-      const width = instance.sendsAtOnce ? Number.POSITIVE_INFINITY : instance.config.maxConcurrency
-      const lanes = turns.take(width)
+      const lanes = turns.take()
       const { notStarted, stillRunning } = yield* runWave(instance, lanes, token, state, batch, turns.exhausted())
       turns.putBack(notStarted)
       turns.requeue(stillRunning)
