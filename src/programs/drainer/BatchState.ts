@@ -36,7 +36,7 @@ export type Outcome =
 export const delivered: Outcome = { _tag: "Delivered" }
 
 /**
- * The outcome of a record whose send a wide wave did not start (its lane has its turn in a later wave).
+ * The outcome of a record whose send its wave did not start (its lane has its turn in a later wave).
  *
  * @since 0.1.0
  */
