@@ -7,7 +7,7 @@
  * publish order. Each run prints its kill and record counts.
  *
  * `E2E_KILLS` (default 3) sets how many times each of relay and consumer is killed per transport, `E2E_ORDERS`
- * (default 300) the number of orders, `E2E_SEED` the random seed (printed with each run).
+ * (default 150) the number of orders, `E2E_SEED` the random seed (printed with each run).
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
@@ -24,8 +24,9 @@ import { connect as natsConnect } from "nats"
 import { build } from "esbuild"
 import { afterAll, inject } from "vitest"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
-import { orderAt, type Transport, type WorkerConfig } from "./support/EndToEnd.js"
+import { orderAt, type Outbox, type Transport, type WorkerConfig } from "./support/EndToEnd.js"
 import { freePort } from "./support/NatsServer.js"
+import { createDatabase } from "./support/PostgresServer.js"
 import { startRabbitMq } from "./support/RabbitMqServer.js"
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
@@ -72,7 +73,7 @@ const workerBundle = path.join(bundleDirectory, "start.mjs")
 fs.writeFileSync(workerBundle, 'import "./worker.mjs"\n')
 
 const kills = Number(process.env["E2E_KILLS"] ?? "3")
-const orderCount = Number(process.env["E2E_ORDERS"] ?? "300")
+const orderCount = Number(process.env["E2E_ORDERS"] ?? "150")
 const customers = 7
 
 /** A small seeded generator (mulberry32), so a failing run can be repeated with its seed. */
@@ -137,6 +138,7 @@ const readSeen = (inboxDb: string) =>
 
 interface RunReport {
   readonly transport: string
+  readonly outbox: string
   readonly seed: number
   readonly relayKills: number
   readonly consumerKills: number
@@ -146,21 +148,21 @@ interface RunReport {
 
 /**
  * Runs producer, relay and consumer for one transport with `kills` SIGKILLs of each of relay and consumer at
- * random moments (each after the victim reported ready, 200–1200 ms into its life), then waits for the
+ * random moments (each after the victim reported ready, 200–800 ms into its life), then waits for the
  * consumer to have applied every order (at most 60 s) and stops everything.
  */
-const runTransport = async (name: string, transport: Transport): Promise<RunReport> => {
+const runTransport = async (name: string, transport: Transport, outbox?: Outbox): Promise<RunReport> => {
   const seed = Number(process.env["E2E_SEED"] ?? String(crypto.randomInt(1, 2 ** 31)))
   const next = random(seed)
-  const outboxDb = path.join(directory, `${name}-outbox.db`)
+  const outboxOf: Outbox = outbox ?? { _tag: "sqlite", file: path.join(directory, `${name}-outbox.db`) }
   const inboxDb = path.join(directory, `${name}-inbox.db`)
   const stderr: Array<string> = []
   const started = Date.now()
   let consumer = spawnWorker({ role: "consumer", inboxDb, transport }, stderr)
   await consumer.ready
-  const producer = spawnWorker({ role: "producer", outboxDb, count: orderCount, customers }, stderr)
+  const producer = spawnWorker({ role: "producer", outbox: outboxOf, count: orderCount, customers }, stderr)
   await producer.ready
-  let relay = spawnWorker({ role: "relay", outboxDb, transport }, stderr)
+  let relay = spawnWorker({ role: "relay", outbox: outboxOf, transport }, stderr)
   let relayKills = 0
   let consumerKills = 0
   try {
@@ -181,11 +183,11 @@ const runTransport = async (name: string, transport: Transport): Promise<RunRepo
     for (const victim of victims) {
       const worker = victim === "relay" ? relay : consumer
       await worker.ready
-      await sleep(200 + Math.floor(next() * 1000))
+      await sleep(200 + Math.floor(next() * 600))
       await killWorker(worker)
       if (victim === "relay") {
         relayKills += 1
-        relay = spawnWorker({ role: "relay", outboxDb, transport }, stderr)
+        relay = spawnWorker({ role: "relay", outbox: outboxOf, transport }, stderr)
       } else {
         consumerKills += 1
         consumer = spawnWorker({ role: "consumer", inboxDb, transport }, stderr)
@@ -214,6 +216,7 @@ const runTransport = async (name: string, transport: Transport): Promise<RunRepo
     }
     const report = {
       transport: name,
+      outbox: outboxOf._tag,
       seed,
       relayKills,
       consumerKills,
@@ -262,6 +265,31 @@ describe("end to end: producer → outbox → relay → transport → consumer i
         })
         const report = yield* Effect.promise(() =>
           runTransport("nats", { _tag: "nats", url, stream, subject: `${stream}.orders` })
+        )
+        expect(report.relayKills + report.consumerKills).toBe(2 * kills)
+      }),
+    { timeout: 240_000 }
+  )
+
+  it.live(
+    "NATS JetStream with the outbox on PostgreSQL: every order applied exactly once, in per-customer order",
+    () =>
+      Effect.gen(function* () {
+        const url = inject("natsUrl")
+        const stream = `E2EPG${crypto.randomBytes(4).toString("hex")}`
+        yield* Effect.promise(async () => {
+          const nc = await natsConnect({ servers: url })
+          const jsm = await nc.jetstreamManager()
+          await jsm.streams.add({ name: stream, subjects: [`${stream}.>`] })
+          await nc.close()
+        })
+        const database = yield* Effect.promise(() => createDatabase(inject("postgresUrl"), "e2e"))
+        const report = yield* Effect.promise(() =>
+          runTransport(
+            "nats-pg",
+            { _tag: "nats", url, stream, subject: `${stream}.orders` },
+            { _tag: "postgres", url: database }
+          )
         )
         expect(report.relayKills + report.consumerKills).toBe(2 * kills)
       }),
