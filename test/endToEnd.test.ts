@@ -166,10 +166,8 @@ const runTransport = async (name: string, transport: Transport, outbox?: Outbox)
   let relayKills = 0
   let consumerKills = 0
   try {
-    const victims: Array<"relay" | "consumer"> = [
-      ...Array.from({ length: kills }, () => "relay" as const),
-      ...Array.from({ length: kills }, () => "consumer" as const)
-    ]
+    const victims: Array<"relay" | "consumer"> = []
+    for (let k = 0; k < kills; k++) victims.push("relay", "consumer")
     // a random order of the kills
     for (let i = victims.length - 1; i > 0; i--) {
       const j = Math.floor(next() * (i + 1))
