@@ -1,6 +1,7 @@
 /**
  * Renders bench/README.md and bench/results/chart.svg from the benchmarks' result files
- * (bench/results/{memory,sqlite,postgres,dynamodb,dynamodbThroughput,drain,contention,brokers}.json).
+ * (bench/results/{memory,sqlite,postgres,mysql,dynamodb,dynamodbThroughput,drain,contention,brokers,latency,steady,inbox,
+ * fairness}.json).
  *
  * Every figure is read defensively: a missing file, a file caught half-written by a benchmark running
  * at the same moment, or a missing field shows as "not available" instead of failing the report. Ratios
@@ -18,12 +19,16 @@ export const ResultNames = [
   "memory",
   "sqlite",
   "postgres",
+  "mysql",
   "dynamodb",
   "dynamodbThroughput",
   "drain",
   "contention",
   "brokers",
-  "latency"
+  "latency",
+  "steady",
+  "inbox",
+  "fairness"
 ] as const
 
 /** One result name. */
@@ -403,11 +408,32 @@ const statementTimeLines = (data: unknown): Array<string> => {
     )
   }
   const ceiling = num(data, "ceilingRatio")
+  const perBatch = (name: string) => {
+    const statements = num(data, name, "statements", "statementsPerBatch")
+    const commits = num(data, name, "statements", "commitsPerBatch")
+    const per100 = num(data, name, "statements", "statementsPer100Records")
+    const commits100 = num(data, name, "statements", "commitsPer100Records")
+    if (statements === undefined || commits === undefined) return na
+    return (
+      `${formatNumber(statements)} statements and ${formatNumber(commits)} commits per claimed batch` +
+      (per100 !== undefined && commits100 !== undefined
+        ? ` (${formatNumber(per100)} and ${formatNumber(commits100)} per 100 records)`
+        : "")
+    )
+  }
+  const counted = num(data, "relay", "statements", "statementsPerBatch") !== undefined
   return [
     `SQLite statement time (one more round, every statement timed): raw baseline ${side("raw")}; ` +
       `relay ${side("relay")}. With nothing outside SQLite taking time, the relay would reach ` +
       `${ceiling === undefined ? na : `${ceiling.toFixed(2)}×`} the raw baseline.`,
-    ""
+    "",
+    ...(counted
+      ? [
+          `Store work in that round (claim → complete; the raw baseline's persists left out): relay ${perBatch("relay")}; ` +
+            `raw loop ${perBatch("raw")}.`,
+          ""
+        ]
+      : [])
   ]
 }
 
@@ -593,8 +619,13 @@ const contentionSection = (data: unknown): Array<string> => {
   return out
 }
 
-const postgresSection = (data: unknown): Array<string> => {
-  const out = ["## PostgreSQL store (127.0.0.1, fsync on)", "", measuredLine(data), ""]
+/** The section of a server-backed SQL store (PostgreSQL; MySQL with its own title) against its raw driver. */
+const postgresSection = (
+  data: unknown,
+  title = "PostgreSQL store (127.0.0.1, fsync on)",
+  client = "`pg`"
+): Array<string> => {
+  const out = [`## ${title}`, "", measuredLine(data), ""]
   const e2e = at(data, "endToEnd")
   const relay = at(data, "relay")
   const oneWave = at(relay, "oneWavePerBatch")
@@ -628,7 +659,7 @@ const postgresSection = (data: unknown): Array<string> => {
     ])
   }
   out.push(
-    "Records/s; baseline: raw `pg` running the store's own statements in the same transactions, in the same process",
+    `Records/s; baseline: raw ${client} running the store's own statements in the same transactions, in the same process`,
     "and rounds.",
     "",
     ...table(["scenario", "store / relay", "raw baseline", "store / baseline", "goal", "goal met"], rows)
@@ -642,8 +673,12 @@ const postgresSection = (data: unknown): Array<string> => {
   }
   const relayStatements = num(relay, "statementsPerBatch", "relay")
   if (relayStatements !== undefined) {
+    const relayCommits = num(relay, "commitsPerBatch", "relay")
     out.push(
-      `Statements per claimed batch of 100: relay ${formatNumber(relayStatements)}, raw loop ${formatNumber(num(relay, "statementsPerBatch", "raw"))}.`,
+      `Statements per claimed batch of 100: relay ${formatNumber(relayStatements)}, raw loop ${formatNumber(num(relay, "statementsPerBatch", "raw"))}.` +
+        (relayCommits !== undefined
+          ? ` Commits per claimed batch: relay ${formatNumber(relayCommits)}, raw loop ${formatNumber(num(relay, "commitsPerBatch", "raw"))}.`
+          : ""),
       ""
     )
   }
@@ -838,7 +873,8 @@ const latencyBackends: ReadonlyArray<readonly [string, string, string]> = [
   ["memory", "memory (same process)", "in-process `WakeHub`"],
   ["sqlite", "SQLite file (second process)", "`SqliteWakeSignal` (`PRAGMA data_version`)"],
   ["postgres", "PostgreSQL (second process)", "`PostgresWakeSignal` (`LISTEN/NOTIFY`)"],
-  ["dynamodb", "DynamoDB Local (second process)", "none: idle poll bound"]
+  ["dynamodb", "DynamoDB Local (second process)", "none: idle poll bound"],
+  ["peer", "peer: `pg-transactional-outbox` 0.5.7 on PostgreSQL (second process)", "logical replication (`pgoutput`)"]
 ]
 
 const latencySection = (data: unknown): Array<string> => {
@@ -854,7 +890,9 @@ const latencySection = (data: unknown): Array<string> => {
       : "",
     ""
   )
-  const rows = latencyBackends.map(([key, label, wake]) => {
+  // the peer's row only when it was measured
+  const measured = latencyBackends.filter(([key]) => key !== "peer" || at(data, key, "latency") !== undefined)
+  const rows = measured.map(([key, label, wake]) => {
     const latency = at(data, key, "latency")
     const goal = num(data, "goalsP99Millis", key)
     const p99 = num(latency, "p99Millis")
@@ -872,6 +910,15 @@ const latencySection = (data: unknown): Array<string> => {
   out.push(
     ...table(["backend", "wake-up", "p50 ms", "p99 ms", "max ms", "persist p50 ms", "p99 goal ms", "goal met"], rows)
   )
+  const ours = num(data, "postgres", "latency", "p99Millis")
+  const peer = num(data, "peer", "latency", "p99Millis")
+  if (ours !== undefined && peer !== undefined) {
+    out.push(
+      `PostgreSQL beside the peer, same server build, same method: p99 ${formatNumber(ours)} ms against the peer's ` +
+        `${formatNumber(peer)} ms: ${formatRatio(ours, peer)} the peer's p99 (below 1.00× is ahead of it).`,
+      ""
+    )
+  }
   const cpu = at(data, "sqlite", "idleCpu")
   if (num(cpu, "cpuMicrosPerSecond") !== undefined) {
     out.push(
@@ -893,16 +940,224 @@ const latencySection = (data: unknown): Array<string> => {
   return out
 }
 
+const steadyTargets: ReadonlyArray<readonly [string, string]> = [
+  ["memory", "memory store, no-op sink"],
+  ["sqlite", "SQLite file, no-op sink"],
+  ["postgres", "PostgreSQL, no-op sink"],
+  ["mysql", "MariaDB, no-op sink"],
+  ["dynamodb", "DynamoDB Local, no-op sink"],
+  ["webhook", "SQLite → webhook (loopback receiver)"],
+  ["nats", "SQLite → NATS JetStream"],
+  ["rabbitmq", "SQLite → RabbitMQ"]
+]
+
+/** A bar of up to 24 blocks, proportional to `value / max`. */
+const bar = (value: number | undefined, max: number): string =>
+  value === undefined || max <= 0 ? "" : "█".repeat(Math.max(value > 0 ? 1 : 0, Math.round((24 * value) / max)))
+
+const steadySection = (data: unknown): Array<string> => {
+  const out = ["## Steady state: the highest rate one relay sustains", "", measuredLine(data), ""]
+  const seconds = num(data, "method", "windowSeconds")
+  out.push(
+    `One relay with the library's defaults; a producer in the same process offers a fixed rate over 8 partitions for ` +
+      `${formatNumber(seconds)} s per window (the method's windows are 60 s). A rate is sustained when it was offered ` +
+      "(≥ 95 %) and the backlog did not grow; latency is commit → the sink's send returned, in windows at 50 % and 80 % " +
+      "of the highest sustained rate. The producer shares the relay's thread, so on the memory store the producer's " +
+      "own pace can be what ends the search.",
+    ""
+  )
+  const measured = steadyTargets.filter(([key]) => at(data, key) !== undefined)
+  const max = Math.max(0, ...measured.map(([key]) => num(data, key, "maxSustainedPerSecond") ?? 0))
+  const rows = measured.map(([key, label]) => {
+    const sustained = num(data, key, "maxSustainedPerSecond")
+    return [
+      label,
+      formatNumber(sustained),
+      bar(sustained, max),
+      formatNumber(num(data, key, "at50", "p50Millis")),
+      formatNumber(num(data, key, "at50", "p99Millis")),
+      formatNumber(num(data, key, "at80", "p50Millis")),
+      formatNumber(num(data, key, "at80", "p99Millis"))
+    ]
+  })
+  out.push(
+    ...table(["target", "sustained rec/s", "", "50 %: p50 ms", "50 %: p99 ms", "80 %: p50 ms", "80 %: p99 ms"], rows)
+  )
+  return out
+}
+
+const inboxBackends: ReadonlyArray<readonly [string, string]> = [
+  ["sqlite", "SQLite (file, WAL, synchronous = FULL)"],
+  ["postgres", "PostgreSQL (127.0.0.1, fsync on)"]
+]
+
+const inboxSection = (data: unknown): Array<string> => {
+  const out = ["## Inbox (consumer side)", "", measuredLine(data), ""]
+  const perRound = num(data, "messagesPerRound")
+  const rounds = num(data, "rounds")
+  out.push(
+    `\`Inbox.process\` against a raw driver loop (better-sqlite3 / \`pg\`) doing the same work in one transaction per`,
+    "message: insert the id if absent, raise the key's mark for a keyed message, the handler's insert; one in ten",
+    "deliveries is a redelivery. A third loop writes the same statements by hand on `@effect/sql`. Messages/s,",
+    `${formatNumber(rounds)} rounds of ${formatNumber(perRound)} deliveries, the sides taking turns every 50 deliveries.`,
+    "",
+    ...table(
+      [
+        "backend",
+        "inbox msg/s (best)",
+        "raw msg/s (best)",
+        "inbox / raw, best",
+        "inbox / raw, median of rounds",
+        "hand-written @effect/sql msg/s (best)",
+        "inbox / hand-written, median",
+        "goal",
+        "goal met"
+      ],
+      inboxBackends.map(([key, label]) => [
+        label,
+        formatNumber(num(data, key, "inbox", "best")),
+        formatNumber(num(data, key, "raw", "best")),
+        formatRatio(num(data, key, "inbox", "best"), num(data, key, "raw", "best")),
+        (() => {
+          const m = num(data, key, "ratio", "medianOfRounds")
+          return m === undefined ? na : `${m.toFixed(2)}×`
+        })(),
+        formatNumber(num(data, key, "handWritten", "best")),
+        (() => {
+          const m = num(data, key, "ratioToHandWritten", "medianOfRounds")
+          return m === undefined ? na : `${m.toFixed(2)}×`
+        })(),
+        str(data, key, "target") ?? "",
+        metText(bool(data, key, "met"))
+      ])
+    ),
+    "",
+    "Statements and CPU time of the bench process per message:",
+    "",
+    ...table(
+      ["backend", "statements inbox", "statements raw", "CPU ms inbox", "CPU ms hand-written", "CPU ms raw"],
+      inboxBackends.map(([key, label]) => [
+        label,
+        formatNumber(num(data, key, "statementsPerMessage", "inbox")),
+        formatNumber(num(data, key, "statementsPerMessage", "raw")),
+        formatNumber(num(data, key, "cpuMillisPerMessage", "inbox")),
+        formatNumber(num(data, key, "cpuMillisPerMessage", "handWritten")),
+        formatNumber(num(data, key, "cpuMillisPerMessage", "raw"))
+      ])
+    ),
+    ""
+  )
+  return out
+}
+
+/** The drain runs of the fairness bench, in report order. */
+const fairnessDrains = [
+  ["sqlite", "SQLite file, synchronous = FULL"],
+  ["sqliteSynchronousNormal", "SQLite file, synchronous = NORMAL (informational)"],
+  ["postgres", "PostgreSQL, fsync on"]
+] as const
+
+const fairnessSection = (data: unknown): Array<string> => {
+  const out = ["## Relay fairness: many small partitions", "", measuredLine(data), ""]
+  out.push(
+    "One relay with `maxPartitions` 64 drains 2,000 partitions of one record each (time until every record was sent",
+    "and until the listing is empty, wall and CPU seconds of the process):",
+    ""
+  )
+  out.push(
+    ...table(
+      ["backend", "delivered", "all sent s", "all completed s", "CPU s", "partitions/s"],
+      fairnessDrains.map(([key, label]) => {
+        const run = at(data, "drain", key)
+        return [
+          label,
+          formatNumber(num(run, "delivered")),
+          formatNumber(num(run, "sentSeconds")),
+          bool(run, "finished") === false ? "not finished" : formatNumber(num(run, "completedSeconds")),
+          formatNumber(num(run, "cpuSeconds")),
+          formatNumber(num(run, "partitionsPerSecond"))
+        ]
+      })
+    )
+  )
+  out.push(
+    "A steady producer spreads records at random over 1,000 partitions while one relay with `maxPartitions` 64 drains",
+    "them: the age of the oldest record not yet delivered (sampled every 250 ms), the relay's unleased gauge (oldest wait",
+    "of a partition with work and no lease) and enqueue-to-delivery latency:",
+    ""
+  )
+  out.push(
+    ...table(
+      [
+        "backend",
+        "records/s offered",
+        "s",
+        "delivered",
+        "oldest pending p50 s",
+        "oldest pending p99 s",
+        "max s",
+        "unleased wait p99 s",
+        "latency p99 ms"
+      ],
+      (["sqlite", "postgres"] as const).map((key) => {
+        const run = at(data, "steady", key)
+        return [
+          key === "sqlite" ? "SQLite file" : "PostgreSQL",
+          formatNumber(num(run, "offeredPerSecond")),
+          formatNumber(num(run, "seconds")),
+          `${formatNumber(num(run, "delivered"))} / ${formatNumber(num(run, "records"))}`,
+          formatNumber(num(run, "oldestPendingAgeSeconds", "p50")),
+          formatNumber(num(run, "oldestPendingAgeSeconds", "p99")),
+          formatNumber(num(run, "oldestPendingAgeSeconds", "max")),
+          formatNumber(num(run, "unleasedOldestWaitSeconds", "p99")),
+          formatNumber(num(run, "deliveryLatencyMillis", "p99"))
+        ]
+      })
+    )
+  )
+  const listing = list(data, "listing")
+  if (listing.length > 0) {
+    out.push(
+      "Discovery cost (R-READ-3): one `listPartitions` listing with 10,000 partitions written of which 100 hold work,",
+      "beside the same listing with only those 100 written:",
+      ""
+    )
+    out.push(
+      ...table(
+        ["backend", "listed", "statements / requests", "rows / items read", "median ms", "median ms, 100 written"],
+        listing.map((row) => [
+          str(row, "backend") ?? na,
+          formatNumber(num(row, "listed")),
+          formatNumber(num(row, "statementsPerRound")),
+          formatNumber(num(row, "rowsReadPerRound")),
+          formatNumber(num(row, "medianMillis")),
+          formatNumber(num(row, "medianMillisOnly100Written"))
+        ])
+      )
+    )
+  }
+  return out
+}
+
 const sections: Record<ResultName, (data: unknown) => Array<string>> = {
   memory: memorySection,
   sqlite: sqliteSection,
-  postgres: postgresSection,
+  postgres: (data) => postgresSection(data),
+  mysql: (data) =>
+    postgresSection(
+      data,
+      "MySQL / MariaDB store (127.0.0.1, InnoDB defaults: redo log flushed per commit)",
+      "`mysql2`"
+    ),
   dynamodb: dynamoSection,
   dynamodbThroughput: dynamoThroughputSection,
   drain: drainSection,
   contention: contentionSection,
   brokers: brokersSection,
-  latency: latencySection
+  latency: latencySection,
+  steady: steadySection,
+  inbox: inboxSection,
+  fairness: fairnessSection
 }
 
 /**

@@ -189,9 +189,12 @@ const awaitDrained = (store: OutboxStore["Type"]) =>
   Effect.gen(function* () {
     for (;;) {
       let left = 0
+      // the bench's own polls are left out of the per-batch statement counts
+      statementClock.perBatch = false
       for (const partition of partitions) {
         left += (yield* store.countPending(partition)) + (yield* store.countClaimed(partition))
       }
+      statementClock.perBatch = true
       if (left === 0) return
       yield* Effect.sleep("2 millis")
     }
@@ -228,7 +231,7 @@ const throughput = (
     yield* awaitDrained(store)
     const wall = (performance.now() - startWall) / 1000
     const cpu = (cpuMillis() - startCpu) / 1000
-    const statements = timeStatements ? statementClock.stop() : undefined
+    const statements = timeStatements ? statementClock.stop(count) : undefined
     yield* Fiber.interrupt(relay)
     return {
       records: count,
@@ -293,6 +296,15 @@ interface StatementTime {
   readonly statements: number
   readonly commits: number
   readonly commitMedianMillis: number
+  /** Claimed batches: claim updates that claimed at least one record (the raw baseline's persists not counted). */
+  readonly batches: number
+  /** Statements per claimed batch (claim, completes, lease reads, counts; no persist), `BEGIN`/`COMMIT` included. */
+  readonly statementsPerBatch: number
+  /** Commits per claimed batch: `COMMIT`s plus writes that ran outside a transaction (each its own commit). */
+  readonly commitsPerBatch: number
+  /** The same counts per 100 records drained (the relay's batches grow past 100, the raw loop's do not). */
+  readonly statementsPer100Records: number
+  readonly commitsPer100Records: number
 }
 
 /**
@@ -306,6 +318,11 @@ const statementClock = {
   millis: 0,
   statements: 0,
   commits: [] as Array<number>,
+  /** Off while the raw baseline persists: the per-batch counts cover the claim → complete work only. */
+  perBatch: true,
+  batches: 0,
+  batchStatements: 0,
+  batchCommits: 0,
   installed: false,
   install(): void {
     if (this.installed) return
@@ -314,21 +331,32 @@ const statementClock = {
     const prototype = (RawSqlite as unknown as { prototype: { prepare(sql: string): RawStatement } }).prototype
     const prepare = prototype.prepare
     prototype.prepare = function (this: unknown, sql: string): RawStatement {
+      const database = this as { readonly inTransaction: boolean }
       const statement = prepare.call(this, sql) as RawStatement & Record<string, unknown>
       const commit = /^\s*COMMIT/i.test(sql)
+      const write = /^\s*(UPDATE|INSERT|DELETE)/i.test(sql)
+      const claimUpdate = /SET status = 'claimed'/.test(sql)
       for (const method of ["run", "all", "get", "iterate"]) {
         const original = statement[method]
         if (typeof original !== "function") continue
         statement[method] = function (this: unknown, ...params: ReadonlyArray<unknown>) {
           if (!clock.on) return original.apply(this, params)
+          const autocommit = write && !database.inTransaction
           const start = performance.now()
+          let result: unknown
           try {
-            return original.apply(this, params)
+            result = original.apply(this, params)
+            return result
           } finally {
             const millis = performance.now() - start
             clock.millis += millis
             clock.statements += 1
             if (commit) clock.commits.push(millis)
+            if (clock.perBatch) {
+              clock.batchStatements += 1
+              if (commit || autocommit) clock.batchCommits += 1
+              if (claimUpdate && Array.isArray(result) && result.length > 0) clock.batches += 1
+            }
           }
         }
       }
@@ -340,14 +368,23 @@ const statementClock = {
     this.millis = 0
     this.statements = 0
     this.commits = []
+    this.perBatch = true
+    this.batches = 0
+    this.batchStatements = 0
+    this.batchCommits = 0
   },
-  stop(): StatementTime {
+  stop(records: number): StatementTime {
     this.on = false
     return {
       seconds: Number((this.millis / 1000).toFixed(3)),
       statements: this.statements,
       commits: this.commits.length,
-      commitMedianMillis: Number(median(this.commits).toFixed(3))
+      commitMedianMillis: Number(median(this.commits).toFixed(3)),
+      batches: this.batches,
+      statementsPerBatch: Number((this.batchStatements / Math.max(1, this.batches)).toFixed(2)),
+      commitsPerBatch: Number((this.batchCommits / Math.max(1, this.batches)).toFixed(3)),
+      statementsPer100Records: Number(((this.batchStatements * 100) / Math.max(1, records)).toFixed(2)),
+      commitsPer100Records: Number(((this.batchCommits * 100) / Math.max(1, records)).toFixed(3))
     }
   }
 }
@@ -404,6 +441,7 @@ const rawBaseline = (count: number): Throughput => {
       expiresAt: Option.none()
     }))
     n++
+    statementClock.perBatch = false
     tx(() => {
       const [row] = st(statements.allocateSeq).all(partitionKey, batch.length)
       let seq = Number(row?.["seq_counter"]) - batch.length + 1
@@ -411,6 +449,7 @@ const rawBaseline = (count: number): Throughput => {
       for (const record of batch) values.push(...SqliteOutboxSchema.insertValues(record, seq++))
       st(statements.insert(batch.length)).all(...values)
     })
+    statementClock.perBatch = true
     const claimed = tx(() => {
       st(statements.raiseFence).all(partitionKey, version)
       const candidates = st(statements.selectClaimable).all(partitionKey, version, version, 100)
@@ -432,7 +471,7 @@ const rawBaseline = (count: number): Throughput => {
   }
   const wall = (performance.now() - startWall) / 1000
   const cpu = (cpuMillis() - startCpu) / 1000
-  const statementTime = timeStatements ? statementClock.stop() : undefined
+  const statementTime = timeStatements ? statementClock.stop(count) : undefined
   db.close()
   return {
     records: count,
@@ -481,6 +520,9 @@ const main = Effect.gen(function* () {
       console.log("raw sqlite", rawBaseline(sqliteCount))
       console.log("sqlite relay", yield* throughput(sqliteStores(), sqliteCount, "noop"))
     }
+    statementClock.install()
+    console.log("raw sqlite, statements counted", rawBaseline(sqliteCount).statements)
+    console.log("sqlite relay, statements counted", (yield* throughput(sqliteStores(), sqliteCount, "noop")).statements)
     return
   }
 
@@ -544,6 +586,10 @@ const main = Effect.gen(function* () {
   const timedRelay = yield* throughput(sqliteStores(), sqliteCount, "noop")
   console.log("sqlite relay, statements timed", timedRelay)
   const relayStatementSeconds = timedRelay.statements?.seconds ?? 0
+  console.log(
+    `sqlite statements per claimed batch: relay ${timedRelay.statements?.statementsPerBatch} (commits ${timedRelay.statements?.commitsPerBatch}), ` +
+      `raw ${timedRaw.statements?.statementsPerBatch} (commits ${timedRaw.statements?.commitsPerBatch})`
+  )
 
   const ratioWall = Number((sqlite.recordsPerSecondWall / raw.recordsPerSecondWall).toFixed(3))
   const ratioCpu = Number((sqlite.recordsPerSecondCpu / raw.recordsPerSecondCpu).toFixed(3))
@@ -605,7 +651,9 @@ const main = Effect.gen(function* () {
           relayStatementSeconds > 0 ? Number((timedRaw.wallSeconds / relayStatementSeconds).toFixed(3)) : undefined,
         note:
           "one more raw and relay round with every better-sqlite3 statement timed (both sides load the same module; a COMMIT is mostly its fsync); " +
-          "ceilingRatio = raw wall seconds / relay statement seconds, the ratio the relay would reach if nothing outside SQLite took time; informational"
+          "ceilingRatio = raw wall seconds / relay statement seconds, the ratio the relay would reach if nothing outside SQLite took time; " +
+          "statementsPerBatch / commitsPerBatch = statements (BEGIN and COMMIT included) and commits (COMMITs plus writes outside a transaction) per claimed batch, " +
+          "the raw baseline's persists and the bench's own drained-polls left out; the relay's batches grow to maxBatchSize 500, the raw loop's are 100; informational"
       },
       warmUp: {
         throughput: warmUp,

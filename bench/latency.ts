@@ -8,12 +8,16 @@
  * `SqliteWakeSignal` (5 ms `PRAGMA data_version` poll), `PostgresWakeSignal` (`LISTEN/NOTIFY`), the
  * in-process `WakeHub` for memory; DynamoDB has none and polls with the 1 s idle bound the CLI uses.
  *
+ * The peer users compare with first, `pg-transactional-outbox` (pinned in bench/peer, installed on demand),
+ * is measured the same way beside PostgreSQL (backend `peer`): its logical-replication listener on a server
+ * with `wal_level=logical`, its producer in a second process.
+ *
  * Also measured: the CPU the SQLite wake signal costs while idle (its poll alone, for `--cpu-seconds`),
  * and the DynamoDB requests an idle relay of one partition makes per hour (counted for `--dynamo-idle`
  * seconds, scaled).
  *
  * Usage: `npm run bench -- latency [--quick]`, or directly `node --import tsx bench/latency.ts
- * [--records=200] [--idle=10000] [--backends=memory,sqlite,postgres,dynamodb]`. The defaults are the
+ * [--records=200] [--idle=10000] [--backends=memory,sqlite,postgres,peer,dynamodb]`. The defaults are the
  * issue's method (200 records, 10 s idle: about 35 minutes per backend); the committed figures come from
  * a shorter configuration, stated in the result (`--records=100 --idle=1000`); `--quick` is shorter still.
  * Writes bench/results/latency.json.
@@ -53,6 +57,7 @@ import { Sink } from "../src/services/Sink.js"
 import * as Faulty from "../test/support/FaultyDynamoDb.js"
 import { startDynamoLocal } from "../test/support/globalSetup.js"
 import { createDatabase, startPostgres } from "../test/support/PostgresServer.js"
+import * as Peer from "./Peer.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
 const args = process.argv.slice(2)
@@ -61,7 +66,7 @@ const flag = (name: string): string | undefined => args.find((a) => a.startsWith
 /** Records per backend and idle time before each: the issue's method unless `--records`/`--idle` say otherwise. */
 const records = Number(flag("records") ?? (quick ? 30 : 200))
 const idleMillis = Number(flag("idle") ?? (quick ? 500 : 10_000))
-const backends = (flag("backends") ?? "memory,sqlite,postgres,dynamodb").split(",")
+const backends = (flag("backends") ?? "memory,sqlite,postgres,peer,dynamodb").split(",")
 const cpuSeconds = quick ? 3 : 10
 const dynamoIdleSeconds = quick ? 10 : 30
 const dynamoIdleMax = Duration.seconds(1)
@@ -121,14 +126,10 @@ const timingSink = () => {
 }
 
 /** The producer process: sends `<pk> <id>` lines, reads `<id> <time>` answers. */
-const producer = async (argv: ReadonlyArray<string>) => {
-  const child: ChildProcess = spawn(
-    process.execPath,
-    ["--import", "tsx", path.join(here, "latencyProducer.ts"), ...argv],
-    {
-      stdio: ["pipe", "pipe", "inherit"]
-    }
-  )
+const producer = async (argv: ReadonlyArray<string>, script = "latencyProducer.ts") => {
+  const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", path.join(here, script), ...argv], {
+    stdio: ["pipe", "pipe", "inherit"]
+  })
   const pending: Array<(line: string) => void> = []
   const early: Array<string> = []
   if (child.stdout === null || child.stdin === null) throw new Error("producer without pipes")
@@ -347,6 +348,77 @@ const dynamoLatency = async () => {
   }
 }
 
+/**
+ * The peer, `pg-transactional-outbox` (bench/Peer.ts), measured the same way on its own PostgreSQL server
+ * with `wal_level=logical`: its replication listener hands each message to a handler that notes the time;
+ * a second OS process (bench/peerProducer.ts) stores each message in its own transaction.
+ */
+const peerLatency = async (): Promise<Latency> => {
+  Peer.ensureInstalled()
+  const peer = Peer.load()
+  const server = await startPostgres({ settings: { wal_level: "logical" } })
+  let shutdown: (() => Promise<void>) | undefined
+  try {
+    const url = await createDatabase(server.url, "peer")
+    const schema = `peer_${randomUUID().slice(0, 8)}`
+    const setup: Peer.SetupConfig = {
+      outboxOrInbox: "outbox",
+      database: "peer",
+      schema,
+      table: "outbox",
+      listenerRole: "postgres",
+      publication: `${schema}_pub`,
+      replicationSlot: `${schema}_slot`
+    }
+    const admin = peer.newClient(url)
+    await admin.connect()
+    await admin.query(peer.DatabaseSetup.dropAndCreateTable(setup))
+    await admin.query(peer.DatabaseSetup.setupReplicationCore(setup))
+    // the slot in a statement of its own (it cannot be created in a transaction that wrote)
+    await admin.query(`SELECT pg_create_logical_replication_slot('${setup.replicationSlot}', 'pgoutput')`)
+    await admin.end()
+    const deliveredAt = new Map<string, number>()
+    const waiters = new Map<string, () => void>()
+    const delivered = (id: string): Promise<number> =>
+      new Promise((resolve) => {
+        const at = deliveredAt.get(id)
+        if (at !== undefined) return resolve(at)
+        waiters.set(id, () => resolve(deliveredAt.get(id) ?? now()))
+      })
+    ;[shutdown] = peer.initializeReplicationMessageListener(
+      Peer.config(url, schema),
+      {
+        handle: async (message) => {
+          deliveredAt.set(message.id, now())
+          waiters.get(message.id)?.()
+        }
+      },
+      peer.getDisabledLogger()
+    )
+    const producerProcess = await producer([url, schema], "peerProducer.ts")
+    try {
+      const warm = randomUUID()
+      await producerProcess.commit(warm)
+      await delivered(warm)
+      persistMillis.splice(0)
+      const samples: Array<number> = []
+      for (let i = 0; i < records; i++) {
+        await new Promise((resolve) => setTimeout(resolve, idleMillis))
+        const id = randomUUID()
+        const committed = await producerProcess.commit(id)
+        samples.push((await delivered(id)) - committed)
+        if ((i + 1) % 10 === 0) progress(`${i + 1}/${records} records`)
+      }
+      return summary(samples)
+    } finally {
+      await producerProcess.close()
+    }
+  } finally {
+    await shutdown?.()
+    await server.stop()
+  }
+}
+
 const goals = {
   memory: 10,
   sqlite: 100,
@@ -366,6 +438,7 @@ const main = async (): Promise<void> => {
       else if (backend === "sqlite") result["sqlite"] = await sqliteLatency(directory)
       else if (backend === "postgres") result["postgres"] = { latency: await postgresLatency() }
       else if (backend === "dynamodb") result["dynamodb"] = await dynamoLatency()
+      else if (backend === "peer") result["peer"] = { latency: await peerLatency() }
       console.log(backend, JSON.stringify(result[backend]))
     }
   } finally {

@@ -15,8 +15,9 @@
  *    checks, completes) against a raw loop claiming and completing the same backlog partition by
  *    partition on one connection, as bench/drain.ts measures the SQLite relay: one untimed relay round
  *    first, then raw and relay rounds alternating, each on a fresh backlog persisted the same way; best
- *    against best and the median of the per-round ratios; statements per claimed batch counted on both
- *    sides; informational: the relay with one wave per batch (`maxConcurrency` 100);
+ *    against best and the median of the per-round ratios; statements and commits per claimed batch
+ *    counted on both sides; the relay runs with `PostgresLeaseFence` as the CLI does; informational: the
+ *    relay with one wave per batch (`maxConcurrency` 100);
  * 3. one relay process against two relay processes (bench/postgresRelayWorker.ts, each leasing half of
  *    8 partitions) draining one backlog on one database, rounds alternating; each process first drains an
  *    untimed warm-up backlog of its own; time from the start signal until no record is pending or claimed;
@@ -44,6 +45,7 @@ import { LeaseToken } from "../src/domain/LeaseToken.js"
 import { formatTimeOrderedId, type NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as PostgresOutboxSchema from "../src/layers/postgres/PostgresOutboxSchema.js"
 import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
+import * as PostgresLeaseFence from "../src/layers/postgres/PostgresLeaseFence.js"
 import * as PostgresLeaseStore from "../src/layers/postgres/PostgresLeaseStore.js"
 import * as PostgresWakeSignal from "../src/layers/postgres/PostgresWakeSignal.js"
 import * as Relay from "../src/programs/Relay.js"
@@ -95,24 +97,49 @@ const pgModule: { readonly Client: RawClientConstructor } = requireModule("pg")
  * Counts the statements every `pg` client of the process sends (the store's, through `@effect/sql-pg`, and
  * the raw baseline's load the same module) while `on`: the relay rounds report statements per claimed batch.
  */
-const statementCounter = { on: false, count: 0 }
+const statementCounter = { on: false, count: 0, commits: 0 }
 {
   const prototype: unknown = Reflect.get(pgModule.Client, "prototype")
   const query: unknown =
     typeof prototype === "object" && prototype !== null ? Reflect.get(prototype, "query") : undefined
+  // commits: COMMITs, plus writes sent outside a transaction (each its own commit); per client
+  const inTransaction = new WeakMap<object, boolean>()
+  const textOf = (arg: unknown): string =>
+    typeof arg === "string"
+      ? arg
+      : typeof arg === "object" && arg !== null && typeof Reflect.get(arg, "text") === "string"
+        ? String(Reflect.get(arg, "text"))
+        : ""
   if (typeof query === "function") {
     Reflect.set(Object(prototype), "query", function (this: unknown, ...args: Array<unknown>): unknown {
-      if (statementCounter.on) statementCounter.count += 1
+      if (statementCounter.on) {
+        statementCounter.count += 1
+        const text = textOf(args[0]).trimStart().toUpperCase()
+        const client = typeof this === "object" && this !== null ? this : undefined
+        const open = client !== undefined && inTransaction.get(client) === true
+        if (text.startsWith("BEGIN") || text.startsWith("START TRANSACTION")) {
+          if (client !== undefined) inTransaction.set(client, true)
+        } else if (text.startsWith("COMMIT") || text.startsWith("ROLLBACK")) {
+          if (text.startsWith("COMMIT")) statementCounter.commits += 1
+          if (client !== undefined) inTransaction.set(client, false)
+        } else if (
+          !open &&
+          (/^(UPDATE|INSERT|DELETE)\b/.test(text) || (/^WITH\b/.test(text) && /\b(UPDATE|INSERT|DELETE)\b/.test(text)))
+        ) {
+          statementCounter.commits += 1
+        }
+      }
       return Reflect.apply(query, this, args)
     })
   }
 }
-/** Counts the statements of `body`. */
-const countStatements = async <A>(body: () => Promise<A>): Promise<readonly [A, number]> => {
+/** Counts the statements and commits of `body`. */
+const countStatements = async <A>(body: () => Promise<A>): Promise<readonly [A, number, number]> => {
   statementCounter.count = 0
+  statementCounter.commits = 0
   statementCounter.on = true
   try {
-    return [await body(), statementCounter.count]
+    return [await body(), statementCounter.count, statementCounter.commits]
   } finally {
     statementCounter.on = false
   }
@@ -271,6 +298,8 @@ interface Throughput {
   readonly loadAverage1m: number
   /** Statements sent per claimed batch of 100 records (in-process rounds). */
   readonly statementsPerBatch?: number | undefined
+  /** Commits per claimed batch of 100 records: COMMITs plus writes outside a transaction (in-process rounds). */
+  readonly commitsPerBatch?: number | undefined
 }
 
 type SharedClient = Awaited<ReturnType<typeof sharedClient>>
@@ -347,6 +376,8 @@ const relayRound = async (
   const layer = Layer.mergeAll(
     PostgresOutboxStore.layerWith({ schema }),
     PostgresLeaseStore.layerWith({ schema }),
+    // the relay's end-of-batch complete is its lease check (SPEC §13), as the CLI relay runs it
+    PostgresLeaseFence.layerWith({ schema }),
     Layer.succeed(Sink, sink)
   ).pipe(Layer.provide(client.layer))
   return Effect.runPromise(
@@ -355,6 +386,7 @@ const relayRound = async (
       const startWall = performance.now()
       const startCpu = cpuMillis()
       statementCounter.count = 0
+      statementCounter.commits = 0
       statementCounter.on = true
       const relay = yield* Effect.fork(Relay.run(options))
       while (sent < count) yield* Effect.sleep("1 millis")
@@ -362,7 +394,11 @@ const relayRound = async (
       statementCounter.on = false
       const result = throughputOf(count, performance.now() - startWall, cpuMillis() - startCpu)
       yield* Fiber.interrupt(relay)
-      return { ...result, statementsPerBatch: round3(((statementCounter.count - own) * relayBatch) / count) }
+      return {
+        ...result,
+        statementsPerBatch: round3(((statementCounter.count - own) * relayBatch) / count),
+        commitsPerBatch: round3((statementCounter.commits * relayBatch) / count)
+      }
     }).pipe(Effect.provide(layer), Effect.orDie)
   )
 }
@@ -374,7 +410,7 @@ const rawRelayRound = async (client: SharedClient, raw: RawClient, count: number
   const rawStore = new RawStore(raw, schema)
   const startWall = performance.now()
   const startCpu = cpuMillis()
-  const [, statements] = await countStatements(async () => {
+  const [, statements, commits] = await countStatements(async () => {
     for (const pk of relayPartitions) {
       for (;;) {
         const ids = await rawStore.claim(relayBatch, pk)
@@ -385,7 +421,8 @@ const rawRelayRound = async (client: SharedClient, raw: RawClient, count: number
   })
   return {
     ...throughputOf(count, performance.now() - startWall, cpuMillis() - startCpu),
-    statementsPerBatch: round3((statements * relayBatch) / count)
+    statementsPerBatch: round3((statements * relayBatch) / count),
+    commitsPerBatch: round3((commits * relayBatch) / count)
   }
 }
 
@@ -431,6 +468,11 @@ const relayRounds = async (client: SharedClient, raw: RawClient, count: number, 
       relay: median(relayRuns.map((run) => run.statementsPerBatch ?? 0)),
       raw: median(rawRuns.map((run) => run.statementsPerBatch ?? 0)),
       note: "statements sent per claimed batch of 100 (median of the rounds; every pg client of the process counted)"
+    },
+    commitsPerBatch: {
+      relay: median(relayRuns.map((run) => run.commitsPerBatch ?? 0)),
+      raw: median(rawRuns.map((run) => run.commitsPerBatch ?? 0)),
+      note: "commits per claimed batch of 100: COMMITs plus writes sent outside a transaction (median of the rounds)"
     },
     warmUp,
     oneWavePerBatch: {
@@ -661,6 +703,10 @@ const main = async (): Promise<void> => {
           statementsPerBatch: {
             relay: relay.runs.relay.map((run) => run.statementsPerBatch),
             raw: relay.runs.raw.map((run) => run.statementsPerBatch)
+          },
+          commitsPerBatch: {
+            relay: relay.runs.relay.map((run) => run.commitsPerBatch),
+            raw: relay.runs.raw.map((run) => run.commitsPerBatch)
           }
         })
       )

@@ -3,10 +3,12 @@
  * JIT state does not colour the next) with a live progress line (bench/Progress.ts), then regenerates
  * bench/README.md and bench/results/chart.svg from bench/results/*.json (bench/Report.ts).
  *
- * Usage: `npm run bench [-- name ...] [-- --quick]` with names among memory, sqlite, postgres, dynamodb (claim
+ * Usage: `npm run bench [-- name ...] [-- --quick]` with names among memory, sqlite, postgres, mysql, dynamodb (claim
  * cost), dynamodbThroughput (store vs raw SDK), drain, contention, brokers (NATS and RabbitMQ sinks vs raw
- * clients); `--quick` is passed on to every benchmark; `--report` only regenerates the report. `latency`
- * (delivery after idle, bench/latency.ts) runs only when named: its full method takes over two hours.
+ * clients), inbox (`Inbox.process` vs a raw loop on SQLite and PostgreSQL); `--quick` is passed on to every
+ * benchmark; `--report` only regenerates the report. `latency` (delivery after idle, bench/latency.ts) runs
+ * only when named: its full method takes over two hours; so does `steady` (the highest rate one relay
+ * sustains, bench/steady.ts: half an hour). fairness: one relay over many partitions.
  */
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
@@ -17,7 +19,19 @@ import { ProgressDisplay } from "./Progress.js"
 import { writeReport } from "./Report.js"
 
 const here = dirname(fileURLToPath(import.meta.url))
-const all = ["memory", "sqlite", "postgres", "dynamodb", "dynamodbThroughput", "drain", "contention", "brokers"]
+const all = [
+  "memory",
+  "sqlite",
+  "postgres",
+  "mysql",
+  "dynamodb",
+  "dynamodbThroughput",
+  "drain",
+  "contention",
+  "brokers",
+  "inbox",
+  "fairness"
+]
 const args = process.argv.slice(2)
 const requested = args.filter((a) => !a.startsWith("-"))
 const passOn = args.filter((a) => a === "--quick")

@@ -1,9 +1,10 @@
 /**
- * Transactional enqueue on DynamoDB: the order item and the outbox record go into one
- * `TransactWriteItems`. `DynamoDbOutboxStore.transactItems` validates the records, allocates their seqs
- * and returns conditional `Put` entries to add next to the business writes; the transaction commits both
- * or neither. Placing the same order twice cancels the second transaction (the order's condition
- * fails), so no second event is enqueued.
+ * Transactional enqueue on DynamoDB: the order item and its typed `order.placed` event go into one
+ * `TransactWriteItems`. `DynamoDbTopic.transactItems` encodes the value with the topic's Schema, derives its
+ * keys, allocates the record's seq and returns conditional `Put` entries to add next to the business writes;
+ * the transaction commits both or neither. Placing the same order twice cancels the second transaction (the
+ * order's condition fails, and so does the event's: its idempotency key is already taken), so no second event
+ * is enqueued.
  *
  * Run it against DynamoDB Local: `DYNAMODB_ENDPOINT=http://127.0.0.1:8000 npx tsx examples/dynamodb-transactional-enqueue.ts`
  * (credentials come from the SDK's default chain; any values work for DynamoDB Local).
@@ -12,9 +13,10 @@ import * as NodeRuntime from "@effect/platform-node/NodeRuntime"
 import * as Console from "effect/Console"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
 import { pathToFileURL } from "node:url"
-import { OutboxRecord, OutboxStore } from "effect-outbox"
-import { DynamoDb, DynamoDbOutboxStore } from "effect-outbox/dynamodb"
+import { OutboxStore, Topic } from "effect-outbox"
+import { DynamoDb, DynamoDbOutboxStore, DynamoDbTopic } from "effect-outbox/dynamodb"
 
 /** Table names of the example. */
 export interface Tables {
@@ -31,7 +33,15 @@ export interface Order {
   readonly totalCents: number
 }
 
-const encoder = new TextEncoder()
+/** The event, declared once: its Schema and how its keys derive from the value. */
+export const OrderPlaced = Topic.make({
+  name: "order.placed",
+  payload: { orderId: Schema.String, customer: Schema.String, totalCents: Schema.Number },
+  partitionKey: (order) => `customer-${order.customer}`,
+  orderingKey: (order) => `order-${order.orderId}`,
+  idempotencyKey: (order) => order.orderId,
+  route: "billing"
+})
 
 /** Creates the orders table when missing. */
 export const ensureOrdersTable = (tableName: string) =>
@@ -54,23 +64,15 @@ export const ensureOrdersTable = (tableName: string) =>
   })
 
 /**
- * Writes the order and its `order.placed` outbox record in one transaction. Returns false when the
+ * Writes the order and its `order.placed` event in one transaction. Returns false when the
  * transaction was cancelled because the order already exists (nothing was written).
  */
 export const placeOrder = (order: Order, tables: Tables) =>
   Effect.gen(function* () {
     const dynamo = yield* DynamoDb.DynamoDb
-    const outboxEntries = yield* DynamoDbOutboxStore.transactItems(
-      [
-        new OutboxRecord.NewOutboxRecord({
-          partitionKey: `customer-${order.customer}`,
-          envelopeId: `order-placed-${order.id}`,
-          bindingId: "billing-webhook",
-          routeId: "billing",
-          orderingKey: `order-${order.id}`,
-          payload: encoder.encode(JSON.stringify({ type: "order.placed", ...order }))
-        })
-      ],
+    const outboxEntries = yield* DynamoDbTopic.transactItems(
+      OrderPlaced,
+      [{ orderId: order.id, customer: order.customer, totalCents: order.totalCents }],
       { tableName: tables.outbox }
     )
     return yield* dynamo
@@ -103,6 +105,8 @@ export const placeOrder = (order: Order, tables: Tables) =>
 export interface Outcome {
   readonly committed: ReadonlyArray<boolean>
   readonly pendingRecords: ReadonlyArray<string>
+  /** The pending records decoded back with the topic (what a consumer gets from `Topic.decode`). */
+  readonly events: ReadonlyArray<Topic.Type<typeof OrderPlaced>>
 }
 
 /** Places an order, then the same order again (cancelled), and reads back the pending outbox records. */
@@ -118,8 +122,11 @@ export const program = (tables: Tables) =>
       `order ${order.id} again: ${second ? "committed" : "transaction cancelled, no second event enqueued"}`
     )
     const pending = yield* store.queryPending("customer-grace", 100)
+    const events = yield* Effect.forEach(pending, (record) =>
+      Effect.map(Topic.decode(OrderPlaced, record), (decoded) => decoded.value)
+    )
     yield* Console.log(`pending outbox records: ${pending.map((r) => r.envelopeId).join(", ")}`)
-    return { committed: [first, second], pendingRecords: pending.map((r) => r.envelopeId) } satisfies Outcome
+    return { committed: [first, second], pendingRecords: pending.map((r) => r.envelopeId), events } satisfies Outcome
   })
 
 /** The layers: the DynamoDB client for `config` and the outbox store on `tables.outbox`. */

@@ -1,7 +1,8 @@
 /**
- * Transactional enqueue on MySQL / MariaDB: an order row and the outbox record announcing it are written in one
- * `sql.withTransaction`, so they commit together — or, when the business step fails after the record was
- * persisted, roll back together and nothing is announced.
+ * Transactional enqueue on MySQL / MariaDB: an order row and the typed `order.placed` event announcing it (a
+ * topic: Schema-encoded payload, keys derived from the value) are written in one `sql.withTransaction`, so they
+ * commit together — or, when the business step fails after the event was published, roll back together and
+ * nothing is announced.
  *
  * Run it: `DATABASE_URL=mysql://user:password@127.0.0.1:3306/shop npx tsx examples/mysql-transactional-enqueue.ts`
  * (creates an `orders` table and the outbox tables in the database).
@@ -15,7 +16,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import { pathToFileURL } from "node:url"
 import * as MysqlClient from "@effect/sql-mysql2/MysqlClient"
-import { OutboxRecord, OutboxStore } from "effect-outbox"
+import { OutboxStore, Topic } from "effect-outbox"
 import { MysqlOutboxStore } from "effect-outbox/mysql"
 
 /** An order the shop accepts. */
@@ -31,7 +32,15 @@ export class OrderRejected extends Schema.TaggedError<OrderRejected>()("OrderRej
   reason: Schema.String
 }) {}
 
-const encoder = new TextEncoder()
+/** The event, declared once: its Schema and how its keys derive from the value. */
+export const OrderPlaced = Topic.make({
+  name: "order.placed",
+  payload: { orderId: Schema.String, customer: Schema.String, totalCents: Schema.Number },
+  partitionKey: (order) => `customer-${order.customer}`,
+  orderingKey: (order) => `order-${order.orderId}`,
+  idempotencyKey: (order) => order.orderId,
+  route: "billing"
+})
 
 /** Creates the business table (the outbox store creates its own tables). */
 export const migrate = Effect.gen(function* () {
@@ -44,31 +53,25 @@ export const migrate = Effect.gen(function* () {
 })
 
 /**
- * Inserts the order and persists its `order.placed` event in one transaction. Orders over 10,000.00 are
- * rejected *after* the persist, to show that the outbox record rolls back with the order row.
+ * Inserts the order and publishes its `order.placed` event in one transaction. Orders over 10,000.00 are
+ * rejected *after* the publish, to show that the outbox record rolls back with the order row.
  */
 export const placeOrder = (order: Order) =>
   Effect.gen(function* () {
     const sql = yield* SqlClient.SqlClient
-    const store = yield* OutboxStore.OutboxStore
     return yield* sql.withTransaction(
       Effect.gen(function* () {
         yield* sql`INSERT INTO orders (id, customer, total_cents)
                    VALUES (${order.id}, ${order.customer}, ${order.totalCents})`
-        const report = yield* store.persist([
-          new OutboxRecord.NewOutboxRecord({
-            partitionKey: `customer-${order.customer}`,
-            envelopeId: `order-placed-${order.id}`,
-            bindingId: "billing-webhook",
-            routeId: "billing",
-            orderingKey: `order-${order.id}`,
-            payload: encoder.encode(JSON.stringify({ type: "order.placed", ...order }))
-          })
-        ])
+        const published = yield* Topic.publish(OrderPlaced, {
+          orderId: order.id,
+          customer: order.customer,
+          totalCents: order.totalCents
+        })
         if (order.totalCents > 1_000_000) {
           return yield* new OrderRejected({ orderId: order.id, reason: "needs manual approval" })
         }
-        return report.persisted
+        return [published.recordId]
       })
     )
   })
@@ -77,10 +80,12 @@ export const placeOrder = (order: Order) =>
 export interface Outcome {
   readonly orders: ReadonlyArray<string>
   readonly pendingRecords: ReadonlyArray<string>
+  /** The pending records decoded back with the topic (what a consumer gets from `Topic.decode`). */
+  readonly events: ReadonlyArray<Topic.Type<typeof OrderPlaced>>
   readonly rejected: ReadonlyArray<string>
 }
 
-/** Places two orders (one rejected after its persist) and reads back what committed. */
+/** Places two orders (one rejected after its publish) and reads back what committed. */
 export const program = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const store = yield* OutboxStore.OutboxStore
@@ -103,13 +108,16 @@ export const program = Effect.gen(function* () {
   }
   const orders = (yield* sql<{ id: string }>`SELECT id FROM orders ORDER BY id`).map((row) => row.id)
   const pending = yield* store.queryPending("customer-ada", 100)
+  const events = yield* Effect.forEach(pending, (record) =>
+    Effect.map(Topic.decode(OrderPlaced, record), (decoded) => decoded.value)
+  )
   yield* Console.log(
     `orders table: ${orders.join(", ")}; pending outbox records: ${pending.map((r) => r.envelopeId).join(", ")}`
   )
-  return { orders, pendingRecords: pending.map((r) => r.envelopeId), rejected } satisfies Outcome
+  return { orders, pendingRecords: pending.map((r) => r.envelopeId), events, rejected } satisfies Outcome
 })
 
-/** The layers: a MySQL client on `url` and the outbox store on it (same client: persist joins the transaction). */
+/** The layers: a MySQL client on `url` and the outbox store on it (same client: publish joins the transaction). */
 export const layer = (url: string) =>
   MysqlOutboxStore.layer.pipe(Layer.provideMerge(MysqlClient.layer({ url: Redacted.make(url) })))
 

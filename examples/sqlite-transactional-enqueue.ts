@@ -50,8 +50,8 @@ export const migrate = Effect.gen(function* () {
 })
 
 /**
- * Inserts the order and persists its `order.placed` event in one transaction. Orders over 10,000.00 are
- * rejected *after* the persist, to show that the outbox record rolls back with the order row.
+ * Inserts the order and publishes its `order.placed` event in one transaction. Orders over 10,000.00 are
+ * rejected *after* the publish, to show that the outbox record rolls back with the order row.
  */
 export const placeOrder = (order: Order) =>
   Effect.gen(function* () {
@@ -77,10 +77,12 @@ export const placeOrder = (order: Order) =>
 export interface Outcome {
   readonly orders: ReadonlyArray<string>
   readonly pendingRecords: ReadonlyArray<string>
+  /** The pending records decoded back with the topic (what a consumer gets from `Topic.decode`). */
+  readonly events: ReadonlyArray<Topic.Type<typeof OrderPlaced>>
   readonly rejected: ReadonlyArray<string>
 }
 
-/** Places two orders (one rejected after its persist) and reads back what committed. */
+/** Places two orders (one rejected after its publish) and reads back what committed. */
 export const program = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const store = yield* OutboxStore.OutboxStore
@@ -103,10 +105,13 @@ export const program = Effect.gen(function* () {
   }
   const orders = (yield* sql<{ id: string }>`SELECT id FROM orders ORDER BY id`).map((row) => row.id)
   const pending = yield* store.queryPending("customer-ada", 100)
+  const events = yield* Effect.forEach(pending, (record) =>
+    Effect.map(Topic.decode(OrderPlaced, record), (decoded) => decoded.value)
+  )
   yield* Console.log(
     `orders table: ${orders.join(", ")}; pending outbox records: ${pending.map((r) => r.envelopeId).join(", ")}`
   )
-  return { orders, pendingRecords: pending.map((r) => r.envelopeId), rejected } satisfies Outcome
+  return { orders, pendingRecords: pending.map((r) => r.envelopeId), events, rejected } satisfies Outcome
 })
 
 /** The layers: the SQLite file and the outbox store on it. */

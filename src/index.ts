@@ -88,6 +88,9 @@ export * as SinkRouter from "./layers/sinks/SinkRouter.js"
 /** The optional WakeSignal port: a backend's signal that ends idle pauses (SPEC §3.4, §13). @since 0.1.0 */
 export * as WakeSignal from "./services/WakeSignal.js"
 
+/** The optional LeaseFence port: a complete that is also the drainer's lease check (SPEC §13). @since 0.1.0 */
+export * as LeaseFence from "./services/LeaseFence.js"
+
 /** The in-process wake-up: persists of this process end idle pauses of its drainers (SPEC §13). @since 0.1.0 */
 export * as WakeHub from "./services/WakeHub.js"
 

@@ -17,3 +17,6 @@ export * as MysqlDeadLetterStore from "./layers/mysql/MysqlDeadLetterStore.js"
 
 /** Read-only inspection of a MySQL outbox (the OutboxInspection port). @since 0.1.0 */
 export * as MysqlInspection from "./layers/mysql/MysqlInspection.js"
+
+/** The MySQL InboxStore (SPEC §12, the shared SQL inbox): `layer` / `layerWith({ database, tablePrefix })`. @since 0.1.0 */
+export * as MysqlInboxStore from "./layers/mysql/MysqlInboxStore.js"

@@ -22,3 +22,6 @@ export * as PostgresInspection from "./layers/postgres/PostgresInspection.js"
 
 /** The PostgreSQL InboxStore (the handler's writes share the inbox's transaction). @since 0.1.0 */
 export * as PostgresInboxStore from "./layers/postgres/PostgresInboxStore.js"
+
+/** The PostgreSQL LeaseFence: the relay's end-of-batch complete is its lease check (SPEC §13). @since 0.1.0 */
+export * as PostgresLeaseFence from "./layers/postgres/PostgresLeaseFence.js"

@@ -283,6 +283,40 @@ describe("bench report", () => {
     expect(readme).toMatch(/\| PostgreSQL \(second process\) .*\| n\/a +\|/)
     expect(readme).toContain("3,000 µs of CPU per second")
     expect(readme).toContain("5,000 requests per hour (3,600 queries)")
+    // the peer's row and the comparison only when the peer was measured
+    expect(readme).not.toContain("pg-transactional-outbox")
+    const withPeer = renderReadme(
+      {
+        latency: {
+          ...latency,
+          postgres: { latency: { p50Millis: 10, p99Millis: 30, maxMillis: 40 } },
+          peer: { latency: { p50Millis: 5, p99Millis: 15, maxMillis: 20 } }
+        }
+      },
+      false
+    )
+    expect(withPeer).toMatch(
+      /\| peer: `pg-transactional-outbox` 0\.5\.7 on PostgreSQL \(second process\) .*\| 5 +\| 15 +\|/
+    )
+    expect(withPeer).toContain("p99 30 ms against the peer's 15 ms: 2.00× the peer's p99")
+  })
+
+  it("renders the steady-state section: the highest sustained rate per target with a bar, latency at 50 % and 80 %", () => {
+    const steady = {
+      date: "2026-12-03T21:00:00.000Z",
+      method: { windowSeconds: 20 },
+      memory: {
+        maxSustainedPerSecond: 8000,
+        at50: { p50Millis: 2, p99Millis: 9 },
+        at80: { p50Millis: 4, p99Millis: 30 }
+      },
+      sqlite: { maxSustainedPerSecond: 2000, at50: { p50Millis: 20, p99Millis: 90 }, at80: null }
+    }
+    const readme = renderReadme({ steady }, false)
+    expect(readme).toContain("## Steady state: the highest rate one relay sustains")
+    expect(readme).toMatch(/\| memory store, no-op sink +\| 8,000 \| █{24} +\| 2 +\| 9 +\| 4 +\| 30 +\|/)
+    expect(readme).toMatch(/\| SQLite file, no-op sink +\| 2,000 \| █{6} +\| 20 +\| 90 +\| n\/a +\| n\/a +\|/)
+    expect(readme).not.toContain("PostgreSQL, no-op sink")
   })
 
   it("renders the PostgreSQL section: store and relay vs raw pg, relay processes, wake-up latency, claim latency", () => {
@@ -357,6 +391,39 @@ describe("bench report", () => {
     expect(earlier).not.toContain("LISTEN/NOTIFY")
   })
 
+  it("renders the MySQL section: its own title, store and relay vs raw mysql2, statements, claim latency", () => {
+    const mysql = {
+      date: "2026-12-03T21:00:00.000Z",
+      loadAverage1m: { before: 3, after: 4 },
+      endToEnd: { storeRecordsPerSecond: 700, rawRecordsPerSecond: 1_000, target: "store >= 0.8x raw mysql2" },
+      relay: {
+        relayRecordsPerSecond: 400,
+        rawLoopRecordsPerSecond: 1_000,
+        statementsPerBatch: { relay: 21.3, raw: 10.4 },
+        target: "relay >= 0.8x raw mysql2",
+        met: false
+      },
+      claimLatency: {
+        limit: 100,
+        byPending: { "1000": { medianMillis: 10, p95Millis: 20 }, "100000": { medianMillis: 15, p95Millis: 30 } },
+        target: "median claim(100) at 100k pending <= 2x at 1k",
+        met: true
+      }
+    }
+    const readme = renderReadme({ mysql })
+    expect(readme).toContain("## MySQL / MariaDB store (127.0.0.1, InnoDB defaults: redo log flushed per commit)")
+    expect(readme).toContain("baseline: raw `mysql2` running the store's own statements")
+    expect(readme).toContain(
+      "| persist 100 → claim 100 → complete 100 (median of rounds) | 700 | 1,000 | 0.70× | store >= 0.8x raw mysql2 |  |"
+    )
+    expect(readme).toContain(
+      "| relay with a no-op sink vs raw claim/complete loop (best of rounds) | 400 | 1,000 | 0.40× | relay >= 0.8x raw mysql2 | **not met** |"
+    )
+    expect(readme).toContain("Statements per claimed batch of 100: relay 21.3, raw loop 10.4.")
+    expect(readme).toContain("| 100,000 | 15 | 30 | 1.50× |")
+    expect(readme).not.toContain("## PostgreSQL store (127.0.0.1, fsync on)\n\n_measured 2026-12-03T21")
+  })
+
   it("renders the broker sinks: relay vs raw client per broker, the goal's verdict from the figures, every round", () => {
     const brokers = {
       generatedAt: "2026-12-03T07:49:50.982Z",
@@ -397,24 +464,113 @@ describe("bench report", () => {
     expect(readme.match(/\| RabbitMQ \|/g)).toHaveLength(1)
   })
 
+  it("renders the fairness section: the drain of many small partitions, the steady producer, discovery cost", () => {
+    const fairness = {
+      date: "2026-12-03T22:00:00.000Z",
+      loadAverage1m: { before: 1, after: 2 },
+      drain: {
+        sqlite: {
+          delivered: 2000,
+          sentSeconds: 12.5,
+          completedSeconds: 12.75,
+          cpuSeconds: 6.5,
+          partitionsPerSecond: 157,
+          finished: true
+        },
+        postgres: {
+          delivered: 1500,
+          sentSeconds: 0,
+          completedSeconds: 0,
+          cpuSeconds: 9,
+          partitionsPerSecond: 6,
+          finished: false
+        }
+      },
+      steady: {
+        sqlite: {
+          offeredPerSecond: 80,
+          seconds: 30,
+          records: 2400,
+          delivered: 2400,
+          oldestPendingAgeSeconds: { p50: 0.25, p99: 1.5, max: 2 },
+          unleasedOldestWaitSeconds: { p99: 0.75 },
+          deliveryLatencyMillis: { p99: 900 }
+        }
+      },
+      listing: [
+        {
+          backend: "MariaDB",
+          listed: 100,
+          statementsPerRound: 2,
+          rowsReadPerRound: 302,
+          medianMillis: 3.5,
+          medianMillisOnly100Written: 3.25
+        }
+      ]
+    }
+    const readme = renderReadme({ fairness }, false)
+    expect(readme).toContain("## Relay fairness: many small partitions")
+    expect(readme).toMatch(/\| SQLite file, synchronous = FULL +\| +2,000 \| +12\.5 \| +12\.8 \| +6\.5 \| +157 \|/)
+    expect(readme).toMatch(/\| PostgreSQL, fsync on +\| +1,500 \| .*not finished/)
+    expect(readme).toMatch(
+      /\| SQLite file +\| +80 \| +30 \| 2,400 \/ 2,400 \| +0\.25 \| +1\.5 \| +2 \| +0\.75 \| +900 \|/
+    )
+    expect(readme).toMatch(/\| MariaDB +\| +100 \| +2 \| +302 \| +3\.5 \| +3\.25 \|/)
+  })
+
   it("a missing result says so instead of failing, and the other sections still render", () => {
     const readme = renderReadme({ memory })
     for (const name of [
       "sqlite",
       "postgres",
+      "mysql",
       "dynamodb",
       "dynamodbThroughput",
       "drain",
       "contention",
       "brokers",
-      "latency"
+      "latency",
+      "inbox",
+      "fairness"
     ]) {
       expect(readme).toContain(`_No results: bench/results/${name}.json is missing or unreadable`)
     }
     expect(readme).toContain("123,456")
     const empty = renderReadme({}, false)
     expect(empty).not.toContain("chart.svg")
-    expect(empty.match(/_No results:/g)?.length).toBe(9)
+    expect(empty.match(/_No results:/g)?.length).toBe(13)
+  })
+
+  it("the inbox section shows inbox vs raw (best and median), the hand-written loop, the goal and statements per message", () => {
+    const side = (best: number) => ({ messagesPerSecond: [best], best, median: best })
+    const backend = (inbox: number, raw: number, hand: number, met: boolean) => ({
+      inbox: side(inbox),
+      raw: side(raw),
+      handWritten: side(hand),
+      ratio: { bestToBest: inbox / raw, medianOfRounds: 0.7, rounds: [0.7] },
+      ratioToHandWritten: { bestToBest: inbox / hand, medianOfRounds: 0.95, rounds: [0.95] },
+      statementsPerMessage: { inbox: 4.35, raw: 4.35, handWritten: 4.35 },
+      cpuMillisPerMessage: { inbox: 1.2, raw: 0.35, handWritten: 1.1 },
+      target: "inbox >= 0.8x the raw driver loop (best vs best and median of rounds)",
+      met
+    })
+    const readme = renderReadme({
+      inbox: {
+        date: "2026-12-03T22:00:00.000Z",
+        messagesPerRound: 1000,
+        rounds: 5,
+        sqlite: backend(160, 320, 165, false),
+        postgres: backend(120, 130, 125, true)
+      }
+    })
+    expect(readme).toContain("## Inbox (consumer side)")
+    expect(readme).toMatch(
+      /\| SQLite \(file, WAL, synchronous = FULL\) \| 160 \| 320 \| 0\.50× \| 0\.70× \| 165 \| 0\.95× \| .* \| \*\*not met\*\* \|/
+    )
+    expect(readme).toMatch(
+      /\| PostgreSQL \(127\.0\.0\.1, fsync on\) \| 120 \| 130 \| 0\.92× \| 0\.70× \| 125 \| 0\.95× \| .* \| met \|/
+    )
+    expect(readme).toMatch(/\| SQLite \(file, WAL, synchronous = FULL\) \| 4\.35 \| 4\.35 \| 1\.2 \| 1\.1 \| 0\.35 \|/)
   })
 
   it("a field missing from a result file shows n/a", () => {
@@ -474,12 +630,16 @@ describe("bench report", () => {
       expect(read.missing).toEqual([
         "sqlite",
         "postgres",
+        "mysql",
         "dynamodb",
         "dynamodbThroughput",
         "drain",
         "contention",
         "brokers",
-        "latency"
+        "latency",
+        "steady",
+        "inbox",
+        "fairness"
       ])
 
       const readme = path.join(directory, "README.md")

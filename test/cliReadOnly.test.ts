@@ -1,8 +1,10 @@
 /**
  * Read-only commands (`inspect`, `dlq list`, `dashboard`) never create anything, on every backend: a
  * mistyped SQLite file, an existing SQLite file without the outbox tables, a PostgreSQL schema that does
- * not exist, a DynamoDB table that does not exist. Each says "no such file/schema/table" on one line and
- * exits 2; afterwards the file, schema or table still does not exist (checked against the real servers).
+ * not exist, a MySQL database that does not exist, a DynamoDB table that does not exist. Each says "no such
+ * file/schema/database/table" on one line and exits 2; afterwards the file, schema, database or table still
+ * does not exist (checked against the real servers). On PostgreSQL and MySQL they run no DDL at all: a
+ * role or user with only `SELECT` (and `USAGE`) runs `inspect` and `dlq list`.
  */
 import { DynamoDBClient, ListTablesCommand } from "@aws-sdk/client-dynamodb"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
@@ -10,6 +12,8 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Schema from "effect/Schema"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -17,6 +21,7 @@ import { afterAll, inject } from "vitest"
 import { buildCli } from "./support/CliBundle.js"
 import { cliRunner } from "./support/CliProcess.js"
 import { dynamoEndpoint, makeTestClientConfig, randomTableName } from "./support/DynamoLocal.js"
+import * as MysqlServer from "./support/MysqlServer.js"
 import { clientLayer, createDatabase } from "./support/PostgresServer.js"
 
 /** Runs SQL statements on a client layer, returning the rows of the last one. */
@@ -62,6 +67,33 @@ const refusedEverywhere = async (store: ReadonlyArray<string>, expected: string,
   }
 }
 
+/** Lines for `enqueue`: two records of partition p1, one of p2. */
+const enqueueInput = ["1", "2", "3"]
+  .map((n) =>
+    JSON.stringify({ partitionKey: n === "3" ? "p2" : "p1", envelopeId: `env-${n}`, bindingId: "b", payload: { n } })
+  )
+  .join("\n")
+
+const InspectReport = Schema.parseJson(
+  Schema.Struct({ partitions: Schema.Array(Schema.Struct({ partition: Schema.String, pending: Schema.Number })) })
+)
+
+/** `inspect --json` and `dlq list` with `store` succeed and see the records {@link enqueueInput} wrote. */
+const readsAll = async (store: ReadonlyArray<string>) => {
+  const inspected = await run(["inspect", ...store, "--json"])
+  expect(inspected.code, inspected.stderr).toBe(0)
+  const report = Schema.decodeUnknownSync(InspectReport)(inspected.stdout)
+  expect(report.partitions.map((p) => [p.partition, p.pending])).toEqual([
+    ["p1", 2],
+    ["p2", 1]
+  ])
+  const listed = await run(["dlq", "list", ...store])
+  expect(listed.code, listed.stderr).toBe(0)
+}
+
+/** A random suffix for server-wide names (roles, users, databases). */
+const suffix = () => randomBytes(4).toString("hex")
+
 describe("read-only commands create nothing", () => {
   it("SQLite: a missing file stays missing; a file without the tables gets none", { timeout: 180_000 }, async () => {
     const missing = path.join(directory, "typo", "outbox.db")
@@ -87,6 +119,93 @@ describe("read-only commands create nothing", () => {
     await refusedEverywhere([...store, "--postgres-schema", "shop"], "no such table: shop.outbox")
     expect(await query(client, ["SELECT tablename FROM pg_tables WHERE schemaname = 'shop'"])).toEqual([])
   })
+
+  it(
+    "PostgreSQL: a role with only USAGE and SELECT runs inspect and dlq list (no DDL, no migration)",
+    { timeout: 180_000 },
+    async () => {
+      const url = await createDatabase(inject("postgresUrl"), "readonly_role")
+      const admin = ["--backend", "postgres", "--postgres-url", url, "--postgres-schema", "shop"]
+      const enqueued = await run(["enqueue", ...admin], enqueueInput)
+      expect(enqueued.code, enqueued.stderr).toBe(0)
+      const role = `reader_${suffix()}`
+      const client = clientLayer(url, 1)
+      await query(client, [
+        `CREATE ROLE ${role} LOGIN`,
+        `GRANT USAGE ON SCHEMA shop TO ${role}`,
+        `GRANT SELECT ON ALL TABLES IN SCHEMA shop TO ${role}`
+      ])
+      const tablesBefore = await query(client, ["SELECT tablename FROM pg_tables WHERE schemaname = 'shop' ORDER BY 1"])
+      const readerUrl = new URL(url)
+      readerUrl.username = role
+      await readsAll(["--backend", "postgres", "--postgres-url", readerUrl.toString(), "--postgres-schema", "shop"])
+      // the role cannot create a schema: a missing one is still the clear message, and stays missing
+      await refusedEverywhere(
+        ["--backend", "postgres", "--postgres-url", readerUrl.toString(), "--postgres-schema", "nosuchschema"],
+        "no such schema: nosuchschema"
+      )
+      expect(await query(client, ["SELECT tablename FROM pg_tables WHERE schemaname = 'shop' ORDER BY 1"])).toEqual(
+        tablesBefore
+      )
+    }
+  )
+
+  it(
+    "MySQL: a database that does not exist stays absent; one without the tables gets none",
+    { timeout: 180_000 },
+    async () => {
+      const url = await MysqlServer.createDatabase(inject("mysqlUrl"), "readonly")
+      const store = ["--backend", "mysql", "--mysql-url", url]
+      const client = MysqlServer.clientLayer(url, 1)
+      const missing = `nosuchdb_${suffix()}`
+      await refusedEverywhere([...store, "--mysql-database", missing], `no such database: ${missing}`)
+      // the URL's own database missing: the server refuses the connection; the same message
+      const missingUrl = new URL(url)
+      missingUrl.pathname = `/${missing}`
+      await refusedEverywhere(
+        ["--backend", "mysql", "--mysql-url", missingUrl.toString()],
+        `no such database: ${missing}`
+      )
+      expect(
+        await query(client, [`SELECT SCHEMA_NAME FROM information_schema.SCHEMATA WHERE SCHEMA_NAME = '${missing}'`])
+      ).toEqual([])
+      // an existing database without the tables (the URL's): "no such table", and still no table
+      const database = new URL(url).pathname.slice(1)
+      await refusedEverywhere(store, `no such table: ${database}.outbox`)
+      expect(
+        await query(client, [`SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = '${database}'`])
+      ).toEqual([])
+    }
+  )
+
+  it(
+    "MySQL: a user with only SELECT runs inspect and dlq list (no DDL, no migration)",
+    { timeout: 180_000 },
+    async () => {
+      const url = await MysqlServer.createDatabase(inject("mysqlUrl"), "readonly_user")
+      const enqueued = await run(["enqueue", "--backend", "mysql", "--mysql-url", url], enqueueInput)
+      expect(enqueued.code, enqueued.stderr).toBe(0)
+      const database = new URL(url).pathname.slice(1)
+      const user = `reader_${suffix()}`
+      const client = MysqlServer.clientLayer(url, 1)
+      await query(client, [
+        `CREATE USER '${user}'@'127.0.0.1'`,
+        `GRANT SELECT ON \`${database}\`.* TO '${user}'@'127.0.0.1'`
+      ])
+      const listTables = `SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = '${database}' ORDER BY 1`
+      const tablesBefore = await query(client, [listTables])
+      const readerUrl = new URL(url)
+      readerUrl.username = user
+      await readsAll(["--backend", "mysql", "--mysql-url", readerUrl.toString()])
+      expect(await query(client, [listTables])).toEqual(tablesBefore)
+      // the user cannot see (or create) another database: the clear message, nothing created
+      const missing = `nosuchdb_${suffix()}`
+      await refusedEverywhere(
+        ["--backend", "mysql", "--mysql-url", readerUrl.toString(), "--mysql-database", missing],
+        `no such database: ${missing}`
+      )
+    }
+  )
 
   it("DynamoDB: a table that does not exist is not created", { timeout: 180_000 }, async () => {
     const table = randomTableName("readonly-typo")

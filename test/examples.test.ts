@@ -1,6 +1,8 @@
 /**
- * The runnable examples, executed: transactional enqueue with business rows on SQLite, PostgreSQL and MySQL
- * (R-PERSIST-6: one `sql.withTransaction`) and with a business item in one `TransactWriteItems` on DynamoDB Local.
+ * The runnable examples, executed: a typed `order.placed` topic published with business rows on SQLite,
+ * PostgreSQL and MySQL (R-PERSIST-6: `Topic.publish` joins one `sql.withTransaction`) and with a business item
+ * in one `TransactWriteItems` on DynamoDB Local (`DynamoDbTopic.transactItems`); what committed decodes back
+ * to the published value. No example builds a record by hand.
  */
 import { DynamoDBClient, DeleteTableCommand } from "@aws-sdk/client-dynamodb"
 import { describe, expect, it } from "@effect/vitest"
@@ -40,6 +42,7 @@ describe("examples", () => {
       const outcome = yield* SqliteExample.main(path.join(directory, "orders.db"))
       expect(outcome.orders).toEqual(["A-1001"])
       expect(outcome.pendingRecords).toEqual(["order.placed:A-1001"])
+      expect(outcome.events).toEqual([{ orderId: "A-1001", customer: "ada", totalCents: 4_200 }])
       expect(outcome.rejected).toEqual(["A-1002"])
     })
   )
@@ -49,7 +52,8 @@ describe("examples", () => {
       const url = yield* Effect.promise(() => createDatabase(inject("postgresUrl"), "example"))
       const outcome = yield* PostgresExample.main(url)
       expect(outcome.orders).toEqual(["A-1001"])
-      expect(outcome.pendingRecords).toEqual(["order-placed-A-1001"])
+      expect(outcome.pendingRecords).toEqual(["order.placed:A-1001"])
+      expect(outcome.events).toEqual([{ orderId: "A-1001", customer: "ada", totalCents: 4_200 }])
       expect(outcome.rejected).toEqual(["A-1002"])
     })
   )
@@ -59,7 +63,8 @@ describe("examples", () => {
       const url = yield* Effect.promise(() => createMysqlDatabase(inject("mysqlUrl"), "example"))
       const outcome = yield* MysqlExample.main(url)
       expect(outcome.orders).toEqual(["A-1001"])
-      expect(outcome.pendingRecords).toEqual(["order-placed-A-1001"])
+      expect(outcome.pendingRecords).toEqual(["order.placed:A-1001"])
+      expect(outcome.events).toEqual([{ orderId: "A-1001", customer: "ada", totalCents: 4_200 }])
       expect(outcome.rejected).toEqual(["A-1002"])
     })
   )
@@ -82,7 +87,8 @@ describe("examples", () => {
           )
         )
         expect(outcome.committed).toEqual([true, false])
-        expect(outcome.pendingRecords).toEqual(["order-placed-B-2001"])
+        expect(outcome.pendingRecords).toEqual(["order.placed:B-2001"])
+        expect(outcome.events).toEqual([{ orderId: "B-2001", customer: "grace", totalCents: 12_500 }])
       }),
     { timeout: 120_000 }
   )

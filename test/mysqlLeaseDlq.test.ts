@@ -1,24 +1,18 @@
 /**
- * The lease and dead-letter contracts on MySQL, plus: acquirers racing on separate connections,
- * lease reads grouped per turn of the event loop, and redrive's single transaction.
+ * The lease and dead-letter contracts on MySQL, plus the server-SQL lease/DLQ tests
+ * (test/support/SqlLeaseDlqSuite.ts).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import { describe, expect, it } from "@effect/vitest"
-import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { inject } from "vitest"
-import { DeadLetterEntry } from "../src/domain/DeadLetterEntry.js"
 import * as MysqlDeadLetterStore from "../src/layers/mysql/MysqlDeadLetterStore.js"
 import * as MysqlLeaseStore from "../src/layers/mysql/MysqlLeaseStore.js"
 import * as MysqlOutboxStore from "../src/layers/mysql/MysqlOutboxStore.js"
-import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
-import { LeaseStore } from "../src/services/LeaseStore.js"
-import { OutboxStore } from "../src/services/OutboxStore.js"
 import { deadLetterStoreContract } from "./contract/DeadLetterStoreContract.js"
 import { leaseStoreContract } from "./contract/LeaseStoreContract.js"
 import { clientLayer, createDatabase } from "./support/MysqlServer.js"
+import { sqlLeaseDlqSuite } from "./support/SqlLeaseDlqSuite.js"
 
 const url = await createDatabase(inject("mysqlUrl"), "lease_dlq")
 
@@ -33,114 +27,21 @@ const dlqIn = (database: string, options: MysqlDeadLetterStore.MysqlDeadLetterSt
   )
 deadLetterStoreContract("mysql", () => dlqIn(`dlq_${++databases}`, { deleteChunk: 64 }))
 
-const entry = (id: string, partitionKey: string) =>
-  new DeadLetterEntry({
-    id,
-    recordId: `rec-${id}`,
-    partitionKey,
-    envelopeId: `env-${id}`,
-    bindingId: "b",
-    payload: new Uint8Array([1, 2, 3]),
-    headers: { h: "v" },
-    category: "permanent",
-    reason: "r",
-    errorCode: "E",
-    lastError: "boom",
-    attempts: 1,
-    failedAt: DateTime.unsafeMake(1_700_000_000_000)
-  })
-
-describe("MySQL lease and dead-letter stores", () => {
-  it.live("acquirers racing on separate connections: exactly one wins, the rest see LeaseHeld", () =>
-    Effect.gen(function* () {
-      const results = yield* Effect.forEach(
-        Array.from({ length: 8 }, (_, i) => i),
-        (i) =>
-          Effect.flatMap(LeaseStore, (leases) => leases.acquire("race", `owner-${i}`, "1 minute")).pipe(
-            Effect.provide(MysqlLeaseStore.layerWith({ database: "racing" }).pipe(Layer.provide(clientLayer(url, 1)))),
-            Effect.either
-          ),
-        { concurrency: "unbounded" }
-      )
-      const won = results.filter(Either.isRight)
-      expect(won).toHaveLength(1)
-      for (const r of results) if (Either.isLeft(r)) expect(r.left._tag).toBe("LeaseHeld")
-      expect(won[0]?.right.token.version).toBe(1)
-    })
-  )
-
-  it.live(
-    "redrive persists and deletes in one transaction: a failure in the middle leaves entries and outbox as they were",
-    () =>
-      Effect.gen(function* () {
-        const sql = yield* SqlClient.SqlClient
-        const dlq = yield* DeadLetterStore
-        const outbox = yield* OutboxStore
-        yield* dlq.write(entry("a", "ra"))
-        yield* dlq.write(entry("b", "rb"))
-        // the second entry's persist fails (a trigger rejects partition rb), after the first was redriven
-        yield* sql.unsafe(`CREATE TRIGGER redrive_tx.reject BEFORE INSERT ON redrive_tx.outbox FOR EACH ROW
+sqlLeaseDlqSuite({
+  name: "MySQL",
+  leases: (database, connections) =>
+    MysqlLeaseStore.layerWith({ database }).pipe(Layer.provideMerge(clientLayer(url, connections))),
+  deadLetters: (database) => dlqIn(database),
+  rejectPartitionRb: (database) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      Effect.asVoid(
+        sql.unsafe(`CREATE TRIGGER ${database}.reject BEFORE INSERT ON ${database}.outbox FOR EACH ROW
         BEGIN IF NEW.partition_key = 'rb' THEN SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'rejected'; END IF; END`)
           .unprepared
-        const error = yield* Effect.flip(dlq.redrive(["a", "b"]))
-        expect(error._tag).toBe("StoreUnavailable")
-        expect((yield* dlq.list({})).map((e) => e.id)).toEqual(["a", "b"])
-        expect(yield* outbox.countPending("ra")).toBe(0)
-        yield* sql.unsafe(`DROP TRIGGER redrive_tx.reject`).unprepared
-        const redriven = yield* dlq.redrive(["a", "b"])
-        expect(redriven).toHaveLength(2)
-        expect(yield* dlq.list({})).toEqual([])
-        expect(yield* outbox.countPending("ra")).toBe(1)
-        expect(yield* outbox.countPending("rb")).toBe(1)
-      }).pipe(Effect.provide(dlqIn("redrive_tx")))
-  )
-
-  it.live(
-    "current: concurrent reads of several partitions each get their own lease; a read asked after a renew sees it",
-    () =>
-      Effect.gen(function* () {
-        const leases = yield* LeaseStore
-        const keys = ["g0", "g1", "g2", "g3"]
-        const held = yield* Effect.forEach(keys, (pk, i) => leases.acquire(pk, `owner-${i}`, "1 minute"))
-        // asked in the same turn: one group
-        const read = yield* Effect.forEach([...keys, "g-none", ...keys], (pk) => Effect.either(leases.current(pk)), {
-          concurrency: "unbounded"
-        })
-        const found = read.map((r) =>
-          Either.isRight(r) ? `${r.right.token.owner}@${r.right.token.version}` : r.left._tag
-        )
-        const owners = keys.map((_, i) => `owner-${i}@1`)
-        expect(found).toEqual([...owners, "LeaseNotFound", ...owners])
-        // a read asked after a write completed reads after it, also when other reads are under way
-        const before = held[2]?.expiresAt
-        const renewed = yield* leases.renew("g2", { owner: "owner-2", version: 1 }, "10 minutes")
-        const after = yield* Effect.forEach(keys, (pk) => leases.current(pk), { concurrency: "unbounded" })
-        expect(after[2]?.expiresAt).toEqual(renewed.expiresAt)
-        expect(after[2]?.expiresAt).not.toEqual(before)
-        yield* leases.release("g1", { owner: "owner-1", version: 1 })
-        expect((yield* Effect.flip(leases.current("g1")))._tag).toBe("LeaseNotFound")
-      }).pipe(Effect.provide(MysqlLeaseStore.layerWith({ database: "grouped" }).pipe(Layer.provide(clientLayer(url)))))
-  )
-
-  it.live("current: a grouped read that fails fails every read of its group as StoreUnavailable of its partition", () =>
-    Effect.gen(function* () {
-      const sql = yield* SqlClient.SqlClient
-      const leases = yield* LeaseStore
-      yield* leases.acquire("f0", "owner", "1 minute")
-      yield* sql.unsafe(`DROP TABLE grouped_fail.outbox_lease`)
-      const failed = yield* Effect.forEach(["f0", "f1", "f2"], (pk) => Effect.flip(leases.current(pk)), {
-        concurrency: "unbounded"
-      })
-      expect(failed.map((e) => e._tag)).toEqual(["StoreUnavailable", "StoreUnavailable", "StoreUnavailable"])
-      expect(failed.map((e) => (e._tag === "StoreUnavailable" ? e.partitionKey : undefined))).toEqual([
-        "f0",
-        "f1",
-        "f2"
-      ])
-      // the next group runs again (none is left waiting on the failed one)
-      expect((yield* Effect.flip(leases.current("f0")))._tag).toBe("StoreUnavailable")
-    }).pipe(
-      Effect.provide(MysqlLeaseStore.layerWith({ database: "grouped_fail" }).pipe(Layer.provideMerge(clientLayer(url))))
+      )
+    ),
+  dropReject: (database) =>
+    Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      Effect.asVoid(sql.unsafe(`DROP TRIGGER ${database}.reject`).unprepared)
     )
-  )
 })

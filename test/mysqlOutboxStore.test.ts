@@ -58,7 +58,14 @@ const explain = (text: string, params: ReadonlyArray<unknown>) =>
     Schema.decodeUnknown(ExplainRows)
   )
 
-/** The thread id of a connection to this file's database waiting on a lock (polls until there is one). */
+/**
+ * The thread id of a connection to this file's database waiting on a lock (polls until there is one).
+ *
+ * InnoDB serves `INNODB_TRX` from a buffer it refreshes only when the buffer has not been read for 0.1 s:
+ * polled more often than that, the view stays frozen at the first read (before the wait began) for as
+ * long as the polling goes on — a wait is then never seen, or a thread long gone from the wait is taken for
+ * a waiting one. The polls are therefore spaced wider than that.
+ */
 const waitingConnection = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const rows = yield* sql<{ id: number }>`SELECT t.trx_mysql_thread_id AS id FROM information_schema.INNODB_TRX AS t
@@ -66,7 +73,7 @@ const waitingConnection = Effect.gen(function* () {
     WHERE t.trx_state = 'LOCK WAIT' AND p.DB = DATABASE()`
   const id = rows[0]?.id
   return id === undefined ? yield* Effect.fail("no waiting connection yet") : id
-}).pipe(Effect.retry(Schedule.spaced("20 millis")))
+}).pipe(Effect.retry(Schedule.spaced("150 millis")))
 
 describe("MysqlOutboxStore", () => {
   it.live(
@@ -132,6 +139,43 @@ describe("MysqlOutboxStore", () => {
     180_000
   )
 
+  it.live("a claim transaction held open on one partition never delays a claim of another; it does delay its own", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* OutboxStore
+      yield* store.persist([record("pa", "1"), record("pa", "2"), record("pb", "1")])
+      const holding = yield* Deferred.make<void>()
+      const finish = yield* Deferred.make<void>()
+      // a caller's transaction: the store's claim joins it, so the fence row of `pa` stays locked until the end
+      const holder = yield* Effect.fork(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            const held = yield* store.claim("pa", token("holder", 1), 1)
+            expect(held.records.map((r) => r.id)).toEqual(["pa.1"])
+            yield* Deferred.succeed(holding, undefined)
+            yield* Deferred.await(finish)
+          })
+        )
+      )
+      yield* Deferred.await(holding)
+      // a new partition (its fence row created now) and an existing one are both claimed while pa is held
+      const other = yield* store.claim("pb", token("other", 1), 10)
+      expect(other.records.map((r) => r.id)).toEqual(["pb.1"])
+      yield* store.persist([record("pc", "1")])
+      const fresh = yield* store.claim("pc", token("other", 1), 10)
+      expect(fresh.records.map((r) => r.id)).toEqual(["pc.1"])
+      // a claim of the held partition waits on the fence row ...
+      const same = yield* Effect.fork(store.claim("pa", token("next", 2), 10))
+      yield* waitingConnection
+      expect(yield* Fiber.poll(same)).toEqual(expect.objectContaining({ _tag: "None" }))
+      yield* Deferred.succeed(finish, undefined)
+      yield* Fiber.join(holder)
+      // ... and then pre-empts the committed claim with its higher version
+      const after = yield* Fiber.join(same)
+      expect(after.records.map((r) => r.id)).toEqual(["pa.1", "pa.2"])
+    }).pipe(Effect.provide(storeIn("partitions")))
+  )
+
   it.live("deadlocks (1213) are retried a bounded number of times, then TransactionConflict (R-CLAIM-10)", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient
@@ -162,6 +206,42 @@ describe("MysqlOutboxStore", () => {
       expect(attempts[0]?.n).toBe(3)
       expect(conflictRetries).toBeGreaterThanOrEqual(2)
     }).pipe(Effect.provide(storeIn("conflicts")))
+  )
+
+  it.live("a real deadlock with another transaction is retried: the claim succeeds once the other one is gone", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* OutboxStore
+      const t = namesOf("deadlock")
+      yield* store.persist([record("dl", "1"), record("dl", "2")])
+      yield* store.claim("dl", token("first", 1), 0)
+      yield* sql.unsafe(`CREATE TABLE deadlock.ballast (n INT PRIMARY KEY) ENGINE=InnoDB`).unprepared
+      yield* sql.unsafe(`INSERT INTO deadlock.ballast SELECT seq FROM seq_1_to_200`).unprepared
+      const locked = yield* Deferred.make<void>()
+      const claimWaits = yield* Deferred.make<void>()
+      // the other transaction is the heavier one (200 rows changed), so InnoDB picks the claim as the victim:
+      // it locks dl.2, lets the claim lock the fence and wait on dl.2, then asks for the fence row
+      const other = yield* Effect.fork(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql.unsafe(`UPDATE deadlock.ballast SET n = n + 1000`)
+            yield* sql.unsafe(`SELECT id FROM ${t.outbox} WHERE id = 'dl.2' FOR UPDATE`)
+            yield* Deferred.succeed(locked, undefined)
+            yield* Deferred.await(claimWaits)
+            yield* sql.unsafe(`SELECT max_version FROM ${t.fence} WHERE partition_key = 'dl' FOR UPDATE`)
+          })
+        )
+      )
+      yield* Deferred.await(locked)
+      const claiming = yield* Effect.fork(store.claim("dl", token("second", 2), 10))
+      yield* waitingConnection
+      yield* Deferred.succeed(claimWaits, undefined)
+      yield* Fiber.join(other)
+      const batch = yield* Fiber.join(claiming)
+      expect(batch.records.map((r) => r.id)).toEqual(["dl.1", "dl.2"])
+      const deadlocks = yield* sql<{ Value: string }>`SHOW GLOBAL STATUS LIKE 'Innodb_deadlocks'`
+      expect(Number(deadlocks[0]?.Value)).toBeGreaterThan(0)
+    }).pipe(Effect.provide(storeIn("deadlock")))
   )
 
   it.live(
@@ -230,6 +310,86 @@ describe("MysqlOutboxStore", () => {
       for (const b of batches)
         if (Either.isLeft(b)) expect(b.left._tag).toMatch(/StaleFencingToken|TransactionConflict/)
     }).pipe(Effect.provide(storeIn("concurrent")))
+  )
+
+  it.live("a connection killed mid-claim is StoreUnavailable and leaves nothing applied (fence, records)", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* OutboxStore
+      const t = namesOf("killed")
+      yield* store.persist([record("pk", "1"), record("pk", "2")])
+      yield* store.claim("pk", token("first", 1), 0)
+      const locked = yield* Deferred.make<void>()
+      const finish = yield* Deferred.make<void>()
+      // another transaction holds the row lock of pk.2: the claim raises the fence, then waits in its update
+      const holder = yield* Effect.fork(
+        sql.withTransaction(
+          Effect.gen(function* () {
+            yield* sql.unsafe(`SELECT id FROM ${t.outbox} WHERE id = 'pk.2' FOR UPDATE`)
+            yield* Deferred.succeed(locked, undefined)
+            yield* Deferred.await(finish)
+          })
+        )
+      )
+      yield* Deferred.await(locked)
+      const claiming = yield* Effect.fork(Effect.flip(store.claim("pk", token("second", 5), 10)))
+      const id = yield* waitingConnection
+      yield* sql.unsafe(`KILL CONNECTION ${String(id)}`).unprepared
+      const error = yield* Fiber.join(claiming)
+      expect(error._tag).toBe("StoreUnavailable")
+      yield* Deferred.succeed(finish, undefined)
+      yield* Fiber.join(holder)
+      const fence = yield* sql<{
+        v: number
+      }>`SELECT max_version AS v FROM killed.outbox_fence WHERE partition_key = 'pk'`
+      expect(fence[0]?.v).toBe(1)
+      expect(yield* store.countClaimed("pk")).toBe(0)
+      expect(yield* store.countPending("pk")).toBe(2)
+      // the pool replaced the dead connection
+      const again = yield* store.claim("pk", token("second", 5), 10)
+      expect(again.records.map((r) => r.id)).toEqual(["pk.1", "pk.2"])
+    }).pipe(Effect.provide(storeIn("killed")))
+  )
+
+  it.live("a connection killed mid-persist is StoreUnavailable and stores nothing of the batch (records, seq)", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* OutboxStore
+      const t = namesOf("killedpersist")
+      yield* store.persist([record("pp", "0")])
+      const inserted = yield* Deferred.make<void>()
+      const finish = yield* Deferred.make<void>()
+      // an uncommitted row holds the identity (pp, 2, b): the persist allocates its seqs, inserts pp.1, then
+      // waits on it
+      const holder = yield* Effect.fork(
+        sql
+          .withTransaction(
+            Effect.gen(function* () {
+              yield* sql.unsafe(`INSERT INTO ${t.outbox} (id, partition_key, envelope_id, binding_id, route_id, address,
+              payload, headers, created_at, seq, status) VALUES ('other', 'pp', '2', 'b', '', '', x'00', '{}', 0, 0, 'pending')`)
+              yield* Deferred.succeed(inserted, undefined)
+              yield* Deferred.await(finish)
+              return yield* Effect.fail("roll back")
+            })
+          )
+          .pipe(Effect.either)
+      )
+      yield* Deferred.await(inserted)
+      const persisting = yield* Effect.fork(Effect.flip(store.persist([record("pp", "1"), record("pp", "2")])))
+      const id = yield* waitingConnection
+      yield* sql.unsafe(`KILL CONNECTION ${String(id)}`).unprepared
+      const error = yield* Fiber.join(persisting)
+      expect(error._tag).toBe("StoreUnavailable")
+      yield* Deferred.succeed(finish, undefined)
+      yield* Fiber.join(holder)
+      expect(yield* store.countPending("pp")).toBe(1)
+      const seq = yield* sql<{
+        n: number
+      }>`SELECT seq_counter AS n FROM killedpersist.outbox_seq WHERE partition_key = 'pp'`
+      expect(seq[0]?.n).toBe(1)
+      const report = yield* store.persist([record("pp", "1"), record("pp", "2")])
+      expect(report.persisted).toEqual(["pp.1", "pp.2"])
+    }).pipe(Effect.provide(storeIn("killedpersist")))
   )
 
   it.live(

@@ -11,5 +11,5 @@ const url = await createDatabase(inject("postgresUrl"), "relay_fairness")
 relayFairnessContract(
   "postgres",
   () => Layer.mergeAll(PostgresOutboxStore.layer, PostgresLeaseStore.layer).pipe(Layer.provide(clientLayer(url))),
-  { sharedPartitions: 40, histories: 6, realPauseMillis: 10 }
+  { sharedPartitions: 200, histories: 6, realPauseMillis: 10 }
 )

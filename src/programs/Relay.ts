@@ -158,6 +158,9 @@ const discoveryLoop = (
   })
 }
 
+/** Lease acquires and lease reads a relay has in flight at once while it fills slots or probes. */
+const leaseConcurrency = 16
+
 /** How often the starvation WARN may repeat while partitions keep waiting. */
 const warnEvery = Duration.toMillis(Duration.minutes(1))
 
@@ -225,6 +228,11 @@ const startWith = (
     const waiting = new Map<string, number>()
     /** Turns that may still end in favour of waiting partitions before the next discovery round. */
     let yieldBudget = 0
+    /**
+     * Partitions of the last listing this relay holds no slot for, in the order they get one (the
+     * longest-waiting first); freed slots are filled from it until it runs dry or the next round.
+     */
+    let queue: Array<string> = []
     let lastWarnAt = Number.NEGATIVE_INFINITY
     let stopping = false
     const kicks = yield* Queue.sliding<void>(1)
@@ -262,7 +270,10 @@ const startWith = (
             yieldBudget -= 1
             slot.ending = true
             // a partition that still has work queues up again behind the ones that waited
-            if (!idle) waiting.set(slot.lease.partitionKey, now)
+            if (!idle) {
+              waiting.set(slot.lease.partitionKey, now)
+              queue.push(slot.lease.partitionKey)
+            }
             return true
           })
         )
@@ -364,6 +375,93 @@ const startWith = (
             : undefined
       )
 
+    /**
+     * Leases the queue's partitions, in order, into the free slots: one acquire per free slot at a time
+     * (`leaseConcurrency` in flight), the next ones in the queue taking the slots of those another owner
+     * holds. A partition still held here (its turn is ending) goes back to the end of the queue.
+     */
+    const fill = (now: number): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        const held: Array<string> = []
+        while (!stopping && workers.size < maxPartitions && queue.length > 0) {
+          const batch: Array<string> = []
+          while (batch.length < maxPartitions - workers.size && queue.length > 0) {
+            const partitionKey = queue.shift()
+            if (partitionKey === undefined) break
+            if (workers.has(partitionKey)) held.push(partitionKey)
+            else batch.push(partitionKey)
+          }
+          for (const partitionKey of batch) waiting.delete(partitionKey)
+          yield* Effect.forEach(batch, (partitionKey) => lease(partitionKey, now), {
+            concurrency: leaseConcurrency,
+            discard: true
+          })
+        }
+        for (const partitionKey of held) queue.push(partitionKey)
+      })
+
+    /**
+     * Probes queued partitions this relay has no slot for (is another relay serving them?): those another
+     * owner holds leave the queue, the others wait. `all` re-reads the queue's head up to `probeLimit`
+     * (a discovery round); otherwise only partitions not known to wait are read, until as many wait as
+     * this relay has slots (enough to hand every slot on at once).
+     */
+    const probe = (now: number, all: boolean): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        if (stopping || queue.length === 0) return
+        const keys: Array<string> = []
+        let known = waiting.size
+        for (const partitionKey of queue) {
+          if (keys.length >= probeLimit || (!all && known >= maxPartitions)) break
+          if (!all && waiting.has(partitionKey)) continue
+          keys.push(partitionKey)
+          if (!waiting.has(partitionKey)) known += 1
+        }
+        if (keys.length === 0) return
+        const elsewhere = new Set<string>()
+        yield* Effect.forEach(
+          keys,
+          (partitionKey) =>
+            Effect.map(leasedElsewhere(partitionKey, now), (found) => {
+              if (found === true) {
+                waiting.delete(partitionKey)
+                elsewhere.add(partitionKey)
+              } else if (found === false && !waiting.has(partitionKey)) waiting.set(partitionKey, now)
+            }),
+          { concurrency: leaseConcurrency, discard: true }
+        )
+        if (elsewhere.size > 0) queue = queue.filter((partitionKey) => !elsewhere.has(partitionKey))
+      })
+
+    /**
+     * Hands slots on to waiting partitions (drainers idling in their back-off give theirs up now rather
+     * than after their next claim) and reports the waiting ones.
+     */
+    const handOn = (now: number): Effect.Effect<void> =>
+      Effect.gen(function* () {
+        yieldBudget = waiting.size
+        for (const slot of workers.values()) {
+          if (yieldBudget <= 0) break
+          const idle = slot.idleSince !== undefined && now - slot.idleSince >= idleReleaseMillis
+          if (slot.ending || slot.stranded > 0 || !idle || slot.fiber === undefined) continue
+          yieldBudget -= 1
+          slot.ending = true
+          yield* Effect.forkDaemon(Fiber.interrupt(slot.fiber))
+        }
+        let oldest = now
+        for (const since of waiting.values()) oldest = Math.min(oldest, since)
+        const oldestMillis = now - oldest
+        yield* Metric.set(unleasedCount, waiting.size)
+        yield* Metric.set(unleasedAge, oldestMillis / 1000)
+        if (oldestMillis >= starvationMillis && now - lastWarnAt >= warnEvery) {
+          lastWarnAt = now
+          yield* Effect.logWarning(
+            `${waiting.size} partitions with pending work have no lease; the oldest has waited ${Duration.format(Duration.millis(oldestMillis))} (this relay drains at most ${maxPartitions} at once)`
+          ).pipe(Effect.annotateLogs({ unleased: waiting.size, oldestWaitMillis: oldestMillis, maxPartitions }))
+        }
+      })
+
+    /** A discovery round: lists the partitions with work, queues the ones not held here, fills, probes. */
     const round: Effect.Effect<void> = Effect.gen(function* () {
       if (stopping) return
       const listed = yield* Effect.either(Stream.runCollect(store.listPartitions))
@@ -376,55 +474,38 @@ const startWith = (
       const present = new Set(keys)
       for (const partitionKey of waiting.keys()) if (!present.has(partitionKey)) waiting.delete(partitionKey)
       // the longest-waiting first; partitions not seen waiting before keep the listing's order
-      const candidates = keys
+      queue = keys
         .filter((partitionKey) => !workers.has(partitionKey))
         .map((partitionKey, index) => ({ partitionKey, index, since: waiting.get(partitionKey) ?? now }))
         .sort((a, b) => a.since - b.since || a.index - b.index)
-      let probes = 0
-      for (const { partitionKey } of candidates) {
-        if (stopping) return
-        if (workers.size < maxPartitions) {
-          waiting.delete(partitionKey)
-          yield* lease(partitionKey, now)
-        } else {
-          if (probes >= probeLimit) break
-          probes += 1
-          const elsewhere = yield* leasedElsewhere(partitionKey, now)
-          if (elsewhere === true) waiting.delete(partitionKey)
-          else if (elsewhere === false && !waiting.has(partitionKey)) waiting.set(partitionKey, now)
-        }
-      }
-      yieldBudget = waiting.size
-      // drainers idling in their back-off give their slots up now rather than after their next claim
-      for (const slot of workers.values()) {
-        if (yieldBudget <= 0) break
-        const idle = slot.idleSince !== undefined && now - slot.idleSince >= idleReleaseMillis
-        if (slot.ending || slot.stranded > 0 || !idle || slot.fiber === undefined) continue
-        yieldBudget -= 1
-        slot.ending = true
-        yield* Effect.forkDaemon(Fiber.interrupt(slot.fiber))
-      }
-      let oldest = now
-      for (const since of waiting.values()) oldest = Math.min(oldest, since)
-      const oldestMillis = now - oldest
-      yield* Metric.set(unleasedCount, waiting.size)
-      yield* Metric.set(unleasedAge, oldestMillis / 1000)
-      if (oldestMillis >= starvationMillis && now - lastWarnAt >= warnEvery) {
-        lastWarnAt = now
-        yield* Effect.logWarning(
-          `${waiting.size} partitions with pending work have no lease; the oldest has waited ${Duration.format(Duration.millis(oldestMillis))} (this relay drains at most ${maxPartitions} at once)`
-        ).pipe(Effect.annotateLogs({ unleased: waiting.size, oldestWaitMillis: oldestMillis, maxPartitions }))
-      }
+        .map((candidate) => candidate.partitionKey)
+      yield* fill(now)
+      yield* probe(now, true)
+      yield* handOn(now)
     })
 
-    const discover: Effect.Effect<void> = roundLock
-      .withPermits(1)(round)
-      .pipe(Effect.annotateLogs({ owner }), Effect.withTracerEnabled(false))
+    /**
+     * What a freed slot starts: the queue of the last round fills the free slots (no listing, no lease
+     * scan per slot); only when it has run dry with slots still free does a new round list the partitions.
+     */
+    const refill: Effect.Effect<void> = Effect.gen(function* () {
+      if (stopping) return
+      const now = yield* Clock.currentTimeMillis
+      yield* fill(now)
+      if (workers.size < maxPartitions && queue.length === 0) return yield* round
+      yield* probe(now, false)
+      yield* handOn(now)
+    })
+
+    const locked = (effect: Effect.Effect<void>): Effect.Effect<void> =>
+      roundLock.withPermits(1)(effect).pipe(Effect.annotateLogs({ owner }), Effect.withTracerEnabled(false))
+    const discover = locked(round)
 
     const discovery = yield* Effect.forkDaemon(
       discoveryLoop(discover, discoveryInterval, wake, hub, (p) => workers.has(p))
     )
-    const kicked = yield* Effect.forkDaemon(Effect.forever(Effect.zipRight(Queue.take(kicks), discover)))
+    // freed slots coalesce: kicks that arrive while a refill or round runs make one more refill after it
+    const kicked = yield* Effect.forkDaemon(Effect.forever(Effect.zipRight(Queue.take(kicks), locked(refill))))
 
     yield* Scope.addFinalizer(
       scope,

@@ -85,7 +85,7 @@ export interface PostgresServer {
 
 /** The watchdog: starts the server, waits for stdin to close, then stops the server and cleans up. */
 const watchdogScript = `
-"$PG_BIN/postgres" -D "$PG_DATA/data" -k "$PG_DATA" -h 127.0.0.1 -p "$PG_PORT" -c fsync=on -c max_connections=200 &
+"$PG_BIN/postgres" -D "$PG_DATA/data" -k "$PG_DATA" -h 127.0.0.1 -p "$PG_PORT" -c fsync=on -c max_connections=200 $PG_EXTRA &
 server=$!
 echo "SERVER $server"
 cat >/dev/null
@@ -98,14 +98,21 @@ const runServer = (
   binDir: string,
   dir: string,
   port: number,
-  user: OsUser
+  user: OsUser,
+  extra: string
 ): Promise<{ readonly child: ChildProcessWithoutNullStreams; readonly tail: Array<string> }> =>
   new Promise((resolve, reject) => {
     const child = spawn("sh", ["-c", watchdogScript], {
       uid: user.uid,
       gid: user.gid,
       cwd: dir,
-      env: { PATH: process.env["PATH"] ?? "/usr/bin:/bin", PG_BIN: binDir, PG_DATA: dir, PG_PORT: String(port) },
+      env: {
+        PATH: process.env["PATH"] ?? "/usr/bin:/bin",
+        PG_BIN: binDir,
+        PG_DATA: dir,
+        PG_PORT: String(port),
+        PG_EXTRA: extra
+      },
       stdio: ["pipe", "pipe", "pipe"]
     })
     const tail: Array<string> = []
@@ -154,7 +161,18 @@ const stopChild = async (child: ChildProcessWithoutNullStreams): Promise<void> =
  * Initialises a data directory and starts a loopback-only server on a free port. Resolves once the
  * server accepts connections.
  */
-export const startPostgres = async (): Promise<PostgresServer> => {
+export const startPostgres = async (
+  options: {
+    /** Server settings passed as `-c name=value` (names and values of letters, digits, `_` and `.`). */
+    readonly settings?: Readonly<Record<string, string>>
+  } = {}
+): Promise<PostgresServer> => {
+  const extra = Object.entries(options.settings ?? {})
+    .map(([name, value]) => {
+      if (!/^[a-z0-9_.]+$/.test(name) || !/^[A-Za-z0-9_.]+$/.test(value)) throw new Error(`bad setting ${name}`)
+      return `-c ${name}=${value}`
+    })
+    .join(" ")
   const binDir = findBinDir()
   const user = postgresUser()
   const dir = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-pg-"))
@@ -173,7 +191,7 @@ export const startPostgres = async (): Promise<PostgresServer> => {
   for (let attempt = 0; attempt < 3; attempt++) {
     const port = await freePort()
     try {
-      const { child, tail } = await runServer(binDir, dir, port, user)
+      const { child, tail } = await runServer(binDir, dir, port, user, extra)
       let stopping = false
       child.on("exit", (code, signal) => {
         if (!stopping) {

@@ -26,11 +26,9 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Clock from "effect/Clock"
-import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import * as Stream from "effect/Stream"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import { InvalidConfiguration, StoreUnavailable, TransactionConflict } from "../../domain/OutboxError.js"
 import {
@@ -38,13 +36,13 @@ import {
   make as makeStore,
   notClaimedBy,
   OutboxStore,
-  partitionPage as keysetPage,
   type StoreOptions,
   validateStoreOptions
 } from "../../services/OutboxStore.js"
 import * as SqlDialect from "../sql/SqlDialect.js"
 import * as SqlOutboxRow from "../sql/SqlOutboxRow.js"
 import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
+import * as SqlServerBackend from "../sql/SqlServerBackend.js"
 import * as SqlSweep from "../sql/SqlSweep.js"
 import * as MysqlClaim from "./MysqlClaim.js"
 import * as MysqlOutboxSchema from "./MysqlOutboxSchema.js"
@@ -64,15 +62,16 @@ export interface MysqlOutboxStoreOptions extends StoreOptions, SqlSweep.SweepOpt
   readonly database?: string | undefined
   /** Prefix of every table and index name (letters, digits, `_`). Default none. */
   readonly tablePrefix?: string | undefined
+  /**
+   * Run the migrations when the store is built (default true). `false` runs no DDL at all and takes no
+   * migration lock: the tables must exist already (read-only tools, roles without CREATE).
+   */
+  readonly migrate?: boolean | undefined
 }
-
-/** Partition keys per `listPartitions` page. */
-const partitionPage = 100
 
 /** Seconds a layer waits for the migration lock. */
 const migrationLockSeconds = 60
 
-const PartitionRows = Schema.Array(Schema.Struct({ partition_key: Schema.String }))
 const CountRows = Schema.Array(Schema.Struct({ n: SqlOutboxRow.BigIntColumn }))
 const LockRows = Schema.Array(Schema.Struct({ got: Schema.NullOr(SqlOutboxRow.BigIntColumn) }))
 const NameRows = Schema.Array(Schema.Struct({ name: Schema.String }))
@@ -179,12 +178,14 @@ export const make = (
     )
 
     const tx = MysqlTransaction.make(sql)
-    yield* migrate(tx, {
-      lock: names.migrationLock,
-      database: names.database,
-      table: names.migrations,
-      migrations: (collation) => MysqlOutboxSchema.migrations(names, collation)
-    }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+    if (options.migrate !== false) {
+      yield* migrate(tx, {
+        lock: names.migrationLock,
+        database: names.database,
+        table: names.migrations,
+        migrations: (collation) => MysqlOutboxSchema.migrations(names, collation)
+      }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+    }
 
     const st = MysqlOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
     const bind = SqlOutboxStatements.binds(SqlDialect.mysql)
@@ -265,63 +266,29 @@ export const make = (
         )
       }).pipe(StoreUnavailable.refailTag("SqlError", operation))
 
-    const expire: Backend["expire"] = (before, partitionKey, token) =>
-      tx
-        .transact((conn) =>
-          Effect.gen(function* () {
-            yield* MysqlClaim.fence(ctx, conn, "expire", partitionKey, token)
-            const now = yield* Clock.currentTimeMillis
-            const written = yield* tx.write(conn, st.expire, [now, partitionKey, DateTime.toEpochMillis(before)])
-            return written.affectedRows
-          })
-        )
-        .pipe(StoreUnavailable.refailTag("SqlError", "expire", partitionKey))
-
-    const count = (operation: "countPending" | "countClaimed", text: string) => (partitionKey: string) =>
-      tx
-        .standalone((conn) => select(operation, CountRows, conn, text, [partitionKey]))
-        .pipe(
-          Effect.map((rows) => rows[0]?.n ?? 0),
-          StoreUnavailable.refailTag("SqlError", operation, partitionKey)
-        )
-
-    const backend: Backend = {
-      name: "mysql",
-      validate: MysqlOutboxSchema.textProblem,
-      persist,
-      claim,
-      /**
-       * Completes the ids claimed by the token (several ids: in one transaction that locks the matching
-       * rows), then fails with `StaleFencingToken` naming the ids that were not: the matching ones stay
-       * completed.
-       */
-      complete: (ids, token) => settle("complete", ids, token),
-      /** Releases like {@link complete} completes: matching ids stay released when others mismatch. */
-      release: (ids, token) => settle("release", ids, token),
-      expire,
-      queryPending: (partitionKey, limit) =>
-        tx
-          .standalone((conn) => MysqlClaim.records(ctx, conn, st.queryPending, [partitionKey, limit]))
-          .pipe(StoreUnavailable.refailTag("SqlError", "queryPending", partitionKey)),
-      countPending: count("countPending", st.countPending),
-      countClaimed: count("countClaimed", st.countClaimed),
-      listPartitions: Stream.paginateChunkEffect("", (after: string) =>
-        tx
-          .standalone((conn) =>
-            select("listPartitions", PartitionRows, conn, st.listPartitions, [after, partitionPage])
-          )
-          .pipe(
-            StoreUnavailable.refailTag("SqlError", "listPartitions"),
-            Effect.map((rows) =>
-              keysetPage(
-                rows.map((row) => row.partition_key),
-                partitionPage
-              )
-            )
-          )
-      )
-    }
-    return makeStore(backend)
+    return makeStore(
+      SqlServerBackend.make({
+        name: "mysql",
+        validate: MysqlOutboxSchema.textProblem,
+        persist,
+        claim,
+        /**
+         * Completes the ids claimed by the token (several ids: in one transaction that locks the matching
+         * rows), then fails with `StaleFencingToken` naming the ids that were not: the matching ones stay
+         * completed.
+         */
+        complete: (ids, token) => settle("complete", ids, token),
+        /** Releases like {@link complete} completes: matching ids stay released when others mismatch. */
+        release: (ids, token) => settle("release", ids, token),
+        tx,
+        statements: st,
+        fence: (conn, operation, partitionKey, token) => MysqlClaim.fence(ctx, conn, operation, partitionKey, token),
+        expireRows: (conn, params) => Effect.map(tx.write(conn, st.expire, params), (written) => written.affectedRows),
+        records: (conn, text, params) => MysqlClaim.records(ctx, conn, text, params),
+        select,
+        countRows: CountRows
+      })
+    )
   })
 
 /**

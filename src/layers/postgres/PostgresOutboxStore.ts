@@ -27,11 +27,9 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Clock from "effect/Clock"
-import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import * as Stream from "effect/Stream"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import { InvalidConfiguration, InvalidRecord, StoreUnavailable, TransactionConflict } from "../../domain/OutboxError.js"
 import {
@@ -39,12 +37,12 @@ import {
   make as makeStore,
   notClaimedBy,
   OutboxStore,
-  partitionPage as keysetPage,
   type StoreOptions,
   validateStoreOptions
 } from "../../services/OutboxStore.js"
 import * as SqlDialect from "../sql/SqlDialect.js"
 import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
+import * as SqlServerBackend from "../sql/SqlServerBackend.js"
 import * as SqlSweep from "../sql/SqlSweep.js"
 import * as PostgresClaim from "./PostgresClaim.js"
 import * as PostgresOutboxSchema from "./PostgresOutboxSchema.js"
@@ -65,6 +63,11 @@ export interface PostgresOutboxStoreOptions extends StoreOptions, SqlSweep.Sweep
   readonly notify?: boolean | undefined
   /** Most payload bytes of one persist batch together (default {@link MaxBatchPayloadBytes}). */
   readonly maxBatchPayloadBytes?: number | undefined
+  /**
+   * Run the migrations when the store is built (default true). `false` runs no DDL at all and takes no
+   * migration lock: the tables must exist already (read-only tools, roles without CREATE).
+   */
+  readonly migrate?: boolean | undefined
 }
 
 /**
@@ -76,10 +79,6 @@ export interface PostgresOutboxStoreOptions extends StoreOptions, SqlSweep.Sweep
  */
 export const MaxBatchPayloadBytes = 128 * 1024 * 1024
 
-/** Partition keys per `listPartitions` page. */
-const partitionPage = 100
-
-const PartitionRows = Schema.Array(Schema.Struct({ partition_key: Schema.String }))
 const CountRows = Schema.Array(Schema.Struct({ n: PostgresOutboxSchema.BigIntColumn }))
 
 /**
@@ -174,12 +173,14 @@ export const make = (
 
     const tx = PostgresTransaction.make(sql)
     const { run } = tx
-    yield* migrate(tx, {
-      lockKey: names.migrationLock,
-      schema: names.schema,
-      table: names.migrations,
-      migrations: PostgresOutboxSchema.migrations(names)
-    }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+    if (options.migrate !== false) {
+      yield* migrate(tx, {
+        lockKey: names.migrationLock,
+        schema: names.schema,
+        table: names.migrations,
+        migrations: PostgresOutboxSchema.migrations(names)
+      }).pipe(StoreUnavailable.refailTag("SqlError", "migrate"))
+    }
 
     const st = PostgresOutboxSchema.statements(names, { staleReclaim: staleMillis !== undefined })
     const bind = SqlOutboxStatements.binds(SqlDialect.postgres)
@@ -265,62 +266,28 @@ export const make = (
         )
       }).pipe(StoreUnavailable.refailTag("SqlError", operation))
 
-    const expire: Backend["expire"] = (before, partitionKey, token) =>
-      tx
-        .transact((conn) =>
-          Effect.gen(function* () {
-            yield* PostgresClaim.fence(ctx, conn, "expire", partitionKey, token)
-            const now = yield* Clock.currentTimeMillis
-            const rows = yield* run(conn, st.expire, [now, partitionKey, DateTime.toEpochMillis(before)])
-            return rows.length
-          })
-        )
-        .pipe(StoreUnavailable.refailTag("SqlError", "expire", partitionKey))
-
-    const count = (operation: "countPending" | "countClaimed", text: string) => (partitionKey: string) =>
-      tx
-        .standalone((conn) => select(operation, CountRows, conn, text, [partitionKey]))
-        .pipe(
-          Effect.map((rows) => rows[0]?.n ?? 0),
-          StoreUnavailable.refailTag("SqlError", operation, partitionKey)
-        )
-
-    const backend: Backend = {
-      name: "postgres",
-      validate: PostgresOutboxSchema.textProblem,
-      persist,
-      claim,
-      /**
-       * Completes the ids claimed by the token in one statement, then fails with `StaleFencingToken`
-       * naming the ids that were not: with several ids the matching ones stay completed.
-       */
-      complete: (ids, token) => settle("complete", ids, token),
-      /** Releases like {@link complete} completes: matching ids stay released when others mismatch. */
-      release: (ids, token) => settle("release", ids, token),
-      expire,
-      queryPending: (partitionKey, limit) =>
-        tx
-          .standalone((conn) => PostgresClaim.records(ctx, conn, st.queryPending, [partitionKey, limit]))
-          .pipe(StoreUnavailable.refailTag("SqlError", "queryPending", partitionKey)),
-      countPending: count("countPending", st.countPending),
-      countClaimed: count("countClaimed", st.countClaimed),
-      listPartitions: Stream.paginateChunkEffect("", (after: string) =>
-        tx
-          .standalone((conn) =>
-            select("listPartitions", PartitionRows, conn, st.listPartitions, [after, partitionPage])
-          )
-          .pipe(
-            StoreUnavailable.refailTag("SqlError", "listPartitions"),
-            Effect.map((rows) =>
-              keysetPage(
-                rows.map((row) => row.partition_key),
-                partitionPage
-              )
-            )
-          )
-      )
-    }
-    return makeStore(backend)
+    return makeStore(
+      SqlServerBackend.make({
+        name: "postgres",
+        validate: PostgresOutboxSchema.textProblem,
+        persist,
+        claim,
+        /**
+         * Completes the ids claimed by the token in one statement, then fails with `StaleFencingToken`
+         * naming the ids that were not: with several ids the matching ones stay completed.
+         */
+        complete: (ids, token) => settle("complete", ids, token),
+        /** Releases like {@link complete} completes: matching ids stay released when others mismatch. */
+        release: (ids, token) => settle("release", ids, token),
+        tx,
+        statements: st,
+        fence: (conn, operation, partitionKey, token) => PostgresClaim.fence(ctx, conn, operation, partitionKey, token),
+        expireRows: (conn, params) => Effect.map(run(conn, st.expire, params), (rows) => rows.length),
+        records: (conn, text, params) => PostgresClaim.records(ctx, conn, text, params),
+        select,
+        countRows: CountRows
+      })
+    )
   })
 
 /**

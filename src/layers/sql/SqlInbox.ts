@@ -12,6 +12,9 @@
  * the oldest ids below a time through the `processed_at` index, at most a batch per statement. Every value
  * is a bound parameter.
  *
+ * A dialect without `ON CONFLICT … RETURNING` (MySQL) gives its own `writes`: the same two conditional
+ * writes and the trim batch with the same meaning, in its own statements.
+ *
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -45,6 +48,37 @@ export interface SqlInboxDialect {
   readonly isBusy: (error: SqlError) => boolean
   /** A serialization failure or deadlock: `TransactionConflict`, the caller may retry the message. */
   readonly isConflict: (error: SqlError) => boolean
+  /**
+   * The dialect's own writes, for a database without `ON CONFLICT … RETURNING` (then `trimStatement` is
+   * not used): each runs on the client in context, inside the unit's transaction for the first two.
+   */
+  readonly writes?: SqlInboxWrites | undefined
+}
+
+/**
+ * The writes of a dialect that cannot use the shared statements: {@link SqlInboxDialect.writes}.
+ *
+ * @since 0.1.0
+ */
+export interface SqlInboxWrites {
+  /** Records the id unless it is recorded (false then, nothing written). */
+  readonly record: (
+    sql: SqlClient.SqlClient,
+    entry: InboxStore.ProcessedEntry
+  ) => Effect.Effect<boolean, SqlError | StoreUnavailable>
+  /** Raises the mark to `seq` when it is below (or absent); else reports the stored mark. */
+  readonly raiseMark: (
+    sql: SqlClient.SqlClient,
+    key: InboxStore.MarkKey,
+    seq: number,
+    nowMillis: number
+  ) => Effect.Effect<InboxStore.RaiseResult, SqlError | StoreUnavailable>
+  /** Deletes at most `limit` ids with `processed_at < beforeMillis`, oldest first; returns how many. */
+  readonly trim: (
+    sql: SqlClient.SqlClient,
+    beforeMillis: number,
+    limit: number
+  ) => Effect.Effect<number, SqlError | StoreUnavailable>
 }
 
 const IntColumn = Schema.Union(Schema.Int, Schema.compose(Schema.NumberFromString, Schema.Int))
@@ -92,7 +126,7 @@ export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend,
     const seqOf = (rows: ReadonlyArray<unknown>) =>
       Effect.map(Schema.decodeUnknown(SeqRows)(rows), (decoded) => decoded[0]?.seq)
 
-    const unit: InboxStore.InboxUnit = {
+    const shared: InboxStore.InboxUnit = {
       record: (entry) =>
         sql.unsafe(s.record, [entry.consumer, entry.messageId, entry.partitionKey, entry.processedAtMillis]).pipe(
           Effect.map((rows) => rows.length > 0),
@@ -106,6 +140,18 @@ export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend,
           return { raised: false, mark: stored ?? seq } as const
         }).pipe(Effect.mapError(StoreUnavailable.wrap("Inbox.raiseMark", key.partitionKey)))
     }
+    const own = d.writes
+    const unit: InboxStore.InboxUnit =
+      own === undefined
+        ? shared
+        : {
+            record: (entry) =>
+              own.record(sql, entry).pipe(Effect.mapError(unavailable("Inbox.record", entry.partitionKey))),
+            raiseMark: (key, seq, nowMillis) =>
+              own
+                .raiseMark(sql, key, seq, nowMillis)
+                .pipe(Effect.mapError(unavailable("Inbox.raiseMark", key.partitionKey)))
+          }
 
     const atomically = <A, E, R>(body: (unit: InboxStore.InboxUnit) => Effect.Effect<A, E, R>) =>
       Effect.suspend(() => {
@@ -149,13 +195,21 @@ export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend,
             Effect.mapError(StoreUnavailable.wrap("Inbox.mark", key.partitionKey))
           ),
       trimBatch: (beforeMillis, limit) =>
-        sql.unsafe(s.trim, [beforeMillis, limit]).pipe(
-          Effect.flatMap(Schema.decodeUnknown(AnyRows)),
-          Effect.map((rows) => rows.length),
-          Effect.mapError(StoreUnavailable.wrap("Inbox.trim"))
-        )
+        (own === undefined
+          ? sql.unsafe(s.trim, [beforeMillis, limit]).pipe(
+              Effect.flatMap(Schema.decodeUnknown(AnyRows)),
+              Effect.map((rows) => rows.length)
+            )
+          : own.trim(sql, beforeMillis, limit)
+        ).pipe(Effect.mapError(unavailable("Inbox.trim")))
     } satisfies InboxStore.InboxBackend
   })
+
+/** A failure as `StoreUnavailable` of the operation (one that already is stays as it is). */
+const unavailable =
+  (operation: string, partitionKey?: string) =>
+  (error: unknown): StoreUnavailable =>
+    error instanceof StoreUnavailable ? error : StoreUnavailable.wrap(operation, partitionKey)(error)
 
 const tagOf = (u: unknown): unknown => (typeof u === "object" && u !== null ? Reflect.get(u, "_tag") : undefined)
 

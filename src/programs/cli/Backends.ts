@@ -29,8 +29,9 @@ export type Stores = OutboxStore | LeaseStore | DeadLetterStore | OutboxInspecti
 
 /**
  * The tables of the SQL outbox store (without prefix) a read-only command needs: without them it says
- * "no such table" and creates nothing. (The lease and dead-letter tables of a database that so far only a
- * producer wrote are created by their stores when first opened.)
+ * "no such table" and creates nothing. (On SQLite the lease and dead-letter tables of a database that so
+ * far only a producer wrote are created by their stores when first opened; the PostgreSQL and MySQL
+ * backends run no DDL for a read-only command and need those tables too.)
  *
  * @since 0.1.0
  */
@@ -97,11 +98,11 @@ const postgres: BackendLayer = (settings, options) =>
   )
 
 // loaded on demand, like PostgreSQL; the URL is never part of a message
-const mysql: BackendLayer = (settings) =>
+const mysql: BackendLayer = (settings, options) =>
   Layer.unwrapEffect(
     Effect.map(
       Effect.promise(() => import("./MysqlBackend.js")),
-      (backend) => backend.layer(settings)
+      (backend) => backend.layer(settings, options)
     )
   ).pipe(
     Layer.catchAllCause((cause) =>

@@ -20,15 +20,15 @@ export const command = Command.make(
   "demo",
   {
     records: Options.integer("records").pipe(
-      Options.withDescription("Records to enqueue (default 5000)"),
-      Options.withDefault(5_000)
+      Options.withDescription("Events to publish, orders and invoices (default 1000)"),
+      Options.withDefault(1_000)
     ),
     partitions: Options.integer("partitions").pipe(
-      Options.withDescription("Partitions to spread them over (default 16)"),
-      Options.withDefault(16)
+      Options.withDescription("Partitions to spread them over (default 8)"),
+      Options.withDefault(8)
     ),
     dataDir: Options.text("data-dir").pipe(
-      Options.withDescription("Directory of the demo database and log (default .data)"),
+      Options.withDescription("Directory of the demo database, invoice ledger and log (default .data)"),
       Options.withDefault(".data")
     ),
     timeout: Options.integer("timeout").pipe(

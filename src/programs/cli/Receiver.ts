@@ -1,35 +1,25 @@
 /**
- * A local HTTP webhook receiver for the demo (node:http on 127.0.0.1, an ephemeral port). It answers
- * each POST according to a {@link FailurePlan} (2xx, a transient 503 or a permanent 400), and keeps a
- * log of what it accepted so the demo can check delivery, per-key order and duplicates.
+ * A local HTTP webhook receiver for the demo (node:http on 127.0.0.1, an ephemeral port). It decodes each
+ * POST body with a typed topic (`Topic.decode`), answers according to a {@link FailurePlan} (2xx, a
+ * transient 503 or a permanent 400; 400 also for a body the topic cannot decode), and keeps a log of what it
+ * accepted so the demo can check delivery, per-key order and duplicates.
  *
  * @since 0.1.0
  */
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import type * as Scope from "effect/Scope"
 import * as http from "node:http"
 import type { AddressInfo } from "node:net"
+import type { DecodeError } from "../../domain/OutboxError.js"
+import type { Decoded, WebhookRequest } from "../../domain/Topic.js"
 
 /**
- * What the receiver learns from one request body (a `RecordJson` from the webhook sink).
+ * Decides the status for a decoded request: `attempt` counts this record's requests so far (1 = first).
  *
  * @since 0.1.0
  */
-export interface Incoming {
-  readonly recordId: string
-  readonly envelopeId: string
-  readonly partitionKey: string
-  readonly orderingKey: string | null
-  /** The demo's sequence number, from the JSON payload's `n`. */
-  readonly n: number
-}
-
-/**
- * Decides the status for a request: `attempt` counts this envelope's requests so far (1 = first).
- *
- * @since 0.1.0
- */
-export type FailurePlan = (incoming: Incoming, attempt: number) => 200 | 400 | 503
+export type FailurePlan<A> = (incoming: Decoded<A>, attempt: number) => 200 | 400 | 503
 
 /**
  * Running totals of the receiver.
@@ -38,71 +28,46 @@ export type FailurePlan = (incoming: Incoming, attempt: number) => 200 | 400 | 5
  */
 export interface ReceiverStats {
   requests: number
-  /** Envelopes accepted at least once. */
+  /** Records accepted at least once. */
   accepted: number
-  /** 2xx answers for an envelope already accepted (at-least-once redeliveries). */
+  /** 2xx answers for a record already accepted (at-least-once redeliveries). */
   duplicates: number
   /** 503 answers given. */
   transient: number
-  /** 400 answers given. */
+  /** 400 answers given by the plan. */
   permanent: number
-  /** Bodies that could not be read. */
+  /** Bodies the topic could not decode (answered 400). */
   malformed: number
 }
 
 /**
- * A running receiver.
+ * A running receiver of the messages of one topic.
  *
  * @since 0.1.0
  */
-export interface Receiver {
+export interface Receiver<A> {
   readonly url: string
   readonly stats: ReceiverStats
-  /** First acceptances in arrival order. */
-  readonly accepted: ReadonlyArray<Incoming>
-  /** Envelope ids accepted at least once. */
+  /** First acceptances in arrival order, decoded. */
+  readonly accepted: ReadonlyArray<Decoded<A>>
+  /** Record ids accepted at least once. */
   readonly acceptedIds: ReadonlySet<string>
 }
 
-const decodeBody = (text: string): Incoming | undefined => {
-  try {
-    const body: unknown = JSON.parse(text)
-    if (typeof body !== "object" || body === null) return undefined
-    const field = (name: string): unknown => Reflect.get(body, name)
-    const recordId = field("id")
-    const envelopeId = field("envelopeId")
-    const partitionKey = field("partitionKey")
-    const orderingKey = field("orderingKey")
-    const payload = field("payload")
-    if (typeof recordId !== "string" || typeof envelopeId !== "string" || typeof partitionKey !== "string") {
-      return undefined
-    }
-    if (typeof payload !== "string") return undefined
-    const decoded: unknown = JSON.parse(Buffer.from(payload, "base64").toString("utf8"))
-    const n = typeof decoded === "object" && decoded !== null ? Reflect.get(decoded, "n") : undefined
-    if (typeof n !== "number") return undefined
-    return {
-      recordId,
-      envelopeId,
-      partitionKey,
-      orderingKey: typeof orderingKey === "string" ? orderingKey : null,
-      n
-    }
-  } catch {
-    return undefined
-  }
-}
-
 /**
- * Starts the receiver in the current scope (closed with it).
+ * Starts the receiver in the current scope (closed with it). `decode` is `Topic.decode` of the topic the
+ * receiver expects.
  *
  * @since 0.1.0
  */
-export const start = (plan: FailurePlan): Effect.Effect<Receiver, never, Scope.Scope> =>
+export const start = <A>(
+  decode: (request: WebhookRequest) => Either.Either<Decoded<A>, DecodeError>,
+  plan: FailurePlan<A>
+): Effect.Effect<Receiver<A>, never, Scope.Scope> =>
   Effect.acquireRelease(
-    Effect.async<{ readonly server: http.Server; readonly receiver: Receiver }>((resume) => {
+    Effect.async<{ readonly server: http.Server; readonly receiver: Receiver<A> }>((resume) => {
       const stats: ReceiverStats = { requests: 0, accepted: 0, duplicates: 0, transient: 0, permanent: 0, malformed: 0 }
-      const accepted: Array<Incoming> = []
+      const accepted: Array<Decoded<A>> = []
       const acceptedIds = new Set<string>()
       const attempts = new Map<string, number>()
       const server = http.createServer((request, response) => {
@@ -110,20 +75,22 @@ export const start = (plan: FailurePlan): Effect.Effect<Receiver, never, Scope.S
         request.on("data", (chunk: Buffer) => chunks.push(chunk))
         request.on("end", () => {
           stats.requests += 1
-          const incoming = decodeBody(Buffer.concat(chunks).toString("utf8"))
-          if (incoming === undefined) {
+          const decoded = decode({ body: Buffer.concat(chunks), headers: request.headers })
+          if (Either.isLeft(decoded)) {
             stats.malformed += 1
-            response.writeHead(400).end()
+            response.writeHead(400, { "content-type": "text/plain" }).end(decoded.left.reason)
             return
           }
-          const attempt = (attempts.get(incoming.envelopeId) ?? 0) + 1
-          attempts.set(incoming.envelopeId, attempt)
+          const incoming = decoded.right
+          const id = incoming.metadata.recordId
+          const attempt = (attempts.get(id) ?? 0) + 1
+          attempts.set(id, attempt)
           const status = plan(incoming, attempt)
           if (status === 503) stats.transient += 1
           else if (status === 400) stats.permanent += 1
-          else if (acceptedIds.has(incoming.envelopeId)) stats.duplicates += 1
+          else if (acceptedIds.has(id)) stats.duplicates += 1
           else {
-            acceptedIds.add(incoming.envelopeId)
+            acceptedIds.add(id)
             accepted.push(incoming)
             stats.accepted += 1
           }

@@ -26,6 +26,7 @@ export type Outcome =
   | { readonly _tag: "LeftClaimed"; readonly delivered: boolean }
   | { readonly _tag: "Fenced"; readonly error: StaleFencingToken }
   | { readonly _tag: "Lost"; readonly error: StaleFencingToken }
+  | { readonly _tag: "Untried" }
 
 /**
  * The outcome of a delivered and completed record.
@@ -33,6 +34,13 @@ export type Outcome =
  * @since 0.1.0
  */
 export const delivered: Outcome = { _tag: "Delivered" }
+
+/**
+ * The outcome of a record whose send a wide wave did not start (its lane has its turn in a later wave).
+ *
+ * @since 0.1.0
+ */
+export const untried: Outcome = { _tag: "Untried" }
 
 /**
  * A record of a wave: its lane, its send result, how it is to be completed, and its outcome once known.
@@ -108,6 +116,11 @@ export interface BatchState {
    * been sent, written or awaited since that check, so the check also stands for the next one.
    */
   leaseHeldAt: number | undefined
+  /**
+   * The last wave's sends were not followed by a lease read: the end-of-batch complete goes through the
+   * backend's `LeaseFence`, whose one statement is that check (SPEC §13).
+   */
+  leaseUnverified: boolean
   readonly counters: Counters
 }
 
@@ -123,6 +136,7 @@ export const make = (records: ReadonlyArray<OutboxRecord>): BatchState => ({
   stopRequested: false,
   fenced: undefined,
   leaseHeldAt: undefined,
+  leaseUnverified: false,
   counters: {
     delivered: 0,
     deadLettered: 0,

@@ -10,6 +10,7 @@ import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
+import { LeaseFence } from "../../services/LeaseFence.js"
 import { LeaseStore } from "../../services/LeaseStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
 import { Sink } from "../../services/Sink.js"
@@ -73,6 +74,7 @@ export const build = (
     const sink = yield* Sink
     const dlq = yield* Effect.serviceOption(DeadLetterStore)
     const wake = yield* Effect.serviceOption(WakeSignal)
+    const fence = yield* Effect.serviceOption(LeaseFence)
     const hub = yield* WakeHub
     const found = problems(config, Option.isSome(dlq))
     if (found.length > 0) return yield* new InvalidConfiguration({ component: "Drainer", problems: found })
@@ -82,6 +84,7 @@ export const build = (
       sink,
       dlq: Option.getOrUndefined(dlq),
       wake: Option.getOrUndefined(wake),
+      fence: Option.getOrUndefined(fence),
       hub
     })
     return {

@@ -11,6 +11,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import type { DeadLetterStoreService } from "../../services/DeadLetterStore.js"
+import type { LeaseFenceService } from "../../services/LeaseFence.js"
 import type { LeaseStore } from "../../services/LeaseStore.js"
 import * as OutboxMetrics from "../../services/OutboxMetrics.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
@@ -112,7 +113,7 @@ export const updateAll = <Type, Out>(metric: Metric.Metric<Type, number, Out>, v
 
 /**
  * The services a drainer works with. `dlq` is absent when every policy drops; `wake` when no backend
- * signals new work.
+ * signals new work; `fence` when the backend has no fenced complete.
  *
  * @since 0.1.0
  */
@@ -122,6 +123,8 @@ export interface Services {
   readonly sink: Sink["Type"]
   readonly dlq: DeadLetterStoreService | undefined
   readonly wake: WakeSignalService | undefined
+  /** The fenced complete, when the backend offers one: the end-of-batch complete is then the lease check. */
+  readonly fence: LeaseFenceService | undefined
   /** The in-process wake-up: persists of this process end an idle pause at once. */
   readonly hub: WakeHubService
 }
@@ -145,6 +148,11 @@ export interface Instance extends Services {
   readonly sinkHealth: SinkHealth.SinkHealth
   /** The claim size of the next cycle. */
   currentBatchSize: number
+  /**
+   * Every send of the last wave finished without waiting: the next wave offers every lane (a wide wave),
+   * still with at most `maxConcurrency` sends in flight (see `Waves`).
+   */
+  sendsAtOnce: boolean
   /** Complete, release and dead-letter write calls so far (see `BatchState.leaseHeldAt`). */
   storeCalls: number
   lastGaugeAt: number
@@ -177,6 +185,7 @@ export const make = (config: DrainerSettings, services: Services): Instance => (
   watchdog: Duration.sum(config.batchTimeout, config.watchdogGrace),
   sinkHealth: SinkHealth.make(config.partitionKey),
   currentBatchSize: config.batchSize,
+  sendsAtOnce: false,
   storeCalls: 0,
   lastGaugeAt: Number.NEGATIVE_INFINITY,
   lastSweepAt: Number.NEGATIVE_INFINITY,

@@ -3,7 +3,9 @@
  * deadline of `sendTimeout`. Sends run one after another on a sender fiber until one of them has to
  * wait; that one keeps running in the background while a new sender starts the next, so the waiting sends
  * of a wave are in flight together, and a send that finishes without waiting (in-memory, buffered sinks)
- * costs no fiber or timer of its own. The wave waits once for all of them: each sender reports its end to
+ * costs no fiber or timer of its own. Starting stops once `maxInFlight` sends wait (at most that many are
+ * ever in flight); every send starts in that one stretch, right after the wave's lease check — a send that
+ * ends later never starts another. The wave waits once for all of them: each sender reports its end to
  * a shared count, and the last one wakes the wave. A send still running at the deadline is interrupted and
  * left without a result (a transient `timeout`). A sink defect stops the wave, interrupting the sends
  * still running.
@@ -19,8 +21,19 @@ import type { SinkService } from "../../services/Sink.js"
 import type { BatchRuntime, BatchState, Slot } from "./BatchState.js"
 
 /**
- * Sends `toSend`, setting each slot's `result` as its send returns; `state.inFlight` holds the ids of the
- * sends under way.
+ * What {@link sendAll} did: how many slots of `toSend` (from the first) it started — the others were not
+ * tried — and whether every started send finished without waiting.
+ *
+ * @since 0.1.0
+ */
+export interface SendAllResult {
+  readonly started: number
+  readonly atOnce: boolean
+}
+
+/**
+ * Sends `toSend` (at most `maxInFlight` at a time waiting), setting each slot's `result` as its send
+ * returns; `state.inFlight` holds the ids of the sends under way.
  *
  * @since 0.1.0
  */
@@ -29,17 +42,20 @@ export const sendAll = (
   toSend: ReadonlyArray<Slot>,
   state: BatchState,
   batch: BatchRuntime,
-  sendTimeout: Duration.Duration
-): Effect.Effect<void> =>
+  sendTimeout: Duration.Duration,
+  maxInFlight: number = Number.POSITIVE_INFINITY
+): Effect.Effect<SendAllResult> =>
   Effect.suspend(() => {
     let started = 0
     const waiting = new Set<Fiber.RuntimeFiber<void>>()
     let defect: Cause.Cause<never> | undefined
     let wake: (() => void) | undefined
+    // sends start only in the starting stretch below, never when a waiting send ends later
+    let starting = true
     // a sender runs sends one after another until one of them has to wait (none after a defect)
     const sender: Effect.Effect<void> = Effect.suspend(function next(): Effect.Effect<void> {
       const slot = toSend[started]
-      if (slot === undefined || defect !== undefined) return Effect.void
+      if (slot === undefined || defect !== undefined || !starting) return Effect.void
       started += 1
       const id = slot.record.id
       state.inFlight.add(id)
@@ -60,7 +76,7 @@ export const sendAll = (
       if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) defect ??= exit.cause
       wakeIfDone()
     }
-    while (started < toSend.length && defect === undefined) {
+    while (started < toSend.length && defect === undefined && waiting.size < maxInFlight) {
       const fiber = batch.fork(sender)
       const exit = fiber.unsafePoll()
       if (exit !== null) {
@@ -70,7 +86,9 @@ export const sendAll = (
       waiting.add(fiber)
       fiber.addObserver((exit) => ended(fiber, exit))
     }
-    if (waiting.size === 0) return defect === undefined ? Effect.void : Effect.failCause(defect)
+    starting = false
+    const result: SendAllResult = { started, atOnce: waiting.size === 0 }
+    if (waiting.size === 0) return defect === undefined ? Effect.succeed(result) : Effect.failCause(defect)
     return awaitAll(
       waiting,
       (resume) => {
@@ -78,7 +96,9 @@ export const sendAll = (
         wakeIfDone()
       },
       sendTimeout
-    ).pipe(Effect.zipRight(Effect.suspend(() => (defect === undefined ? Effect.void : Effect.failCause(defect)))))
+    ).pipe(
+      Effect.zipRight(Effect.suspend(() => (defect === undefined ? Effect.succeed(result) : Effect.failCause(defect))))
+    )
   })
 
 /**

@@ -13,6 +13,7 @@ import * as Metric from "effect/Metric"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import type { StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import { notClaimedBy } from "../../services/OutboxStore.js"
 import type { BatchState, Counters, Flush } from "./BatchState.js"
 import { type Instance, updateAll } from "./Instance.js"
 import * as Lease from "./Lease.js"
@@ -118,9 +119,41 @@ const keepClaimed = (
   })
 
 /**
+ * The end-of-batch complete through the backend's `LeaseFence` (one statement that is also the lease
+ * check). Returns the ids that failed, with their error — or `undefined` when it completed nothing, so
+ * that the lease must be read to know why.
+ */
+const completeFenced = (
+  instance: Instance,
+  ids: ReadonlyArray<string>,
+  token: LeaseToken.LeaseToken
+): Effect.Effect<ReadonlyMap<string, StaleFencingToken | StoreUnavailable> | undefined> =>
+  Effect.gen(function* () {
+    const fence = instance.fence
+    if (fence === undefined) return undefined
+    instance.storeCalls += 1
+    const result = yield* Effect.either(fence.complete(instance.config.partitionKey, ids, token))
+    const failed = new Map<string, StaleFencingToken | StoreUnavailable>()
+    if (Either.isLeft(result)) {
+      for (const id of ids) failed.set(id, result.left)
+      return failed
+    }
+    if (result.right._tag === "Unconfirmed") return undefined
+    const completed = result.right.completed
+    const mismatched = ids.filter((id) => !completed.has(id))
+    if (mismatched.length > 0) {
+      const error = notClaimedBy("complete", token, mismatched)
+      for (const id of mismatched) failed.set(id, error)
+    }
+    return failed
+  })
+
+/**
  * Completes the records whose completes were deferred to the end of the batch, in one call, after one
- * more lease check: with the lease known lost (or unreadable) they stay claimed — completed by a later
- * cycle of this epoch, or claimed again by the next owner — and are counted as left claimed.
+ * more lease check — or, when the last wave left that check to it and the backend has a `LeaseFence`, in
+ * one fenced statement that is the check (a fenced complete that matches nothing falls back to a lease
+ * read): with the lease known lost (or unreadable) they stay claimed — completed by a later cycle of this
+ * epoch, or claimed again by the next owner — and are counted as left claimed.
  *
  * @since 0.1.0
  */
@@ -132,14 +165,20 @@ export const flushDeferred = (
   Effect.gen(function* () {
     const pending = state.toFlush
     state.toFlush = []
+    const unverified = state.leaseUnverified
+    state.leaseUnverified = false
     if (pending.length === 0) return
-    const lease = state.fenced !== undefined ? "lost" : yield* Lease.checkAgain(instance, token, state)
-    if (lease !== "held") return yield* keepClaimed(instance, pending, token, state, lease)
-    const failed = yield* completeMany(
-      instance,
-      pending.map((p) => p.record.id),
-      token
-    )
+    const ids = pending.map((p) => p.record.id)
+    let failed: ReadonlyMap<string, StaleFencingToken | StoreUnavailable>
+    if (state.fenced !== undefined) return yield* keepClaimed(instance, pending, token, state, "lost")
+    const fenced = unverified ? yield* completeFenced(instance, ids, token) : undefined
+    if (fenced !== undefined) failed = fenced
+    else {
+      // no fence, or the fenced complete matched nothing: the lease is read (unless the last check stands)
+      const lease = unverified ? yield* Lease.check(instance, token) : yield* Lease.checkAgain(instance, token, state)
+      if (lease !== "held") return yield* keepClaimed(instance, pending, token, state, lease)
+      failed = yield* completeMany(instance, ids, token)
+    }
     const doneAt = yield* Clock.currentTimeMillis
     const latencies: Array<number> = []
     let duplicateRisk = 0

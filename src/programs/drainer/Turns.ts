@@ -1,7 +1,9 @@
 /**
  * The order in which a batch's groups are sent (SPEC §6 step 4): at most `maxConcurrency` groups per
  * wave, each group strictly one record after another. Groups of several records all start at once and
- * take turns (round robin, in age order of their heads); groups of one only fill the waves.
+ * take turns (round robin, in age order of their heads); groups of one only fill the waves. A wide wave
+ * (`take` with a larger width, used while the sink's sends finish at once) offers more lanes; the lanes
+ * whose send did not start go back to the front of the queue (`putBack`).
  *
  * @since 0.1.0
  */
@@ -35,14 +37,21 @@ export const orderGroups = (
  * @since 0.1.0
  */
 export interface Turns {
-  /** The lanes of the next wave (empty when every group is done). */
-  readonly take: () => ReadonlyArray<Lane>
+  /**
+   * The lanes of the next wave (empty when every group is done): at most `width` of them (default
+   * `maxConcurrency`; groups of one fill the queue up to the width).
+   */
+  readonly take: (width?: number) => ReadonlyArray<Lane>
   /** Puts the lanes that go on after a wave at the end of the queue. */
   readonly requeue: (lanes: ReadonlyArray<Lane>) => void
+  /** Puts lanes of a wave that did not have their turn (no send started) back at the front, in order. */
+  readonly putBack: (lanes: ReadonlyArray<Lane>) => void
   /** The untried records: the rest of every started lane still queued, then every group not started. */
   readonly untried: () => Array<OutboxRecord>
   /** True when no lane is queued and no group is left to start. */
   readonly done: () => boolean
+  /** Like `done`, without starting groups of one (the queue's order is left as it is). */
+  readonly exhausted: () => boolean
 }
 
 /**
@@ -54,23 +63,26 @@ export const make = (groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>, maxConc
   let nextGroup = 0
   let queue: Array<Lane> = []
   // every group of several records starts at once; groups of one start only to fill a wave
-  const fill = () => {
+  const fill = (width: number) => {
     for (;;) {
       const group = groups[nextGroup]
-      if (group === undefined || (group.length <= 1 && queue.length >= maxConcurrency)) return
+      if (group === undefined || (group.length <= 1 && queue.length >= width)) return
       nextGroup += 1
       if (group.length > 0) queue.push({ group, next: 0 })
     }
   }
   return {
-    take: () => {
-      fill()
-      const turn = queue.slice(0, maxConcurrency)
-      queue = queue.slice(maxConcurrency)
+    take: (width = maxConcurrency) => {
+      fill(width)
+      const turn = queue.slice(0, width)
+      queue = queue.slice(width)
       return turn
     },
     requeue: (lanes) => {
       for (const lane of lanes) queue.push(lane)
+    },
+    putBack: (lanes) => {
+      if (lanes.length > 0) queue = [...lanes, ...queue]
     },
     untried: () => {
       const rest: Array<OutboxRecord> = []
@@ -79,8 +91,9 @@ export const make = (groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>, maxConc
       return rest
     },
     done: () => {
-      fill()
+      fill(maxConcurrency)
       return queue.length === 0
-    }
+    },
+    exhausted: () => queue.length === 0 && groups.slice(nextGroup).every((group) => group.length === 0)
   }
 }

@@ -1,6 +1,9 @@
 /**
  * The waves of a batch (SPEC §6 steps 4-6). A wave is the next record of up to `maxConcurrency` groups
- * (see `Turns`). Expired and poison records are disposed of without a send; the rest are sent after one
+ * (see `Turns`); while the sink's sends finish at once (without waiting: in-memory, buffered sinks), a
+ * wave offers every lane instead, so a batch needs fewer waves — its sends still start together right
+ * after the wave's lease check, with at most `maxConcurrency` of them in flight, and the lanes whose send
+ * did not start keep their turn for the next wave. Expired and poison records are disposed of without a send; the rest are sent after one
  * lease check (none when the lease moved: the batch stops `StaleFencingToken`) and checked again after
  * their sends (lost: not completed, `OutboxDuplicateRisk`). A record with a younger sibling is completed
  * inside its wave, before that sibling is sent; the others' completes wait for one call at the end of the
@@ -17,7 +20,7 @@ import * as Runtime from "effect/Runtime"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import { RoutePausedCode, type SendError } from "../../services/Sink.js"
-import { type BatchRuntime, type BatchState, delivered, type Outcome, type Slot } from "./BatchState.js"
+import { type BatchRuntime, type BatchState, delivered, type Outcome, type Slot, untried } from "./BatchState.js"
 import * as Disposal from "./Disposal.js"
 import { type Instance, routeMetrics, type RouteMetrics, updateAll } from "./Instance.js"
 import * as Lease from "./Lease.js"
@@ -264,21 +267,36 @@ const completeWave = (
 }
 
 /**
- * Settles every record of the wave: its lane goes on, or its group stops here. Returns the lanes that go
- * on, and the untried records to release.
+ * What a wave leaves for the next ones: the lanes that go on (to the back of the queue) and the lanes
+ * whose send did not start (back to the front, in order).
+ *
+ * @since 0.1.0
+ */
+export interface WaveEnd {
+  readonly stillRunning: Array<Turns.Lane>
+  readonly notStarted: Array<Turns.Lane>
+}
+
+/**
+ * Settles every record of the wave: its lane goes on, keeps its turn (send not started), or its group
+ * stops here. Returns the lanes that go on or keep their turn, and the untried records to release.
  */
 const settle = (
   instance: Instance,
   slots: ReadonlyArray<Slot>,
   state: BatchState
-): { readonly stillRunning: Array<Turns.Lane>; readonly toRelease: Array<ReadonlyArray<OutboxRecord>> } => {
+): WaveEnd & { readonly toRelease: Array<ReadonlyArray<OutboxRecord>> } => {
   const counters = state.counters
   const stillRunning: Array<Turns.Lane> = []
+  const notStarted: Array<Turns.Lane> = []
   const toRelease: Array<ReadonlyArray<OutboxRecord>> = []
   for (const slot of slots) {
     const { lane, record } = slot
     const outcome: Outcome = slot.outcome ?? { _tag: "Deferred", retryAfterMillis: undefined }
     switch (outcome._tag) {
+      case "Untried":
+        notStarted.push(lane)
+        continue
       case "Delivered":
       case "Disposed":
         state.held.delete(record.id)
@@ -312,12 +330,15 @@ const settle = (
         continue
     }
   }
-  return { stillRunning, toRelease }
+  return { stillRunning, notStarted, toRelease }
 }
 
 /**
- * One wave over the lanes of a turn (at most `maxConcurrency`): the next record of each. Returns the
- * lanes that go on to the next wave.
+ * One wave over the lanes of a turn: the next record of each. Sends start together, at most
+ * `maxConcurrency` of them in flight; the lanes whose send did not start keep their turn. `lastOffered`
+ * says no lane is left after these: when every send started and no record has a successor, this is the
+ * batch's last wave, and with a `LeaseFence` its lease check after the sends is left to the end-of-batch
+ * complete. Returns the lanes that go on to the next wave, and those that keep their turn.
  *
  * @since 0.1.0
  */
@@ -326,14 +347,29 @@ export const runWave = (
   lanes: ReadonlyArray<Turns.Lane>,
   token: LeaseToken.LeaseToken,
   state: BatchState,
-  batch: BatchRuntime
-): Effect.Effect<Array<Turns.Lane>> =>
+  batch: BatchRuntime,
+  lastOffered = false
+): Effect.Effect<WaveEnd> =>
   Effect.gen(function* () {
     const { slots, toSend, unsendable } = prepare(instance, lanes, batch.clock.unsafeCurrentTimeMillis())
+    let notStartedCount = 0
     for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
     if (toSend.length > 0) {
       if (yield* maySend(instance, toSend, token, state)) {
-        yield* Sender.sendAll(instance.sink, toSend, state, batch, instance.config.sendTimeout)
+        const { atOnce, started } = yield* Sender.sendAll(
+          instance.sink,
+          toSend,
+          state,
+          batch,
+          instance.config.sendTimeout,
+          instance.config.maxConcurrency
+        )
+        instance.sendsAtOnce = atOnce
+        notStartedCount = toSend.length - started
+        for (let i = started; i < toSend.length; i++) {
+          const slot = toSend[i]
+          if (slot !== undefined) slot.outcome = untried
+        }
       }
       const { failed, sent } = sortResults(instance, toSend, state)
       if (failed.length > 0) {
@@ -347,13 +383,21 @@ export const runWave = (
           sent.map((slot) => slot.record),
           (metrics) => metrics.delivered
         )
-        yield* afterSends(instance, sent, token, state)
+        // the batch's last wave, with a fenced complete: the check after its sends is the end-of-batch
+        // complete itself (`Settle.flushDeferred`), one statement instead of a read and a complete
+        const last = lastOffered && notStartedCount === 0 && slots.every((slot) => !slot.hasNext)
+        if (last && instance.fence !== undefined) {
+          for (const slot of sent) slot.how = "delivered"
+          state.leaseUnverified = true
+        } else {
+          yield* afterSends(instance, sent, token, state)
+        }
       }
     }
     yield* completeWave(instance, slots, token, state, batch)
-    const { stillRunning, toRelease } = settle(instance, slots, state)
+    const { notStarted, stillRunning, toRelease } = settle(instance, slots, state)
     for (const records of toRelease) yield* Settle.release(instance, records, token, state)
-    return stillRunning
+    return { stillRunning, notStarted }
   })
 
 /**
@@ -381,7 +425,12 @@ export const runWaves = (
         yield* Settle.release(instance, turns.untried(), token, state)
         break
       }
-      turns.requeue(yield* runWave(instance, turns.take(), token, state, batch))
+      // while sends finish at once, a wave offers every lane (sends still capped at maxConcurrency in flight)
+      const width = instance.sendsAtOnce ? Number.POSITIVE_INFINITY : instance.config.maxConcurrency
+      const lanes = turns.take(width)
+      const { notStarted, stillRunning } = yield* runWave(instance, lanes, token, state, batch, turns.exhausted())
+      turns.putBack(notStarted)
+      turns.requeue(stillRunning)
     }
     yield* Settle.flushDeferred(instance, token, state)
   })
