@@ -1,6 +1,6 @@
 /**
  * End to end with real processes and servers (SPEC §11, §12): a producer process publishes typed orders to a
- * SQLite outbox; a relay process delivers them by webhook, NATS JetStream or RabbitMQ; the example consumer
+ * SQLite outbox (over NATS also a PostgreSQL one); a relay process delivers them by webhook, NATS JetStream or RabbitMQ; the example consumer
  * service of the transport applies them through its SQLite inbox into `orders_seen`. While the producer runs,
  * the relay and the consumer are each SIGKILLed at random moments several times and started again. At the end
  * `orders_seen` holds every order exactly once (no loss, no double application) and each customer's orders in
