@@ -137,6 +137,22 @@ const readSeen = (inboxDb: string) =>
     ).pipe(Effect.provide(SqliteDatabase.layer({ filename: inboxDb })), Effect.orDie)
   )
 
+const StatusCounts = Schema.Array(Schema.Struct({ status: Schema.String, n: Schema.Number }))
+
+/** How many records of a SQLite outbox are in each status (a failure's context: stuck or completed). */
+const outboxStatus = (outbox: Outbox): Promise<string> =>
+  outbox._tag !== "sqlite"
+    ? Promise.resolve("(PostgreSQL outbox)")
+    : Effect.runPromise(
+        Effect.flatMap(SqlClient.SqlClient, (sql) =>
+          sql`SELECT status, count(*) AS n FROM outbox GROUP BY status`.pipe(
+            Effect.flatMap(Schema.decodeUnknown(StatusCounts)),
+            Effect.map((rows) => rows.map((row) => `${row.status}=${row.n}`).join(" ")),
+            Effect.orElseSucceed(() => "(unreadable)")
+          )
+        ).pipe(Effect.provide(SqliteDatabase.layer({ filename: outbox.file })), Effect.orDie)
+      )
+
 interface RunReport {
   readonly transport: string
   readonly outbox: string
@@ -206,7 +222,8 @@ const runTransport = async (name: string, transport: Transport, outbox?: Outbox)
     await sleep(500)
     seen = await readSeen(inboxDb)
     const expected = Array.from({ length: orderCount }, (_, k) => orderAt(k + 1, customers).orderId)
-    const context = `${name} (seed ${seed}): ${stderr.join("").slice(0, 2000)}`
+    const status = seen.length === orderCount ? "" : ` outbox ${await outboxStatus(outboxOf)};`
+    const context = `${name} (seed ${seed}):${status} ${stderr.join("").slice(0, 2000)}`
     expect(seen.length, context).toBe(orderCount)
     expect(new Set(seen.map((row) => row.order_id)), context).toEqual(new Set(expected))
     for (let c = 0; c < customers; c++) {
