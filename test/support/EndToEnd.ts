@@ -5,9 +5,13 @@
 
 /** What the test driver passes (one JSON argument). */
 export type WorkerConfig =
-  | { readonly role: "producer"; readonly outboxDb: string; readonly count: number; readonly customers: number }
-  | { readonly role: "relay"; readonly outboxDb: string; readonly transport: Transport }
+  | { readonly role: "producer"; readonly outbox: Outbox; readonly count: number; readonly customers: number }
+  | { readonly role: "relay"; readonly outbox: Outbox; readonly transport: Transport }
   | { readonly role: "consumer"; readonly inboxDb: string; readonly transport: Transport }
+
+/** Where the outbox lives: a SQLite file or a PostgreSQL database. */
+export type Outbox =
+  { readonly _tag: "sqlite"; readonly file: string } | { readonly _tag: "postgres"; readonly url: string }
 
 /** Where a transport delivers. */
 export type Transport =

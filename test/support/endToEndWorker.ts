@@ -2,10 +2,10 @@
  * One process of the end-to-end test (test/endToEnd.test.ts), chosen by its JSON argument:
  *
  * - `producer`: publishes `count` typed orders (`order.placed` of examples/webhook-consumer.ts, the Schema the
- *   consumers decode) to the SQLite outbox `outboxDb` with `Topic.publishAll`, in batches of 10 with a short
+ *   consumers decode) to the outbox (a SQLite file or a PostgreSQL database) with `Topic.publishAll`, in batches of 10 with a short
  *   pause between them, then exits 0. Order `i` (1-based) is `{ orderId: "O-<i>", customer: "c<i % customers>",
  *   n: i }`.
- * - `relay`: runs a `Relay` over the SQLite outbox and lease stores of `outboxDb` (lease 1 s, so a successor
+ * - `relay`: runs a `Relay` over the outbox and lease stores of that backend (lease 1 s, so a successor
  *   takes over soon after a kill) delivering through the webhook sink (`url`, `secret`), the NATS sink
  *   (`url`, `subject`) or the RabbitMQ sink (`url`, `routingKey`), until killed.
  * - `consumer`: runs the example consumer service of the transport (examples/webhook-consumer.ts,
@@ -24,15 +24,33 @@ import * as WebhookConsumerExample from "../../examples/webhook-consumer.js"
 import * as NatsSink from "../../src/layers/sinks/NatsSink.js"
 import * as RabbitMqSink from "../../src/layers/sinks/RabbitMqSink.js"
 import * as WebhookSink from "../../src/layers/sinks/WebhookSink.js"
+import * as PgClient from "@effect/sql-pg/PgClient"
+import * as Redacted from "effect/Redacted"
+import type * as SqlClient from "@effect/sql/SqlClient"
+import * as PostgresLeaseStore from "../../src/layers/postgres/PostgresLeaseStore.js"
+import * as PostgresOutboxStore from "../../src/layers/postgres/PostgresOutboxStore.js"
 import * as SqliteDatabase from "../../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteLeaseStore from "../../src/layers/sqlite/SqliteLeaseStore.js"
 import * as SqliteOutboxStore from "../../src/layers/sqlite/SqliteOutboxStore.js"
 import * as Publish from "../../src/programs/Publish.js"
 import * as Relay from "../../src/programs/Relay.js"
 import type { Sink } from "../../src/services/Sink.js"
-import { orderAt, type Transport, type WorkerConfig } from "./EndToEnd.js"
+import { orderAt, type Outbox, type Transport, type WorkerConfig } from "./EndToEnd.js"
 
 const ready = Effect.sync(() => void process.stdout.write("ready\n"))
+
+/** The SQL client of the outbox. */
+const clientOf = (outbox: Outbox): Layer.Layer<SqlClient.SqlClient, unknown> =>
+  outbox._tag === "sqlite"
+    ? SqliteDatabase.layer({ filename: outbox.file })
+    : PgClient.layer({ url: Redacted.make(outbox.url), maxConnections: 4 })
+
+/** The outbox and lease stores of the outbox's backend. */
+const storesOf = (outbox: Outbox) =>
+  (outbox._tag === "sqlite"
+    ? Layer.merge(SqliteOutboxStore.layer, SqliteLeaseStore.layer)
+    : Layer.merge(PostgresOutboxStore.layer, PostgresLeaseStore.layer)
+  ).pipe(Layer.provideMerge(clientOf(outbox)))
 
 const sinkOf = (transport: Transport): Layer.Layer<Sink, unknown> => {
   switch (transport._tag) {
@@ -81,10 +99,7 @@ const programOf = (config: WorkerConfig): Effect.Effect<void, unknown> => {
           yield* Publish.publishAll(WebhookConsumerExample.OrderPlaced, batch)
           yield* Effect.sleep("40 millis")
         }
-      }).pipe(
-        Effect.provide(SqliteOutboxStore.layer),
-        Effect.provide(SqliteDatabase.layer({ filename: config.outboxDb }))
-      )
+      }).pipe(Effect.provide(storesOf(config.outbox)))
     case "relay":
       return Effect.scoped(
         Effect.gen(function* () {
@@ -106,13 +121,7 @@ const programOf = (config: WorkerConfig): Effect.Effect<void, unknown> => {
           yield* ready
           return yield* Effect.never
         })
-      ).pipe(
-        Effect.provide(
-          Layer.mergeAll(SqliteOutboxStore.layer, SqliteLeaseStore.layer, sinkOf(config.transport)).pipe(
-            Layer.provideMerge(SqliteDatabase.layer({ filename: config.outboxDb }))
-          )
-        )
-      )
+      ).pipe(Effect.provide(Layer.merge(storesOf(config.outbox), sinkOf(config.transport))))
     case "consumer":
       return Effect.zipRight(ready, Effect.never).pipe(Effect.provide(consumerOf(config.inboxDb, config.transport)))
   }

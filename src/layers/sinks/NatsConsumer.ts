@@ -115,15 +115,21 @@ export const make = <A, I, B, E, R>(
     const handle = (message: JsMsg) =>
       Effect.gen(function* () {
         const disposition = yield* Receiver.receive(options, NatsMessage.decode(options.topic, message))
-        switch (disposition._tag) {
-          case "Settle":
-            return message.ack()
-          case "Retry":
-            return message.nak(retryDelayMillis)
-          case "Reject":
-            // no reason text: servers before 2.10 do not read `+TERM <reason>` (onReject has the reason)
-            return message.term()
-        }
+        // a settle on a closed connection fails the session, which reconnects: the message comes back
+        return yield* Effect.try({
+          try: () => {
+            switch (disposition._tag) {
+              case "Settle":
+                return message.ack()
+              case "Retry":
+                return message.nak(retryDelayMillis)
+              case "Reject":
+                // no reason text: servers before 2.10 do not read `+TERM <reason>` (onReject has the reason)
+                return message.term()
+            }
+          },
+          catch: (error) => `cannot settle a message of ${options.durable}: ${messageOf(error)}`
+        })
       })
 
     const session = Effect.scoped(
@@ -201,6 +207,7 @@ export const make = <A, I, B, E, R>(
       })
     )
     return session.pipe(
+      Effect.catchAllDefect((defect) => Effect.fail(`NATS consumer: ${messageOf(defect)}`)),
       Effect.tapError((problem) => Effect.logWarning("NATS consumer failed; reconnecting after back-off", problem)),
       Effect.retry(reconnectSchedule),
       Effect.orDie

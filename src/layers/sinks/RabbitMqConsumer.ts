@@ -159,6 +159,7 @@ export const make = <A, I, B, E, R>(
       })
     )
     return session.pipe(
+      Effect.catchAllDefect((defect) => Effect.fail(`RabbitMQ consumer: ${messageOf(defect)}`)),
       Effect.tapError((problem) => Effect.logWarning("RabbitMQ consumer failed; reconnecting after back-off", problem)),
       Effect.retry(reconnectSchedule),
       Effect.orDie

@@ -91,9 +91,9 @@ export const optionProblems = (options: {
 }
 
 /**
- * Processes one decoded (or undecodable) delivery and answers its disposition. Never fails: every failure
- * of processing is a `Retry` or a `Reject`; a rejection has gone through `onReject` already (a failing
- * `onReject` turns it into a `Retry`).
+ * Processes one decoded (or undecodable) delivery and answers its disposition (one span per delivery,
+ * `Receiver.receive`). Never fails: every failure of processing is a `Retry` or a `Reject`; a rejection has
+ * gone through `onReject` already (a failing `onReject` turns it into a `Retry`).
  *
  * @since 0.2.0
  */
@@ -135,4 +135,6 @@ export const receive = <A, I, B, E, R>(
       messageId: metadata.recordId,
       decodeError: undefined
     })
-  })
+  }).pipe(
+    Effect.withSpan("Receiver.receive", { attributes: { consumer: options.consumer, topic: options.topic.name } })
+  )
