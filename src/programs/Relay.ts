@@ -263,7 +263,10 @@ const startWith = (
                 slot.idleSince = undefined
               } else if (slot.idleSince === undefined) slot.idleSince = now
             }
-            if (stopping || stranded > 0 || yieldBudget <= 0) return false
+            if (stopping || stranded > 0) return false
+            // asked to end by a discovery round or a refill (see `handOn`)
+            if (slot.ending) return true
+            if (yieldBudget <= 0) return false
             const idle = slot.idleSince !== undefined && now - slot.idleSince >= idleReleaseMillis
             const turnOver = slot.batches >= maxTurnBatches || now - slot.startedAt >= maxTurnMillis
             if (!idle && !turnOver) return false
@@ -434,8 +437,8 @@ const startWith = (
       })
 
     /**
-     * Hands slots on to waiting partitions (drainers idling in their back-off give theirs up now rather
-     * than after their next claim) and reports the waiting ones.
+     * Hands slots on to waiting partitions (drainers idling in their back-off are woken to end their turn
+     * at once rather than after the back-off) and reports the waiting ones.
      */
     const handOn = (now: number): Effect.Effect<void> =>
       Effect.gen(function* () {
@@ -446,7 +449,9 @@ const startWith = (
           if (slot.ending || slot.stranded > 0 || !idle || slot.fiber === undefined) continue
           yieldBudget -= 1
           slot.ending = true
-          yield* Effect.forkDaemon(Fiber.interrupt(slot.fiber))
+          // woken rather than interrupted: its next cycle ends the turn between two cycles, so nothing it
+          // holds (a claim, a pooled connection, a lease read) is cut off midway
+          hub.signal(slot.lease.partitionKey)
         }
         let oldest = now
         for (const since of waiting.values()) oldest = Math.min(oldest, since)
