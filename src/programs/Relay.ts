@@ -2,10 +2,13 @@
  * The relay (SPEC §6): runs one drainer per partition it leases, at most `maxPartitions` at once, and
  * serves every partition with pending work whatever their number. Discovery lists the partitions with
  * non-terminal records every `discoveryInterval` (sooner when a persist of this process or a `WakeSignal`
- * in the context signals new work, SPEC §13, and whenever a slot frees up) and leases the ones it does not hold into its free slots, longest-waiting
- * first (§4: a partition another live owner holds is skipped; an expired lease is taken over). Partitions
- * left without a slot are probed (is another relay serving them?); while some wait with no lease, drained
- * partitions give their slot up at their first empty claim (`idleRelease`) and busy ones after a turn
+ * in the context signals new work, SPEC §13) and queues the ones it does not hold, longest-waiting first;
+ * free slots are leased from that queue (§4: a partition another live owner holds is skipped; an expired
+ * lease is taken over), and a slot that frees up is refilled from it at once — one refill for every slot
+ * freed meanwhile, with no new listing until the queue runs dry. Queued partitions left without a slot are
+ * probed (is another relay serving them?), as many as this relay has slots; while some wait with no lease,
+ * drained partitions give their slot up at their first empty claim (`idleRelease`; one idling in its
+ * back-off is woken for it, never interrupted) and busy ones after a turn
  * (`maxTurn`, `maxTurnBatches`) — a turn ends between two cycles, so the lease is released with nothing
  * in flight and the next epoch's version fences anything left (R-CLAIM-2, R-CLAIM-4). The waiting
  * partitions are reported (`OutboxUnleasedPartitions`, `OutboxUnleasedOldestAge`, a WARN past
@@ -263,7 +266,10 @@ const startWith = (
                 slot.idleSince = undefined
               } else if (slot.idleSince === undefined) slot.idleSince = now
             }
-            if (stopping || stranded > 0 || yieldBudget <= 0) return false
+            if (stopping || stranded > 0) return false
+            // asked to end by a discovery round or a refill (see `handOn`)
+            if (slot.ending) return true
+            if (yieldBudget <= 0) return false
             const idle = slot.idleSince !== undefined && now - slot.idleSince >= idleReleaseMillis
             const turnOver = slot.batches >= maxTurnBatches || now - slot.startedAt >= maxTurnMillis
             if (!idle && !turnOver) return false
@@ -434,8 +440,8 @@ const startWith = (
       })
 
     /**
-     * Hands slots on to waiting partitions (drainers idling in their back-off give theirs up now rather
-     * than after their next claim) and reports the waiting ones.
+     * Hands slots on to waiting partitions (drainers idling in their back-off are woken to end their turn
+     * at once rather than after the back-off) and reports the waiting ones.
      */
     const handOn = (now: number): Effect.Effect<void> =>
       Effect.gen(function* () {
@@ -446,7 +452,9 @@ const startWith = (
           if (slot.ending || slot.stranded > 0 || !idle || slot.fiber === undefined) continue
           yieldBudget -= 1
           slot.ending = true
-          yield* Effect.forkDaemon(Fiber.interrupt(slot.fiber))
+          // woken rather than interrupted: its next cycle ends the turn between two cycles, so nothing it
+          // holds (a claim, a pooled connection, a lease read) is cut off midway
+          hub.signal(slot.lease.partitionKey)
         }
         let oldest = now
         for (const since of waiting.values()) oldest = Math.min(oldest, since)

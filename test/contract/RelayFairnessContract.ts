@@ -196,7 +196,8 @@ export const relayFairnessContract = <E>(
           }
           yield* Effect.forEach(relays, (r) => Fiber.interrupt(r.fiber))
           yield* noLiveLease(partitions)
-        }).pipe(Effect.provide(makeLayer()))
+        }).pipe(Effect.provide(makeLayer())),
+      180_000
     )
 
     it.effect(

@@ -283,6 +283,11 @@ export const statements = (t: TableNames, options: { readonly staleReclaim: bool
   const ids = (n: number) => d.placeholders().inIds("id", n)
   return {
     ...shared,
+    // a loose index scan of the claim index (one seek per partition, `live = 1` checked in the index): the
+    // shared skip scan's correlated `min()` reads the rest of the index at every step on MariaDB
+    listPartitions: `SELECT o.partition_key FROM ${t.outbox} AS o FORCE INDEX (\`${t.claimIndex}\`)
+WHERE o.partition_key > ? AND o.live = 1
+GROUP BY o.partition_key ORDER BY o.partition_key LIMIT ?`,
     // identity reads during a persist are locking reads: they see the latest committed rows also inside a
     // caller's REPEATABLE READ transaction, whose snapshot may predate a concurrent duplicate
     findIdentity: `${shared.findIdentity} LOCK IN SHARE MODE`,
