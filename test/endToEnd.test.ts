@@ -1,7 +1,7 @@
 /**
- * End to end with real processes and servers (SPEC §11, §12): a producer process publishes typed orders to a
- * SQLite outbox (over NATS also a PostgreSQL one); a relay process delivers them by webhook, NATS JetStream or RabbitMQ; the example consumer
- * service of the transport applies them through its SQLite inbox into `orders_seen`. While the producer runs,
+ * End to end with real processes and servers (SPEC §11, §12): a producer process publishes typed orders to an
+ * outbox on SQLite or on PostgreSQL; a relay process delivers them by webhook, NATS JetStream or RabbitMQ (each
+ * transport with each outbox); the example consumer service of the transport applies them through its SQLite inbox into `orders_seen`. While the producer runs,
  * the relay and the consumer are each SIGKILLed at random moments several times and started again. At the end
  * `orders_seen` holds every order exactly once (no loss, no double application) and each customer's orders in
  * publish order. Each run prints its kill and record counts.
@@ -249,90 +249,70 @@ const runTransport = async (name: string, transport: Transport, outbox?: Outbox)
   }
 }
 
+/** A NATS JetStream stream of its own for one run. */
+const natsTransport = (prefix: string): Promise<Transport> => {
+  const url = inject("natsUrl")
+  const stream = `${prefix}${crypto.randomBytes(4).toString("hex")}`
+  return (async () => {
+    const nc = await natsConnect({ servers: url })
+    const jsm = await nc.jetstreamManager()
+    await jsm.streams.add({ name: stream, subjects: [`${stream}.>`] })
+    await nc.close()
+    return { _tag: "nats", url, stream, subject: `${stream}.orders` }
+  })()
+}
+
+/** A webhook receiver on a free loopback port. */
+const webhookTransport = async (): Promise<Transport> => {
+  const port = await freePort()
+  return { _tag: "webhook", url: `http://127.0.0.1:${port}/hooks/orders`, port, secret: "end-to-end" }
+}
+
+/** One broker for the file's RabbitMQ runs, a queue of its own per run. */
+let rabbit: Promise<Awaited<ReturnType<typeof startRabbitMq>>> | undefined
+afterAll(async () => {
+  if (rabbit !== undefined) await (await rabbit).dispose()
+})
+const rabbitTransport = async (queue: string): Promise<Transport> => {
+  rabbit ??= startRabbitMq()
+  const server = await rabbit
+  const model = await amqpConnect(server.url)
+  const channel = await model.createChannel()
+  await channel.assertQueue(queue, { durable: true })
+  await model.close()
+  return { _tag: "rabbitmq", url: server.url, queue }
+}
+
+/** The outbox of a run: a SQLite file (`runTransport`'s default) or a fresh PostgreSQL database. */
+const outboxes: ReadonlyArray<readonly [string, () => Promise<Outbox | undefined>]> = [
+  ["SQLite", () => Promise.resolve(undefined)],
+  [
+    "PostgreSQL",
+    async () => ({ _tag: "postgres", url: await createDatabase(inject("postgresUrl"), "e2e") }) satisfies Outbox
+  ]
+]
+
+const transports: ReadonlyArray<readonly [string, string, (run: string) => Promise<Transport>]> = [
+  ["webhook", "webhook", () => webhookTransport()],
+  ["NATS JetStream", "nats", (run) => natsTransport(run === "nats" ? "E2E" : "E2EPG")],
+  ["RabbitMQ", "rabbitmq", (run) => rabbitTransport(run === "rabbitmq" ? "orders" : "orders_pg")]
+]
+
 describe("end to end: producer → outbox → relay → transport → consumer inbox, relay and consumer SIGKILLed", () => {
-  it.live(
-    "webhook: every order applied exactly once, in per-customer order",
-    () =>
-      Effect.gen(function* () {
-        const port = yield* Effect.promise(() => freePort())
-        const report = yield* Effect.promise(() =>
-          runTransport("webhook", {
-            _tag: "webhook",
-            url: `http://127.0.0.1:${port}/hooks/orders`,
-            port,
-            secret: "end-to-end"
-          })
-        )
-        expect(report.relayKills + report.consumerKills).toBe(2 * kills)
-      }),
-    { timeout: 600_000 }
-  )
-
-  it.live(
-    "NATS JetStream: every order applied exactly once, in per-customer order",
-    () =>
-      Effect.gen(function* () {
-        const url = inject("natsUrl")
-        const stream = `E2E${crypto.randomBytes(4).toString("hex")}`
-        yield* Effect.promise(async () => {
-          const nc = await natsConnect({ servers: url })
-          const jsm = await nc.jetstreamManager()
-          await jsm.streams.add({ name: stream, subjects: [`${stream}.>`] })
-          await nc.close()
-        })
-        const report = yield* Effect.promise(() =>
-          runTransport("nats", { _tag: "nats", url, stream, subject: `${stream}.orders` })
-        )
-        expect(report.relayKills + report.consumerKills).toBe(2 * kills)
-      }),
-    { timeout: 600_000 }
-  )
-
-  it.live(
-    "NATS JetStream with the outbox on PostgreSQL: every order applied exactly once, in per-customer order",
-    () =>
-      Effect.gen(function* () {
-        const url = inject("natsUrl")
-        const stream = `E2EPG${crypto.randomBytes(4).toString("hex")}`
-        yield* Effect.promise(async () => {
-          const nc = await natsConnect({ servers: url })
-          const jsm = await nc.jetstreamManager()
-          await jsm.streams.add({ name: stream, subjects: [`${stream}.>`] })
-          await nc.close()
-        })
-        const database = yield* Effect.promise(() => createDatabase(inject("postgresUrl"), "e2e"))
-        const report = yield* Effect.promise(() =>
-          runTransport(
-            "nats-pg",
-            { _tag: "nats", url, stream, subject: `${stream}.orders` },
-            { _tag: "postgres", url: database }
-          )
-        )
-        expect(report.relayKills + report.consumerKills).toBe(2 * kills)
-      }),
-    { timeout: 600_000 }
-  )
-
-  it.live(
-    "RabbitMQ: every order applied exactly once, in per-customer order",
-    () =>
-      Effect.gen(function* () {
-        const rabbit = yield* Effect.acquireRelease(
-          Effect.promise(() => startRabbitMq()),
-          (server) => Effect.promise(() => server.dispose())
-        )
-        const queue = "orders"
-        yield* Effect.promise(async () => {
-          const model = await amqpConnect(rabbit.url)
-          const channel = await model.createChannel()
-          await channel.assertQueue(queue, { durable: true })
-          await model.close()
-        })
-        const report = yield* Effect.promise(() =>
-          runTransport("rabbitmq", { _tag: "rabbitmq", url: rabbit.url, queue })
-        )
-        expect(report.relayKills + report.consumerKills).toBe(2 * kills)
-      }).pipe(Effect.scoped),
-    { timeout: 600_000 }
-  )
+  for (const [outboxName, makeOutbox] of outboxes) {
+    for (const [transportName, key, makeTransport] of transports) {
+      const run = outboxName === "SQLite" ? key : `${key}-pg`
+      it.live(
+        `${transportName}, outbox on ${outboxName}: every order applied exactly once, in per-customer order`,
+        () =>
+          Effect.gen(function* () {
+            const transport = yield* Effect.promise(() => makeTransport(run))
+            const outbox = yield* Effect.promise(makeOutbox)
+            const report = yield* Effect.promise(() => runTransport(run, transport, outbox))
+            expect(report.relayKills + report.consumerKills).toBe(2 * kills)
+          }),
+        { timeout: 600_000 }
+      )
+    }
+  }
 })
