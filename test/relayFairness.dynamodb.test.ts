@@ -13,5 +13,5 @@ relayFairnessContract(
       makeLayer({}),
       DynamoDbLeaseStore.layerWith({ tableName, ensureTable: false }).pipe(Layer.provide(dynamoLayer))
     ),
-  { sharedPartitions: 100, histories: 3 }
+  { sharedPartitions: 200, histories: 3 }
 )
