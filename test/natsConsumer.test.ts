@@ -53,6 +53,15 @@ const freshStream = (jsm: JetStreamManager) =>
     return prefix
   })
 
+/** A connection to the run's server (closed with the scope), its JetStream manager and a fresh stream. */
+const streamOnServer = Effect.gen(function* () {
+  const url = inject("natsUrl")
+  const nc = yield* natsAt(url)
+  const jsm = yield* Effect.promise(() => nc.jetstreamManager())
+  const prefix = yield* freshStream(jsm)
+  return { url, nc, jsm, prefix }
+})
+
 /** Publishes `record` as the NATS sink would, but without `Nats-Msg-Id`, so the stream keeps every copy. */
 const publishCopy = (nc: NatsConnection, subject: string, record: OutboxRecord) =>
   Effect.promise(() => {
@@ -103,10 +112,7 @@ describe("NatsConsumer", () => {
     "R-INBOX NATS: a message in the stream twice is processed once and both copies are acked",
     () =>
       Effect.gen(function* () {
-        const url = inject("natsUrl")
-        const nc = yield* natsAt(url)
-        const jsm = yield* Effect.promise(() => nc.jetstreamManager())
-        const prefix = yield* freshStream(jsm)
+        const { jsm, nc, prefix, url } = yield* streamOnServer
         const { handler, runs } = scriptedHandler({})
         const record = recordOf(order("o-1", 1), 1)
         yield* publishCopy(nc, `${prefix}.orders`, record)
@@ -128,10 +134,7 @@ describe("NatsConsumer", () => {
     "R-INBOX NATS: retryable failures are nak'ed and redelivered; with prefetch 1 every key is applied in order, none lost",
     () =>
       Effect.gen(function* () {
-        const url = inject("natsUrl")
-        const nc = yield* natsAt(url)
-        const jsm = yield* Effect.promise(() => nc.jetstreamManager())
-        const prefix = yield* freshStream(jsm)
+        const { jsm, nc, prefix, url } = yield* streamOnServer
         const failures = new Map([
           ["a-2", 2],
           ["b-3", 1],
@@ -159,10 +162,7 @@ describe("NatsConsumer", () => {
     "R-INBOX NATS: a permanent failure and an undecodable message are passed to onReject and terminated, never redelivered",
     () =>
       Effect.gen(function* () {
-        const url = inject("natsUrl")
-        const nc = yield* natsAt(url)
-        const jsm = yield* Effect.promise(() => nc.jetstreamManager())
-        const prefix = yield* freshStream(jsm)
+        const { jsm, nc, prefix, url } = yield* streamOnServer
         const { handler, runs } = scriptedHandler({ permanent: new Set(["o-3"]) })
         const rejected: Array<Receiver.Rejection> = []
         yield* publishAll(url, [recordOf(order("o-3", 3), 1, `${prefix}.orders`)])
@@ -187,10 +187,7 @@ describe("NatsConsumer", () => {
     "R-INBOX NATS: acked only after the commit: a consumer interrupted between handler and commit leaves the message to be redelivered and processed once",
     () =>
       Effect.gen(function* () {
-        const url = inject("natsUrl")
-        const nc = yield* natsAt(url)
-        const jsm = yield* Effect.promise(() => nc.jetstreamManager())
-        const prefix = yield* freshStream(jsm)
+        const { jsm, nc, prefix, url } = yield* streamOnServer
         yield* publishAll(url, [recordOf(order("o-5", 5), 1, `${prefix}.orders`)])
         const written = yield* Deferred.make<void>()
         // writes its row, then hangs before the inbox commit
