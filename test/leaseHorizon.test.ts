@@ -105,6 +105,20 @@ describe("Drainer lease checks between waves", () => {
     }).pipe(Effect.provide(layer))
   )
 
+  it.effect("the next batches take the lease as read while it stands: three batches, one read", () =>
+    Effect.gen(function* () {
+      const { drainer, leases, sink } = yield* setup("h-batches", 30, () => Effect.void)
+      const before = leases.reads()
+      for (let i = 0; i < 3; i++) yield* drainer.drainOnce(10)
+      expect(yield* sink.deliveredIds).toHaveLength(30)
+      expect(leases.reads() - before).toBe(1)
+      // once the read no longer stands (its expiry within the margin), the next cycle reads again
+      yield* TestClock.adjust(`${TTL_MILLIS - 500} millis`)
+      expect((yield* drainer.drainOnce()).leased).toBe(true)
+      expect(leases.reads() - before).toBe(2)
+    }).pipe(Effect.provide(layer))
+  )
+
   it.effect("the lease released and acquired again in this process during a wave: the next wave is not sent", () =>
     Effect.gen(function* () {
       let moved = false
@@ -141,7 +155,7 @@ describe("Drainer lease checks between waves", () => {
               // written straight to the storage, as another process would: this process counts no write
               const taken = yield* leases.backend.tryAcquire("h-expired", "relay-b", now, now + TTL_MILLIS)
               expect(taken._tag).toBe("Written")
-            })
+            }).pipe(Effect.orDie)
           : Effect.void
       const error = yield* Effect.flip(drainer.drainOnce())
       expect(error._tag).toBe("StaleFencingToken")

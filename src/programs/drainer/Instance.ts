@@ -11,6 +11,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import type { DeadLetterStoreService } from "../../services/DeadLetterStore.js"
+import type * as LeaseToken from "../../domain/LeaseToken.js"
 import type { LeaseFenceService } from "../../services/LeaseFence.js"
 import type { LeaseStore } from "../../services/LeaseStore.js"
 import * as OutboxMetrics from "../../services/OutboxMetrics.js"
@@ -135,7 +136,7 @@ export interface Services {
  * @since 0.1.0
  */
 export interface LeaseHorizon {
-  readonly version: number
+  readonly token: LeaseToken.LeaseToken
   readonly writes: number
   readonly untilMillis: number
 }
@@ -162,7 +163,7 @@ export interface Instance extends Services {
   /** Complete, release and dead-letter write calls so far (see `BatchState.leaseHeldAt`). */
   storeCalls: number
   /**
-   * What the last lease read found held, while it still stands (`LeaseWrites`): the version, the
+   * What the last lease read found held, while it still stands (`LeaseWrites`): the token, the
    * partition's lease-write count at the read, and the instant the read stops standing in for a new one.
    */
   leaseHorizon: LeaseHorizon | undefined

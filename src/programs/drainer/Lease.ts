@@ -43,7 +43,7 @@ export const read = (instance: Instance): Effect.Effect<Option.Option<LeaseToken
       if (expiresAtMillis <= clock.unsafeCurrentTimeMillis()) return Option.none()
       if (writes !== undefined) {
         instance.leaseHorizon = {
-          version: token.version,
+          token,
           writes,
           untilMillis: expiresAtMillis - LeaseWrites.marginMillis
         }
@@ -57,19 +57,27 @@ const stands = (instance: Instance, token: LeaseToken.LeaseTokenLike, nowMillis:
   const horizon = instance.leaseHorizon
   return (
     horizon !== undefined &&
-    horizon.version === token.version &&
+    horizon.token.version === token.version &&
     nowMillis < horizon.untilMillis &&
     LeaseWrites.count(instance.leases, instance.config.partitionKey) === horizon.writes
   )
 }
 
 /**
- * The live lease's token when this owner holds it (an unreadable lease counts as not held).
+ * The live lease's token when this owner holds it (an unreadable lease counts as not held): the token of
+ * the last read while that read still stands (see {@link read}), else a new read. The claim that follows is
+ * fenced by the token's version either way (R-CLAIM-2).
  *
  * @since 0.1.0
  */
 export const live = (instance: Instance): Effect.Effect<Option.Option<LeaseToken.LeaseToken>> =>
-  Effect.map(read(instance), (found) => (found === "unknown" ? Option.none() : found))
+  Effect.clockWith((clock) => {
+    const horizon = instance.leaseHorizon
+    if (horizon !== undefined && stands(instance, horizon.token, clock.unsafeCurrentTimeMillis())) {
+      return Effect.succeed(Option.some(horizon.token))
+    }
+    return Effect.map(read(instance), (found) => (found === "unknown" ? Option.none() : found))
+  })
 
 /**
  * The error of a cycle that found the lease moved on.
