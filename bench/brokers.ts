@@ -3,38 +3,56 @@
  *
  * For NATS JetStream and RabbitMQ (servers started on 127.0.0.1 by the test harness modules), a backlog
  * of records in 8 partitions (every other record keyed, 8 keys per partition) is persisted untimed in a
- * SQLite file; a relay then drains it through the broker sink, timed from its start until the sink has
- * had every record acknowledged and the store holds nothing pending or claimed.
+ * fresh SQLite file (through `SqliteOutboxStore`, 100 records per transaction); a relay then drains it
+ * through the broker sink, timed from its start until the sink has had every record acknowledged and the
+ * store holds nothing pending or claimed.
  *
- * The raw baseline publishes the same messages (payload, the sink's headers, a unique message id) in the
- * same process from the raw client with the same acknowledgements (each message's JetStream ack /
- * publisher confirm awaited) and the same client options as the sink (NATS: `noAsyncTraces`), with as
- * many messages in flight as the relay allows (8 partitions × `maxConcurrency` 10), and keeps per-key
- * order as the relay must: a keyed message is published only after the previous message of its key was
- * acknowledged. `raw` is that baseline and `ratio` is relay against it; `rawUnordered` (and
- * `ratioVsUnordered`) is the same client without the per-key wait. Rounds
- * alternate (raw, raw unordered, relay, relay with a no-op sink) after one untimed relay round; figures
- * are best against best, with every round in the results. `relayNoopSink` is the same relay with a sink
- * that accepts every record at once: what the store and the drainer alone reach on this backlog, so
- * `ceilingRatio` (it against raw) bounds the ratio any broker sink could reach here. `cpuMicrosPerRecord`
- * is this process's CPU time per record (the lowest of the rounds) of the relay, the ordered raw client and
- * the relay with the no-op sink: the broker servers run on the same cores.
+ * The baseline is a hand-written relay in the same process, on the same backlog (a fresh file per round,
+ * persisted the same way): raw better-sqlite3 on the file, with the SQLite store's own statements
+ * (`SqliteOutboxSchema.statements`, bound as the store binds them) in the store's transaction shapes —
+ * claim = raise the fence, select the claimable records, claim them, in one transaction; complete = one
+ * statement in its own transaction — and the raw broker client publishing each claimed record with the
+ * sink's headers and message id and the same acknowledgements (each JetStream ack / publisher confirm
+ * awaited) and the same client options (NATS: `noAsyncTraces`). One loop per partition, all 8 at once:
+ * claim a batch (100, doubling after a full batch up to 500, as the drainer's defaults), group it by
+ * ordering key in age order (a keyless record is a group of one), publish the groups with 10 in flight
+ * (the drainer's `maxConcurrency`; 80 in all), a group's records one after another, each only after the
+ * previous one of its key was acknowledged; then complete every acknowledged record of the batch in one
+ * statement, and claim the next batch, until a claim finds nothing. It does not complete a keyed record
+ * before sending its successor in the same batch, as the drainer must (SPEC §6 step 5: one commit per
+ * wave of keyed records), takes no lease and checks none: it is the plain loop a user would write, with
+ * no more order than the acknowledgements give. `handWritten` is that baseline; `ratio` is relay against
+ * it, best against best, and `ratioMedianOfRounds` the median of the per-round ratios.
  *
- * Goal: relay ≥ 0.6× raw. Writes bench/results/brokers.json.
+ * Information beside it: `rawClient`, the raw client alone (no database) publishing the same messages
+ * with the same per-key wait and 80 in flight, and `rawUnordered`, the same without the per-key wait;
+ * `relayNoopSink`, the same relay with a sink that accepts every record at once (what the store and the
+ * drainer alone reach on this backlog). Rounds alternate (hand-written relay, raw client, raw client
+ * unordered, relay, relay with the no-op sink) after one untimed round of the relay and of the
+ * hand-written relay. `cpuMicrosPerRecord` is this process's CPU time per record (the lowest of the
+ * rounds); the broker servers run on the same cores.
+ *
+ * Goal: relay ≥ 0.8× the hand-written relay, best against best and median of rounds. Writes
+ * bench/results/brokers.json.
  */
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { connect as amqpConnect } from "amqplib"
 import { connect as natsConnect, headers as natsHeaders } from "nats"
 import * as fs from "node:fs"
+import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as NatsSink from "../src/layers/sinks/NatsSink.js"
 import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
+import * as SqlDialect from "../src/layers/sql/SqlDialect.js"
+import * as SqlOutboxStatements from "../src/layers/sql/SqlOutboxStatements.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteLeaseStore from "../src/layers/sqlite/SqliteLeaseStore.js"
+import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import * as Relay from "../src/programs/Relay.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
@@ -46,11 +64,17 @@ const quick = process.argv.includes("--quick")
 const total = quick ? 1_000 : 20_000
 const rounds = quick ? 1 : 3
 const partitions = Array.from({ length: 8 }, (_, i) => `p${i}`)
-const inFlight = partitions.length * 10
+/** The drainer's defaults, which the relay runs with and the hand-written relay copies. */
+const maxConcurrency = 10
+const batchSize = 100
+const maxBatchSize = 500
+const inFlight = partitions.length * maxConcurrency
+const goalRatio = 0.8
 const payload = new Uint8Array(256).fill(120)
 const here = path.dirname(fileURLToPath(import.meta.url))
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-brokers-bench-"))
 let files = 0
+const freshFile = (side: string): string => path.join(directory, `${side}-${++files}.db`)
 
 const backlog = (): ReadonlyArray<NewOutboxRecord> =>
   Array.from({ length: total }, (_, n) => {
@@ -64,6 +88,16 @@ const backlog = (): ReadonlyArray<NewOutboxRecord> =>
       ...(i % 2 === 0 ? { orderingKey: `k${i % 16}` } : {})
     })
   })
+
+/** The SQLite store over `filename`. */
+const storeLayer = (filename: string) => SqliteOutboxStore.layer.pipe(Layer.provide(SqliteDatabase.layer({ filename })))
+
+/** Persists the backlog untimed through the store, 100 records per transaction (both sides alike). */
+const persistBacklog = Effect.gen(function* () {
+  const store = yield* OutboxStore
+  const records = backlog()
+  for (let i = 0; i < records.length; i += 100) yield* store.persist(records.slice(i, i + 100))
+})
 
 /** The sink layer with a count of its acknowledged sends. */
 const counted = (sink: Layer.Layer<Sink, unknown>, acked: { count: number }): Layer.Layer<Sink, unknown> =>
@@ -94,8 +128,7 @@ const relayRound = (sink: Layer.Layer<Sink, unknown>, cpu: Array<number>): Promi
   return Effect.runPromise(
     Effect.gen(function* () {
       const store = yield* OutboxStore
-      const records = backlog()
-      for (let i = 0; i < records.length; i += 100) yield* store.persist(records.slice(i, i + 100))
+      yield* persistBacklog
       const drained = Effect.gen(function* () {
         let left = 0
         for (const p of partitions) left += (yield* store.countPending(p)) + (yield* store.countClaimed(p))
@@ -129,7 +162,7 @@ const relayRound = (sink: Layer.Layer<Sink, unknown>, cpu: Array<number>): Promi
     }).pipe(
       Effect.provide(
         Layer.mergeAll(SqliteOutboxStore.layer, SqliteLeaseStore.layer, counted(sink, acked)).pipe(
-          Layer.provide(SqliteDatabase.layer({ filename: path.join(directory, `relay-${++files}.db`) }))
+          Layer.provide(SqliteDatabase.layer({ filename: freshFile("relay") }))
         )
       ),
       Effect.orDie
@@ -137,47 +170,268 @@ const relayRound = (sink: Layer.Layer<Sink, unknown>, cpu: Array<number>): Promi
   )
 }
 
-/** What a raw publish needs of a backlog record: partition, envelope, ordering key, sequence number. */
-interface RawMessage {
-  readonly n: number
+// ---------------------------------------------------------------------------------------------------
+// What a publish carries: the sink's message id, headers and payload
+// ---------------------------------------------------------------------------------------------------
+
+/** One message as the sinks publish a record: its id, what the wire headers are made of, its payload. */
+interface Message {
+  readonly id: string
   readonly partitionKey: string
   readonly envelopeId: string
   readonly orderingKey: string | undefined
+  readonly seq: number
+  readonly createdAtMillis: number
+  readonly headers: Readonly<Record<string, string>>
+  readonly payload: Uint8Array
 }
 
-const rawMessages: ReadonlyArray<RawMessage> = backlog().map((record, n) => ({
-  n,
+/** The headers the sinks set on every record: the record's own, the wire metadata, the envelope id. */
+const messageHeaders = (message: Message): Record<string, string> => ({
+  ...message.headers,
+  "Outbox-Record-Id": message.id,
+  "Outbox-Partition": message.partitionKey,
+  ...(message.orderingKey === undefined ? {} : { "Outbox-Ordering-Key": message.orderingKey }),
+  "Outbox-Seq": String(message.seq),
+  "Outbox-Created-At": new Date(message.createdAtMillis).toISOString(),
+  "Outbox-Envelope-Id": message.envelopeId
+})
+
+/** Publishes one message and resolves on its acknowledgement; `side` names the subject or key space. */
+type Publish = (side: string, message: Message) => Promise<unknown>
+
+// ---------------------------------------------------------------------------------------------------
+// The hand-written relay: raw better-sqlite3 with the store's statements, the raw broker client
+// ---------------------------------------------------------------------------------------------------
+
+interface RawStatement {
+  run(...params: ReadonlyArray<unknown>): { readonly changes: number }
+  all(...params: ReadonlyArray<unknown>): Array<Record<string, unknown>>
+}
+interface RawDatabase {
+  prepare(sql: string): RawStatement
+  pragma(sql: string): unknown
+  close(): void
+}
+type RawDatabaseConstructor = new (filename: string) => RawDatabase
+const RawSqlite: RawDatabaseConstructor = createRequire(import.meta.url)("better-sqlite3")
+
+const names = Either.getOrThrow(SqliteOutboxSchema.tableNames(""))
+const statements = SqliteOutboxSchema.statements(names, { staleReclaim: false })
+const binds = SqlOutboxStatements.binds(SqlDialect.sqlite)
+const token = { owner: "hand-written", version: 1 }
+
+const text = (row: Record<string, unknown>, column: string): string => {
+  const value = row[column]
+  if (typeof value !== "string") throw new Error(`column ${column} is not text`)
+  return value
+}
+const integer = (row: Record<string, unknown>, column: string): number => {
+  const value = row[column]
+  if (typeof value !== "number") throw new Error(`column ${column} is not a number`)
+  return value
+}
+const headersOf = (json: string): Record<string, string> => {
+  const parsed: unknown = JSON.parse(json)
+  const out: Record<string, string> = {}
+  if (typeof parsed === "object" && parsed !== null) {
+    for (const [name, value] of Object.entries(parsed)) if (typeof value === "string") out[name] = value
+  }
+  return out
+}
+
+/** A claimed row as the message the sinks would publish for it. */
+const messageOf = (row: Record<string, unknown>): Message => {
+  const orderingKey = row["ordering_key"]
+  const bytes = row["payload"]
+  if (!(bytes instanceof Uint8Array)) throw new Error("column payload is not a blob")
+  return {
+    id: text(row, "id"),
+    partitionKey: text(row, "partition_key"),
+    envelopeId: text(row, "envelope_id"),
+    orderingKey: typeof orderingKey === "string" ? orderingKey : undefined,
+    seq: integer(row, "seq"),
+    createdAtMillis: integer(row, "created_at"),
+    headers: headersOf(text(row, "headers")),
+    payload: bytes
+  }
+}
+
+/** Raw better-sqlite3 on a file the store made: its statements in its transaction shapes, prepared once. */
+class RawOutbox {
+  private readonly db: RawDatabase
+  private readonly cache = new Map<string, RawStatement>()
+  constructor(filename: string) {
+    // the pragmas `SqliteDatabase.layer` sets (the file is in WAL mode already)
+    this.db = new RawSqlite(filename)
+    this.db.pragma("journal_mode = WAL")
+    this.db.pragma("synchronous = FULL")
+    this.db.pragma("busy_timeout = 5000")
+  }
+  private statement(sql: string): RawStatement {
+    let prepared = this.cache.get(sql)
+    if (prepared === undefined) {
+      prepared = this.db.prepare(sql)
+      this.cache.set(sql, prepared)
+    }
+    return prepared
+  }
+  private transaction<A>(body: () => A): A {
+    this.statement("BEGIN").run()
+    try {
+      const result = body()
+      this.statement("COMMIT").run()
+      return result
+    } catch (error) {
+      this.statement("ROLLBACK").run()
+      throw error
+    }
+  }
+  /** Raise the fence, select, claim: one transaction. The claimed records in age order. */
+  claim(partitionKey: string, limit: number): Array<Message> {
+    return this.transaction(() => {
+      const now = Date.now()
+      if (this.statement(statements.raiseFence).all(partitionKey, token.version).length === 0) {
+        throw new Error("fenced")
+      }
+      const candidates = this.statement(statements.selectClaimable).all(
+        ...binds.selectClaimable(partitionKey, token.version, undefined, limit)
+      )
+      if (candidates.length === 0) return []
+      const ids = candidates.map((row) => text(row, "id"))
+      const claimed = new Set(
+        this.statement(statements.claimUpdate(ids.length))
+          .all(...binds.claimUpdate(ids, token, now, partitionKey, undefined))
+          .map((row) => text(row, "id"))
+      )
+      return candidates.filter((row) => claimed.has(text(row, "id"))).map(messageOf)
+    })
+  }
+  /** Completes the ids: one statement, its own transaction. */
+  complete(ids: ReadonlyArray<string>): void {
+    this.transaction(() => {
+      const done = this.statement(statements.complete(ids.length)).all(...binds.complete(ids, token, Date.now()))
+      if (done.length !== ids.length) throw new Error("complete mismatch")
+    })
+  }
+  /** Records pending or claimed in the partition. */
+  left(partitionKey: string): number {
+    return (
+      Number(this.statement(statements.countPending).all(partitionKey)[0]?.["n"]) +
+      Number(this.statement(statements.countClaimed).all(partitionKey)[0]?.["n"])
+    )
+  }
+  close(): void {
+    this.db.close()
+  }
+}
+
+/** A batch grouped by ordering key in age order; a keyless record is a group of one. */
+const groupByKey = (batch: ReadonlyArray<Message>): Array<Array<Message>> => {
+  const groups: Array<Array<Message>> = []
+  const byKey = new Map<string, Array<Message>>()
+  for (const message of batch) {
+    if (message.orderingKey === undefined) {
+      groups.push([message])
+      continue
+    }
+    const group = byKey.get(message.orderingKey)
+    if (group === undefined) {
+      const fresh = [message]
+      byKey.set(message.orderingKey, fresh)
+      groups.push(fresh)
+    } else group.push(message)
+  }
+  return groups
+}
+
+/** Drains one partition: claim, publish with `maxConcurrency` groups in flight, complete, until empty. */
+const drainPartition = async (outbox: RawOutbox, partitionKey: string, publish: Publish): Promise<number> => {
+  let limit = batchSize
+  let drained = 0
+  for (;;) {
+    const batch = outbox.claim(partitionKey, limit)
+    if (batch.length === 0) return drained
+    const groups = groupByKey(batch)
+    let next = 0
+    await Promise.all(
+      Array.from({ length: Math.min(maxConcurrency, groups.length) }, async () => {
+        for (let group = groups[next++]; group !== undefined; group = groups[next++]) {
+          // a keyed record only after the previous one of its key was acknowledged
+          for (const message of group) await publish("hand", message)
+        }
+      })
+    )
+    outbox.complete(batch.map((message) => message.id))
+    drained += batch.length
+    limit = batch.length >= limit ? Math.min(limit * 2, maxBatchSize) : limit
+  }
+}
+
+/**
+ * Records per second of the hand-written relay draining the backlog from a fresh SQLite file through
+ * `publish`; its CPU time per record is pushed to `cpu`.
+ */
+const handWrittenRound = async (publish: Publish, cpu: Array<number>): Promise<number> => {
+  const filename = freshFile("hand")
+  await Effect.runPromise(persistBacklog.pipe(Effect.provide(storeLayer(filename)), Effect.orDie))
+  const outbox = new RawOutbox(filename)
+  try {
+    const started = performance.now()
+    const cpuBefore = process.cpuUsage()
+    const drained = await Promise.all(partitions.map((p) => drainPartition(outbox, p, publish)))
+    const seconds = (performance.now() - started) / 1000
+    cpu.push(cpuPerRecord(cpuBefore))
+    const sent = drained.reduce((a, b) => a + b, 0)
+    const left = partitions.reduce((sum, p) => sum + outbox.left(p), 0)
+    if (sent !== total || left !== 0) throw new Error(`hand-written relay drained ${sent} of ${total}, ${left} left`)
+    return total / seconds
+  } finally {
+    outbox.close()
+  }
+}
+
+// ---------------------------------------------------------------------------------------------------
+// The raw client alone (no database), for information
+// ---------------------------------------------------------------------------------------------------
+
+const rawMessages: ReadonlyArray<Message> = backlog().map((record, n) => ({
+  id: `${n}`,
   partitionKey: record.partitionKey,
   envelopeId: record.envelopeId,
-  orderingKey: record.orderingKey
+  orderingKey: record.orderingKey,
+  seq: Math.floor(n / partitions.length) + 1,
+  createdAtMillis: Date.now(),
+  headers: {},
+  payload
 }))
+let rawRun = 0
 
 /**
  * Records per second of `publish` over the backlog's messages with `inFlight` lanes, each awaiting its
  * ack; `ordered`: a keyed message waits for the ack of the previous message of its key. Its CPU time per
  * record is pushed to `cpu`.
  */
-const rawRound = async (
-  publish: (message: RawMessage) => Promise<unknown>,
-  ordered: boolean,
-  cpu: Array<number>
-): Promise<number> => {
+const rawRound = async (publish: Publish, ordered: boolean, cpu: Array<number>): Promise<number> => {
   let next = 0
+  const prefix = `raw-${++rawRun}-`
   const lastOfKey = new Map<string, Promise<unknown>>()
   const started = performance.now()
   const cpuBefore = process.cpuUsage()
   await Promise.all(
     Array.from({ length: inFlight }, async () => {
       for (;;) {
-        const message = rawMessages[next++]
-        if (message === undefined) return
+        const each = rawMessages[next++]
+        if (each === undefined) return
+        // a message id unique across rounds, so the stream's duplicate window keeps every message
+        const message = { ...each, id: prefix + each.id }
         if (!ordered || message.orderingKey === undefined) {
-          await publish(message)
+          await publish("raw", message)
           continue
         }
         const key = `${message.partitionKey}/${message.orderingKey}`
         const previous = lastOfKey.get(key)
-        const sent = previous === undefined ? publish(message) : previous.then(() => publish(message))
+        const sent = previous === undefined ? publish("raw", message) : previous.then(() => publish("raw", message))
         lastOfKey.set(key, sent)
         await sent
       }
@@ -188,69 +442,89 @@ const rawRound = async (
   return total / seconds
 }
 
+// ---------------------------------------------------------------------------------------------------
+// Rounds and figures
+// ---------------------------------------------------------------------------------------------------
+
 interface Figures {
   readonly relay: Array<number>
-  readonly raw: Array<number>
+  readonly handWritten: Array<number>
+  readonly rawClient: Array<number>
   readonly rawUnordered: Array<number>
   readonly relayNoopSink: Array<number>
-  /** This process's CPU time per record (µs) in each round of the relay, the ordered raw client and the no-op relay. */
-  readonly cpu: { readonly relay: Array<number>; readonly raw: Array<number>; readonly relayNoopSink: Array<number> }
+  /** This process's CPU time per record (µs) in each round. */
+  readonly cpu: {
+    readonly relay: Array<number>
+    readonly handWritten: Array<number>
+    readonly rawClient: Array<number>
+    readonly relayNoopSink: Array<number>
+  }
 }
 
 /** A sink that accepts every record at once: the relay's own ceiling on this backlog (store and drainer). */
 const noopSink: Layer.Layer<Sink> = Layer.succeed(Sink, Sink.of({ send: () => Effect.void }))
 
-const measure = async (
-  relay: (cpu: Array<number>) => Promise<number>,
-  raw: (ordered: boolean, cpu: Array<number>) => Promise<number>
-): Promise<Figures> => {
+const measure = async (sink: Layer.Layer<Sink, unknown>, publish: Publish): Promise<Figures> => {
   const figures: Figures = {
     relay: [],
-    raw: [],
+    handWritten: [],
+    rawClient: [],
     rawUnordered: [],
     relayNoopSink: [],
-    cpu: { relay: [], raw: [], relayNoopSink: [] }
+    cpu: { relay: [], handWritten: [], rawClient: [], relayNoopSink: [] }
   }
-  await relay([]) // untimed warm-up round
+  // untimed warm-up rounds
+  await relayRound(sink, [])
+  await handWrittenRound(publish, [])
   for (let round = 0; round < rounds; round++) {
-    figures.raw.push(await raw(true, figures.cpu.raw))
-    figures.rawUnordered.push(await raw(false, []))
-    figures.relay.push(await relay(figures.cpu.relay))
+    figures.handWritten.push(await handWrittenRound(publish, figures.cpu.handWritten))
+    figures.rawClient.push(await rawRound(publish, true, figures.cpu.rawClient))
+    figures.rawUnordered.push(await rawRound(publish, false, []))
+    figures.relay.push(await relayRound(sink, figures.cpu.relay))
     figures.relayNoopSink.push(await relayRound(noopSink, figures.cpu.relayNoopSink))
+    const last = (values: ReadonlyArray<number>) => values.at(-1)?.toFixed(0)
     console.log(
-      `round ${round + 1}/${rounds}: raw ${figures.raw.at(-1)?.toFixed(0)}/s (unordered ${figures.rawUnordered.at(-1)?.toFixed(0)}/s), relay ${figures.relay.at(-1)?.toFixed(0)}/s (no-op sink ${figures.relayNoopSink.at(-1)?.toFixed(0)}/s)`
+      `round ${round + 1}/${rounds}: hand-written relay ${last(figures.handWritten)}/s, relay ${last(figures.relay)}/s ` +
+        `(raw client ${last(figures.rawClient)}/s, unordered ${last(figures.rawUnordered)}/s; relay, no-op sink ${last(figures.relayNoopSink)}/s)`
     )
   }
   return figures
 }
 
+const median = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = sorted.length >> 1
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
+}
+
+const ratio2 = (a: number, b: number): number => Number((a / b).toFixed(2))
+
 const summary = (figures: Figures) => {
   const relay = Math.max(...figures.relay)
-  const raw = Math.max(...figures.raw)
-  const rawUnordered = Math.max(...figures.rawUnordered)
+  const handWritten = Math.max(...figures.handWritten)
+  const rawClient = Math.max(...figures.rawClient)
+  const ratioPerRound = figures.relay.map((r, i) => ratio2(r, figures.handWritten[i] ?? Number.NaN))
+  const ratio = ratio2(relay, handWritten)
+  const ratioMedianOfRounds = Number(median(ratioPerRound).toFixed(2))
   return {
     relayRecordsPerSecond: Math.round(relay),
-    rawRecordsPerSecond: Math.round(raw),
-    ratio: Number((relay / raw).toFixed(2)),
-    rawUnorderedRecordsPerSecond: Math.round(rawUnordered),
-    ratioVsUnordered: Number((relay / rawUnordered).toFixed(2)),
+    handWrittenRecordsPerSecond: Math.round(handWritten),
+    ratio,
+    ratioMedianOfRounds,
+    ratioPerRound,
+    met: ratio >= goalRatio && ratioMedianOfRounds >= goalRatio,
+    rawClientRecordsPerSecond: Math.round(rawClient),
+    rawUnorderedRecordsPerSecond: Math.round(Math.max(...figures.rawUnordered)),
     relayNoopSinkRecordsPerSecond: Math.round(Math.max(...figures.relayNoopSink)),
-    ceilingRatio: Number((Math.max(...figures.relayNoopSink) / raw).toFixed(2)),
     cpuMicrosPerRecord: {
       relay: Math.min(...figures.cpu.relay),
-      raw: Math.min(...figures.cpu.raw),
+      handWritten: Math.min(...figures.cpu.handWritten),
+      rawClient: Math.min(...figures.cpu.rawClient),
       relayNoopSink: Math.min(...figures.cpu.relayNoopSink)
     },
     rounds: figures
   }
 }
-
-/** The headers the sinks add to every record. */
-const outboxHeaders = (message: RawMessage): Record<string, string> => ({
-  "Outbox-Partition": message.partitionKey,
-  "Outbox-Envelope-Id": message.envelopeId,
-  ...(message.orderingKey === undefined ? {} : { "Outbox-Ordering-Key": message.orderingKey })
-})
 
 const loadBefore = os.loadavg()[0] ?? 0
 
@@ -262,24 +536,12 @@ const natsFigures = await (async () => {
     const jsm = await nc.jetstreamManager()
     await jsm.streams.add({ name: "bench", subjects: ["bench.>"], duplicate_window: 120_000_000_000 })
     const js = nc.jetstream()
-    let base = 0
     return await measure(
-      (cpu) => relayRound(NatsSink.layer({ servers: nats.url, subject: "bench.relay.{partitionKey}" }), cpu),
-      (ordered, cpu) => {
-        base += total
-        const offset = base
-        return rawRound(
-          (message) => {
-            const h = natsHeaders()
-            for (const [name, value] of Object.entries(outboxHeaders(message))) h.set(name, value)
-            return js.publish(`bench.raw.${message.partitionKey}`, payload, {
-              msgID: `raw-${offset + message.n}`,
-              headers: h
-            })
-          },
-          ordered,
-          cpu
-        )
+      NatsSink.layer({ servers: nats.url, subject: "bench.relay.{partitionKey}" }),
+      (side, message) => {
+        const h = natsHeaders()
+        for (const [name, value] of Object.entries(messageHeaders(message))) h.set(name, value)
+        return js.publish(`bench.${side}.${message.partitionKey}`, message.payload, { msgID: message.id, headers: h })
       }
     )
   } finally {
@@ -297,26 +559,16 @@ const rabbitFigures = await (async () => {
     const purge = setInterval(() => void channel.purgeQueue("bench").catch(() => undefined), 1_000)
     try {
       return await measure(
-        (cpu) => relayRound(RabbitMqSink.layer({ url: rabbit.url, routingKey: "bench" }), cpu),
-        (ordered, cpu) =>
-          rawRound(
-            (message) =>
-              new Promise<void>((resolve, reject) =>
-                channel.publish(
-                  "",
-                  "bench",
-                  Buffer.from(payload),
-                  {
-                    persistent: true,
-                    mandatory: true,
-                    messageId: `raw-${message.n}`,
-                    headers: outboxHeaders(message)
-                  },
-                  (error: unknown) => (error === null || error === undefined ? resolve() : reject(error))
-                )
-              ),
-            ordered,
-            cpu
+        RabbitMqSink.layer({ url: rabbit.url, routingKey: "bench" }),
+        (_side, message) =>
+          new Promise<void>((resolve, reject) =>
+            channel.publish(
+              "",
+              "bench",
+              Buffer.from(message.payload),
+              { persistent: true, mandatory: true, messageId: message.id, headers: messageHeaders(message) },
+              (error: unknown) => (error === null || error === undefined ? resolve() : reject(error))
+            )
           )
       )
     } finally {
@@ -333,7 +585,13 @@ const result = {
   records: total,
   partitions: partitions.length,
   inFlight,
-  goal: "relay ≥ 0.6× raw",
+  batch: { size: batchSize, max: maxBatchSize, maxConcurrency },
+  goal: `relay ≥ ${goalRatio}× hand-written relay (best against best and median of rounds)`,
+  baseline:
+    "hand-written relay in the same process: raw better-sqlite3 claim with the SQLite store's statements and transaction shape, " +
+    "the raw broker client publishing each claimed record (same headers, message id, acknowledgements; a keyed record only after " +
+    "the previous one of its key was acknowledged; 10 groups in flight per partition, 8 partitions at once), then one raw complete " +
+    "of the batch; batches of 100 doubling to 500",
   platform: `${os.platform()} ${os.arch()}, ${os.cpus().length} cores`,
   loadAverage1m: { before: Number(loadBefore.toFixed(2)), after: Number((os.loadavg()[0] ?? 0).toFixed(2)) },
   nats: summary(natsFigures),
@@ -342,4 +600,7 @@ const result = {
 fs.rmSync(directory, { recursive: true, force: true })
 fs.mkdirSync(path.join(here, "results"), { recursive: true })
 fs.writeFileSync(path.join(here, "results", "brokers.json"), JSON.stringify(result, null, 2) + "\n")
-console.log(`NATS relay/raw ${result.nats.ratio}×, RabbitMQ relay/raw ${result.rabbitmq.ratio}× (goal ≥ 0.6×)`)
+console.log(
+  `NATS relay/hand-written ${result.nats.ratio}× (median ${result.nats.ratioMedianOfRounds}×), ` +
+    `RabbitMQ relay/hand-written ${result.rabbitmq.ratio}× (median ${result.rabbitmq.ratioMedianOfRounds}×) (goal ≥ ${goalRatio}×)`
+)
