@@ -4,8 +4,8 @@
  * bench/README.md and bench/results/chart.svg from bench/results/*.json (bench/Report.ts).
  *
  * Usage: `npm run bench [-- name ...] [-- --quick]` with names among memory, sqlite, postgres, mysql, dynamodb (claim
- * cost), dynamodbThroughput (store vs raw SDK), drain, contention, brokers (NATS and RabbitMQ sinks vs raw
- * clients), inbox (`Inbox.process` vs a raw loop on SQLite and PostgreSQL); `--quick` is passed on to every
+ * cost), dynamodbThroughput (store vs raw SDK), drain, contention, brokers (NATS and RabbitMQ sinks vs a hand-written
+ * relay), inbox (`Inbox.process` vs a raw loop on SQLite and PostgreSQL); `--quick` is passed on to every
  * benchmark; `--report` only regenerates the report. `latency` (delivery after idle, bench/latency.ts) runs
  * only when named: its full method takes over two hours; so does `steady` (the highest rate one relay
  * sustains, bench/steady.ts: half an hour). fairness: one relay over many partitions.
