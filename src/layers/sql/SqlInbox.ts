@@ -21,6 +21,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import type { ParseError } from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { StoreUnavailable, TransactionConflict } from "../../domain/OutboxError.js"
 import type * as InboxStore from "../../services/InboxStore.js"
@@ -81,6 +82,11 @@ export interface SqlInboxWrites {
   ) => Effect.Effect<number, SqlError | StoreUnavailable>
 }
 
+/** Attempts after the first one on a busy failure before the id is recorded. */
+const busyRetries = 20
+
+const raisedResult: InboxStore.RaiseResult = { raised: true }
+
 const IntColumn = Schema.Union(Schema.Int, Schema.compose(Schema.NumberFromString, Schema.Int))
 const SeqRows = Schema.Array(Schema.Struct({ seq: IntColumn }))
 const AnyRows = Schema.Array(Schema.Unknown)
@@ -126,19 +132,25 @@ export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend,
     const seqOf = (rows: ReadonlyArray<unknown>) =>
       Effect.map(Schema.decodeUnknown(SeqRows)(rows), (decoded) => decoded[0]?.seq)
 
+    const raiseMark = (key: InboxStore.MarkKey, seq: number, nowMillis: number) =>
+      Effect.flatMap(
+        sql.unsafe(s.raise, [key.consumer, key.partitionKey, key.orderingKey, seq, nowMillis]),
+        (raised): Effect.Effect<InboxStore.RaiseResult, SqlError | ParseError> =>
+          raised.length > 0
+            ? Effect.succeed(raisedResult)
+            : Effect.map(
+                Effect.flatMap(sql.unsafe(s.mark, [key.consumer, key.partitionKey, key.orderingKey]), seqOf),
+                (stored) => ({ raised: false, mark: stored ?? seq })
+              )
+      )
     const shared: InboxStore.InboxUnit = {
       record: (entry) =>
-        sql.unsafe(s.record, [entry.consumer, entry.messageId, entry.partitionKey, entry.processedAtMillis]).pipe(
-          Effect.map((rows) => rows.length > 0),
-          Effect.mapError(StoreUnavailable.wrap("Inbox.record", entry.partitionKey))
+        Effect.mapBoth(
+          sql.unsafe(s.record, [entry.consumer, entry.messageId, entry.partitionKey, entry.processedAtMillis]),
+          { onFailure: StoreUnavailable.wrap("Inbox.record", entry.partitionKey), onSuccess: (rows) => rows.length > 0 }
         ),
       raiseMark: (key, seq, nowMillis) =>
-        Effect.gen(function* () {
-          const raised = yield* sql.unsafe(s.raise, [key.consumer, key.partitionKey, key.orderingKey, seq, nowMillis])
-          if (raised.length > 0) return { raised: true } as const
-          const stored = yield* seqOf(yield* sql.unsafe(s.mark, [key.consumer, key.partitionKey, key.orderingKey]))
-          return { raised: false, mark: stored ?? seq } as const
-        }).pipe(Effect.mapError(StoreUnavailable.wrap("Inbox.raiseMark", key.partitionKey)))
+        Effect.mapError(raiseMark(key, seq, nowMillis), StoreUnavailable.wrap("Inbox.raiseMark", key.partitionKey))
     }
     const own = d.writes
     const unit: InboxStore.InboxUnit =
@@ -153,29 +165,33 @@ export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend,
                 .pipe(Effect.mapError(unavailable("Inbox.raiseMark", key.partitionKey)))
           }
 
-    const atomically = <A, E, R>(body: (unit: InboxStore.InboxUnit) => Effect.Effect<A, E, R>) =>
+    // Written as plain combinators with no per-call schedule: a unit runs once per delivered message.
+    const atomically = <A, E, R>(
+      body: (unit: InboxStore.InboxUnit) => Effect.Effect<A, E, R>
+    ): Effect.Effect<A, E | StoreUnavailable | TransactionConflict, R> =>
       Effect.suspend(() => {
-        // a lock failure is retried only while this attempt has not recorded the id yet (no handler ran)
+        // a lock failure is retried only while the id is not recorded yet (no handler ran); an attempt is
+        // only made again when none of the previous ones recorded it
         let recorded = false
         const tracked: InboxStore.InboxUnit = {
-          record: (entry) => Effect.tap(unit.record(entry), () => Effect.sync(() => void (recorded = true))),
+          record: (entry) =>
+            Effect.map(unit.record(entry), (fresh) => {
+              recorded = true
+              return fresh
+            }),
           raiseMark: unit.raiseMark
         }
-        const attempt = Effect.suspend(() => {
-          recorded = false
-          return sql.withTransaction(body(tracked))
-        })
-        const retried = Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-          Option.isSome(outer)
-            ? attempt
-            : Effect.retry(attempt, {
-                times: 20,
-                while: (error) => !recorded && isSqlError(error) && d.isBusy(error)
-              })
-        )
-        return Effect.catchAll(retried, (error): Effect.Effect<never, E | StoreUnavailable | TransactionConflict> =>
-          Effect.fail(isSqlError(error) ? failure(error) : error)
-        )
+        const attempt = sql.withTransaction(body(tracked))
+        const run = (retries: number): Effect.Effect<A, E | StoreUnavailable | TransactionConflict, R> =>
+          Effect.catchAll(attempt, (error): Effect.Effect<A, E | StoreUnavailable | TransactionConflict, R> => {
+            if (!isSqlError(error)) return Effect.fail(error)
+            if (retries === 0 || recorded || !d.isBusy(error)) return Effect.fail(failure(error))
+            // never retried inside a caller's transaction: it holds its own locks, only the caller may retry it
+            return Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+              Option.isSome(outer) ? Effect.fail(failure(error)) : run(retries - 1)
+            )
+          })
+        return run(busyRetries)
       })
 
     return {
