@@ -1032,6 +1032,14 @@ const inboxSection = (data: unknown): Array<string> => {
       ])
     ),
     "",
+    "The ceiling: the handler runs on the application's `SqlClient` in the same transaction, so no code on that client",
+    "beats the hand-written loop; its ratio to the raw loop bounds what the inbox can reach:",
+    "",
+    ...inboxBackends.flatMap(([key]) => {
+      const statement = str(data, key, "ceiling", "statement")
+      return statement === undefined ? [] : [`- ${statement}`]
+    }),
+    "",
     "Statements and CPU time of the bench process per message:",
     "",
     ...table(
