@@ -12,6 +12,10 @@
  * the oldest ids below a time through the `processed_at` index, at most a batch per statement. Every value
  * is a bound parameter.
  *
+ * A lock failure the dialect calls busy (SQLite's `SQLITE_BUSY`, after its busy timeout) — of the id's insert or
+ * of the unit's opening — starts the unit again, at most 20 more times, but only while no attempt has recorded the
+ * id (so no handler ran) and never inside a caller's transaction (its locks are the caller's to retry).
+ *
  * A dialect without `ON CONFLICT … RETURNING` (MySQL) gives its own `writes`: the same two conditional
  * writes and the trim batch with the same meaning, in its own statements.
  *
@@ -165,6 +169,12 @@ export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend,
                 .pipe(Effect.mapError(unavailable("Inbox.raiseMark", key.partitionKey)))
           }
 
+    // busy: the unit's own statement (a SqlError) or the id's insert (a StoreUnavailable of that SqlError)
+    const isBusyFailure = (error: unknown): boolean => {
+      const cause = error instanceof StoreUnavailable ? error.cause : error
+      return isSqlError(cause) && d.isBusy(cause)
+    }
+
     // Written as plain combinators with no per-call schedule: a unit runs once per delivered message.
     const atomically = <A, E, R>(
       body: (unit: InboxStore.InboxUnit) => Effect.Effect<A, E, R>
@@ -184,11 +194,11 @@ export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend,
         const attempt = sql.withTransaction(body(tracked))
         const run = (retries: number): Effect.Effect<A, E | StoreUnavailable | TransactionConflict, R> =>
           Effect.catchAll(attempt, (error): Effect.Effect<A, E | StoreUnavailable | TransactionConflict, R> => {
-            if (!isSqlError(error)) return Effect.fail(error)
-            if (retries === 0 || recorded || !d.isBusy(error)) return Effect.fail(failure(error))
+            const final = isSqlError(error) ? failure(error) : error
+            if (retries === 0 || recorded || !isBusyFailure(error)) return Effect.fail(final)
             // never retried inside a caller's transaction: it holds its own locks, only the caller may retry it
             return Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-              Option.isSome(outer) ? Effect.fail(failure(error)) : run(retries - 1)
+              Option.isSome(outer) ? Effect.fail(final) : run(retries - 1)
             )
           })
         return run(busyRetries)
