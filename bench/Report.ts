@@ -1040,6 +1040,17 @@ const inboxSection = (data: unknown): Array<string> => {
       return statement === undefined ? [] : [`- ${statement}`]
     }),
     "",
+    ...(() => {
+      const spanMicros = num(data, "span", "spanMicros")
+      const defaultMicros = num(data, "span", "defaultSpanMicros")
+      return spanMicros === undefined || defaultMicros === undefined
+        ? []
+        : [
+            `The inbox's one span per message (\`InboxStore.process\`, \`captureStackTrace: false\`) costs ` +
+              `${formatNumber(spanMicros)} µs of CPU (${formatNumber(defaultMicros)} µs with the default stack capture).`,
+            ""
+          ]
+    })(),
     "Statements and CPU time of the bench process per message:",
     "",
     ...table(

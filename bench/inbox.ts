@@ -552,6 +552,32 @@ const measure = async (label: string, database: string, sides: Record<SideName, 
   }
 }
 
+/**
+ * The CPU cost of the inbox's one span per message (`InboxStore.process`, `captureStackTrace: false`, three
+ * attributes) against the same effect without it and against a span with the default stack capture, in
+ * microseconds per call (the span's own cost: creating it, making it the parent of the unit's spans, ending it).
+ */
+const spanCost = (): { readonly spanMicros: number; readonly defaultSpanMicros: number } => {
+  const calls = 20_000
+  const time = (make: (i: number) => Effect.Effect<void>): number => {
+    const loop = Effect.gen(function* () {
+      for (let i = 0; i < calls; i++) yield* make(i)
+    })
+    Effect.runSync(loop)
+    const started = cpuNow()
+    Effect.runSync(loop)
+    return ((cpuNow() - started) * 1000) / calls
+  }
+  const attributes = (i: number) => ({ "inbox.consumer": consumer, "inbox.partition": `p-${i}`, "inbox.backend": "x" })
+  const plain = time(() => Effect.void)
+  return {
+    spanMicros: round3(
+      time((i) => Effect.withSpan(Effect.void, "s", { attributes: attributes(i), captureStackTrace: false })) - plain
+    ),
+    defaultSpanMicros: round3(time((i) => Effect.withSpan(Effect.void, "s", { attributes: attributes(i) })) - plain)
+  }
+}
+
 const main = async (): Promise<void> => {
   const loadBefore = os.loadavg()[0] ?? 0
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-inbox-bench-"))
@@ -615,6 +641,7 @@ const main = async (): Promise<void> => {
     workload:
       "one transaction per delivered message: insert the id if absent, raise the key's mark (half the messages have an " +
       "ordering key), the handler's INSERT INTO orders_seen; one in ten deliveries is a redelivery (Duplicate, no write)",
+    span: spanCost(),
     sqlite,
     postgres
   }
@@ -634,6 +661,10 @@ const main = async (): Promise<void> => {
     )
     console.log(r.ceiling.statement)
   }
+  console.log(
+    `the inbox's span costs ${result.span.spanMicros} µs of CPU per message (captureStackTrace: false; with the ` +
+      `default stack capture ${result.span.defaultSpanMicros} µs)`
+  )
 }
 
 main().catch((error: unknown) => {
