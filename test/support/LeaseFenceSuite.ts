@@ -11,12 +11,14 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as TestClock from "effect/TestClock"
 import { LeaseToken } from "../../src/domain/LeaseToken.js"
 import { NewOutboxRecord } from "../../src/domain/OutboxRecord.js"
 import * as Drainer from "../../src/programs/Drainer.js"
+import * as Relay from "../../src/programs/Relay.js"
 import { LeaseFence } from "../../src/services/LeaseFence.js"
 import { LeaseStore } from "../../src/services/LeaseStore.js"
 import * as OutboxMetrics from "../../src/services/OutboxMetrics.js"
@@ -93,6 +95,32 @@ const sinkActing = (actions: ReadonlyMap<string, Effect.Effect<void>>) => {
   }
 }
 
+/** Counts the fenced completes and the ids they completed. */
+class FencedCalls extends Context.Tag("test/LeaseFenceCalls")<
+  FencedCalls,
+  { readonly calls: () => number; readonly completed: () => number }
+>() {}
+
+const countingFence = Layer.effectContext(
+  Effect.gen(function* () {
+    const inner = yield* LeaseFence
+    let calls = 0
+    let completed = 0
+    const fence = LeaseFence.of({
+      complete: (partitionKey, ids, token) =>
+        Effect.suspend(() => {
+          calls += 1
+          return Effect.tap(inner.complete(partitionKey, ids, token), (result) => {
+            if (result._tag === "Held") completed += result.completed.size
+          })
+        })
+    })
+    return Context.make(LeaseFence, fence).pipe(
+      Context.add(FencedCalls, { calls: () => calls, completed: () => completed })
+    )
+  })
+)
+
 /**
  * Runs the lease fence tests against one backend.
  */
@@ -108,6 +136,15 @@ export const leaseFenceSuite = (options: LeaseFenceSuiteOptions): void => {
   }
   /** The stores alone. */
   const withoutFence = () => storesIn(`fence_${++namespaces}`).pipe(Layer.provide(options.client()), Layer.orDie)
+
+  /** The stores and the fence over them, the fence's calls counted. */
+  const withCountedFence = () => {
+    const ns = `fence_${++namespaces}`
+    return Layer.merge(storesIn(ns), countingFence.pipe(Layer.provide(options.fence(ns)))).pipe(
+      Layer.provide(options.client()),
+      Layer.orDie
+    )
+  }
 
   describe(`${options.name} lease fence`, () => {
     it.live("completes every id of the batch while the lease carries the token", () =>
@@ -272,6 +309,78 @@ export const leaseFenceSuite = (options: LeaseFenceSuiteOptions): void => {
           expect(yield* next.drainOnce()).toMatchObject({ claimed: 3, delivered: 3 })
           expect(yield* store.countClaimed(p)).toBe(0)
         }).pipe(Effect.provide(withFence()))
+    )
+
+    it.live("a relay with the fence delivers every record once, in order per key, and completes them all", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const partitions = ["rf-0", "rf-1", "rf-2"]
+        const keys = ["k0", "k1", "k2"]
+        const perPartition = 30
+        for (const p of partitions) {
+          yield* store.persist(
+            Array.from(
+              { length: perPartition },
+              (_, i) =>
+                new NewOutboxRecord({
+                  id: `${p}:${String(i).padStart(3, "0")}`,
+                  partitionKey: p,
+                  envelopeId: `${p}:${i}`,
+                  bindingId: "b",
+                  orderingKey: i % 4 === 3 ? undefined : keys[i % 3],
+                  payload: new Uint8Array([i])
+                })
+            )
+          )
+        }
+        const delivered: Array<{ readonly id: string; readonly key: string | undefined }> = []
+        const sink = Sink.of({
+          send: (record) =>
+            Effect.sync(() => {
+              delivered.push({
+                id: record.id,
+                key: record.orderingKey._tag === "Some" ? record.orderingKey.value : undefined
+              })
+            })
+        })
+        const relay = yield* Effect.fork(
+          Relay.run({
+            owner: OWNER,
+            discoveryInterval: "50 millis",
+            drainer: {
+              batchSize: 8,
+              maxBatchSize: 8,
+              maxConcurrency: 3,
+              onExpired: "drop",
+              onPermanentFailure: "drop",
+              onPoison: "drop"
+            }
+          }).pipe(Effect.provideService(Sink, sink))
+        )
+        const left = Effect.map(
+          Effect.forEach(partitions, (p) =>
+            Effect.zipWith(store.countPending(p), store.countClaimed(p), (pending, claimed) => pending + claimed)
+          ),
+          (counts) => counts.reduce((a, b) => a + b, 0)
+        )
+        while ((yield* left) > 0 || delivered.length < partitions.length * perPartition) {
+          yield* Effect.sleep("20 millis")
+        }
+        yield* Fiber.interrupt(relay)
+        // once each (the lease never moved), in id order per partition and key
+        expect(new Set(delivered.map((d) => d.id)).size).toBe(partitions.length * perPartition)
+        expect(delivered.length).toBe(partitions.length * perPartition)
+        for (const p of partitions) {
+          for (const key of keys) {
+            const chain = delivered.filter((d) => d.id.startsWith(`${p}:`) && d.key === key).map((d) => d.id)
+            expect(chain).toEqual([...chain].sort())
+          }
+        }
+        // the end-of-batch completes went through the fence
+        const fenced = yield* FencedCalls
+        expect(fenced.calls()).toBeGreaterThan(0)
+        expect(fenced.completed()).toBeGreaterThan(0)
+      }).pipe(Effect.provide(withCountedFence()))
     )
   })
 }
