@@ -7,6 +7,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { inject } from "vitest"
+import { LeaseToken } from "../src/domain/LeaseToken.js"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as MysqlLeaseFence from "../src/layers/mysql/MysqlLeaseFence.js"
 import * as MysqlLeaseStore from "../src/layers/mysql/MysqlLeaseStore.js"
@@ -64,6 +65,16 @@ describe("MySQL lease fence options", () => {
       expect(error._tag).toBe("InvalidConfiguration")
       expect(error.component).toBe("MysqlLeaseFence")
       expect(error.problems.join("\n")).toContain("database")
+    }).pipe(Effect.provide(clientLayer(url)), Effect.orDie)
+  )
+
+  it.effect("a failing statement (no such table) is StoreUnavailable naming the operation and partition", () =>
+    Effect.gen(function* () {
+      const fence = yield* MysqlLeaseFence.make({ tablePrefix: "missing_" })
+      const error = yield* Effect.flip(fence.complete("p-x", ["a"], new LeaseToken({ owner: "relay-a", version: 1 })))
+      expect(error._tag).toBe("StoreUnavailable")
+      expect(error.operation).toBe("complete")
+      expect(error.partitionKey).toBe("p-x")
     }).pipe(Effect.provide(clientLayer(url)), Effect.orDie)
   )
 })

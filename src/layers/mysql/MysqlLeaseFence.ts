@@ -10,7 +10,7 @@
  * are `Held`. The guarded complete (R-DONE-2: status `claimed`, owner, version) and the lease condition
  * (owner, version, not released, `expires_at` after the clock's now) are one statement, so nothing is
  * completed under a lease that no longer carries the token. A deadlock or lock-wait timeout rolls back
- * the statement alone and it is run again a bounded number of times.
+ * the statement alone and it is run again a bounded number of times (not inside a caller's transaction).
  *
  * @since 0.1.0
  */
@@ -18,6 +18,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
 import { type InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import { type FencedComplete, LeaseFence } from "../../services/LeaseFence.js"
@@ -43,6 +44,18 @@ export interface MysqlLeaseFenceOptions {
   /** Table prefix of the lease store. Default: `tablePrefix`. */
   readonly leaseTablePrefix?: string | undefined
 }
+
+/**
+ * Runs an autocommit statement again after a deadlock or lock-wait timeout (InnoDB rolled back that
+ * statement alone), a bounded number of times; inside a caller's transaction the failure is returned (a
+ * deadlock rolled back the caller's whole transaction).
+ */
+const retryConflicts = <A, E>(self: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+  Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+    Option.isSome(outer)
+      ? self
+      : Effect.retry(self, { schedule: Schedule.recurs(conflictRetries), while: MysqlOutboxSchema.isConflict })
+  )
 
 /**
  * Builds the fence on the `SqlClient` (a `MysqlClient`) in context.
@@ -92,11 +105,7 @@ WHERE ${d.placeholders().inIds("id", n)} AND status = 'completed' AND claimed_by
             })
           )
           return result
-        }).pipe(
-          // one autocommit statement: a deadlock or lock-wait timeout rolled back that statement alone
-          Effect.retry({ schedule: Schedule.recurs(conflictRetries), while: MysqlOutboxSchema.isConflict }),
-          StoreUnavailable.refailTag("SqlError", "complete", partitionKey)
-        )
+        }).pipe(retryConflicts, StoreUnavailable.refailTag("SqlError", "complete", partitionKey))
     })
   })
 
