@@ -130,6 +130,17 @@ export interface Services {
 }
 
 /**
+ * A lease read that found the lease held, and how long it stands (see `Instance.leaseHorizon`).
+ *
+ * @since 0.1.0
+ */
+export interface LeaseHorizon {
+  readonly version: number
+  readonly writes: number
+  readonly untilMillis: number
+}
+
+/**
  * One drainer's settings, services and state.
  *
  * @since 0.1.0
@@ -150,6 +161,11 @@ export interface Instance extends Services {
   currentBatchSize: number
   /** Complete, release and dead-letter write calls so far (see `BatchState.leaseHeldAt`). */
   storeCalls: number
+  /**
+   * What the last lease read found held, while it still stands (`LeaseWrites`): the version, the
+   * partition's lease-write count at the read, and the instant the read stops standing in for a new one.
+   */
+  leaseHorizon: LeaseHorizon | undefined
   lastGaugeAt: number
   lastSweepAt: number
   /** The lease version `toComplete` and `toRelease` belong to. */
@@ -181,6 +197,7 @@ export const make = (config: DrainerSettings, services: Services): Instance => (
   sinkHealth: SinkHealth.make(config.partitionKey),
   currentBatchSize: config.batchSize,
   storeCalls: 0,
+  leaseHorizon: undefined,
   lastGaugeAt: Number.NEGATIVE_INFINITY,
   lastSweepAt: Number.NEGATIVE_INFINITY,
   strandedVersion: 0,
