@@ -12,6 +12,7 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import * as Stream from "effect/Stream"
 import { inject } from "vitest"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as PostgresLeaseStore from "../src/layers/postgres/PostgresLeaseStore.js"
@@ -90,6 +91,81 @@ describe("PostgresWakeSignal", () => {
       yield* Fiber.interrupt(other)
       yield* Fiber.interrupt(rolledBack)
     }).pipe(Effect.provide(layer("wake_basic")))
+  )
+
+  it.live("awaitWorkWhere wakes only for a partition its predicate accepts", () =>
+    Effect.gen(function* () {
+      const wake = yield* WakeSignal
+      const store = yield* OutboxStore
+      const where = wake.awaitWorkWhere
+      expect(where).toBeDefined()
+      if (where === undefined) return
+      const warm = yield* Effect.fork(wake.awaitWork("where-warm"))
+      yield* persistUntilWoken("where-warm", warm)
+      const other = yield* Effect.fork(where((pk) => pk === "where-other"))
+      yield* store.persist([record("where-held")])
+      // notifications come in commit order: once the marker's arrived, where-held's was seen and ignored
+      const marker = yield* Effect.fork(wake.awaitWork("where-marker"))
+      yield* store.persist([record("where-marker")])
+      yield* Fiber.join(marker)
+      expect(yield* Fiber.poll(other)).toEqual(Option.none())
+      yield* store.persist([record("where-other")])
+      yield* Fiber.join(other)
+    }).pipe(Effect.provide(layer("wake_where")))
+  )
+
+  it.live("a relay runs no discovery round for notifications of a partition it drains already", () =>
+    Effect.gen(function* () {
+      const store = yield* OutboxStore
+      const sink = yield* MemorySink.MemorySink
+      let listings = 0
+      const counting = OutboxStore.of({
+        ...store,
+        listPartitions: Stream.suspend(() => {
+          listings += 1
+          return store.listPartitions
+        })
+      })
+      const warm = yield* Effect.fork(Effect.flatMap(WakeSignal, (wake) => wake.awaitWork("held-0")))
+      const persisted = (yield* persistUntilWoken("held-0", warm)) + 1
+      const delivered = (n: number) =>
+        Effect.repeat(sink.deliveredIds, {
+          until: (ids) => ids.length >= n,
+          schedule: Schedule.spaced("20 millis")
+        }).pipe(Effect.timeout("20 seconds"))
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          yield* Relay.start({
+            owner: "relay-held",
+            discoveryInterval: "1 hour",
+            drainer: { idleBackoffMax: "1 hour", onExpired: "drop", onPermanentFailure: "drop", onPoison: "drop" }
+          }).pipe(Effect.provideService(OutboxStore, counting))
+          yield* delivered(persisted)
+          // past the 250 ms floor between rounds: a signal now could start one at once
+          yield* Effect.sleep("300 millis")
+          const before = listings
+          // every persist in the held partition is delivered through its drainer's own wake-up, with no listing
+          for (let i = 1; i <= 5; i++) {
+            yield* store.persist([record("held-0")])
+            yield* delivered(persisted + i)
+            yield* Effect.sleep("300 millis")
+          }
+          expect(listings).toBe(before)
+          // a persist in a partition it does not drain yet starts a round at once
+          yield* store.persist([record("held-new")])
+          yield* delivered(persisted + 6)
+          expect(listings).toBeGreaterThan(before)
+        })
+      )
+    }).pipe(
+      Effect.provide(
+        Layer.mergeAll(layer("wake_held"), MemorySink.layer).pipe(
+          Layer.provideMerge(
+            PostgresLeaseStore.layerWith({ schema: "wake_held" }).pipe(Layer.provide(clientLayer(url)))
+          )
+        )
+      )
+    )
   )
 
   it.live(

@@ -7,7 +7,9 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import { spawn } from "node:child_process"
 import { randomUUID } from "node:crypto"
 import * as fs from "node:fs"
@@ -23,6 +25,7 @@ import * as SqliteWakeSignal from "../src/layers/sqlite/SqliteWakeSignal.js"
 import * as Relay from "../src/programs/Relay.js"
 import { LeaseStore } from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
+import { WakeSignal } from "../src/services/WakeSignal.js"
 import { makeHub, WakeHub, type WakeHubService } from "../src/services/WakeHub.js"
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
@@ -125,6 +128,37 @@ describe("SqliteWakeSignal", { timeout: 120_000 }, () => {
             Effect.sync(() => signalled.includes("p-2"))
           )
           expect(signalled).toEqual(["p-1", "p-2"])
+        }).pipe(Effect.provide(other))
+      }).pipe(Effect.provide(Layer.provide(signal, Layer.succeed(WakeHub, hub))))
+    })
+  )
+
+  it.live("awaitWorkWhere wakes only for a partition its predicate accepts", () =>
+    Effect.gen(function* () {
+      const file = freshFile()
+      const { hub, signalled } = recordingHub()
+      const other = SqliteOutboxStore.layer.pipe(Layer.provideMerge(SqliteDatabase.layer({ filename: file })))
+      yield* Effect.provide(Effect.void, other)
+      const signal = SqliteWakeSignal.layerWith({ pollInterval: "5 millis" }).pipe(
+        Layer.provide(SqliteDatabase.layer({ filename: file }))
+      )
+      yield* Effect.gen(function* () {
+        const wake = yield* WakeSignal
+        const where = wake.awaitWorkWhere
+        expect(where).toBeDefined()
+        if (where === undefined) return
+        const waiter = yield* Effect.fork(where((pk) => pk === "p-other"))
+        yield* Effect.gen(function* () {
+          const store = yield* OutboxStore
+          yield* store.persist([rec("p-held", "h1")])
+          yield* until(
+            "p-held signalled",
+            Effect.sync(() => signalled.includes("p-held"))
+          )
+          expect(yield* Fiber.poll(waiter)).toEqual(Option.none())
+          yield* store.persist([rec("p-other", "o1")])
+          yield* Fiber.join(waiter)
+          expect(signalled).toEqual(["p-held", "p-other"])
         }).pipe(Effect.provide(other))
       }).pipe(Effect.provide(Layer.provide(signal, Layer.succeed(WakeHub, hub))))
     })

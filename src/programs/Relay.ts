@@ -132,7 +132,8 @@ const wakeFloor = Duration.millis(250)
 
 /**
  * Discovery every `interval`, or sooner (not before `wakeFloor`) when new work is signalled: by a persist
- * of this process in a partition the relay does not drain yet (`WakeHub`), or by the backend's signal.
+ * of this process in a partition the relay does not drain yet (`WakeHub`), or by the backend's signal (for
+ * such a partition too, when the signal names partitions: `WakeSignal.awaitWorkWhere`).
  */
 const discoveryLoop = (
   discover: Effect.Effect<void>,
@@ -148,7 +149,11 @@ const discoveryLoop = (
     for (;;) {
       // armed before the round, so that work persisted during the round is not missed
       const mark = hub.mark()
-      const signal = wake === undefined ? undefined : yield* Effect.fork(wake.awaitAnyWork)
+      // a backend that names the partition wakes discovery only for one not drained here yet
+      const signal =
+        wake === undefined
+          ? undefined
+          : yield* Effect.fork(wake.awaitWorkWhere === undefined ? wake.awaitAnyWork : wake.awaitWorkWhere(unheld))
       yield* discover
       yield* Effect.sleep(floor)
       const local = hub.awaitAnyWork(mark, unheld)

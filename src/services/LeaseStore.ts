@@ -25,6 +25,7 @@ import {
   StaleFencingToken,
   StoreUnavailable
 } from "../domain/OutboxError.js"
+import * as LeaseWrites from "./LeaseWrites.js"
 
 /**
  * A lease on a partition: the token that fences its store operations and when it expires.
@@ -261,7 +262,17 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
       : new InvalidArgument({ operation, argument: "partitionKey", reason: problem })
   }
 
-  return LeaseStore.of({
+  /** Counts the write on the partition when it starts and when it ends (`LeaseWrites`). */
+  const counted = <A, E>(partitionKey: string, write: Effect.Effect<A, E>): Effect.Effect<A, E> =>
+    Effect.suspend(() => {
+      LeaseWrites.note(partitionKey)
+      return Effect.ensuring(
+        write,
+        Effect.sync(() => LeaseWrites.note(partitionKey))
+      )
+    })
+
+  const service = LeaseStore.of({
     acquire: (partitionKey, owner, ttl) =>
       Effect.gen(function* () {
         if (!isNonEmptyString(partitionKey)) return yield* invalidKey("acquire")
@@ -291,7 +302,7 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
           }
         }
         return yield* keptChanging("acquire", partitionKey)
-      }).pipe(span("LeaseStore.acquire", partitionKey)),
+      }).pipe((write) => counted(partitionKey, write), span("LeaseStore.acquire", partitionKey)),
     renew: (partitionKey, token, ttl) =>
       Effect.gen(function* () {
         if (!isNonEmptyString(partitionKey)) return yield* invalidKey("renew")
@@ -300,14 +311,14 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
         const millis = yield* ttlMillis("renew", ttl)
         const now = Math.floor(yield* Clock.currentTimeMillis)
         return yield* holderWrite("renew", partitionKey, token, () => backend.extend(partitionKey, token, now + millis))
-      }).pipe(span("LeaseStore.renew", partitionKey)),
+      }).pipe((write) => counted(partitionKey, write), span("LeaseStore.renew", partitionKey)),
     release: (partitionKey, token) =>
       Effect.gen(function* () {
         if (!isNonEmptyString(partitionKey)) return yield* invalidKey("release")
         const refused = keyRefused("release", partitionKey)
         if (refused !== undefined) return yield* refused
         yield* holderWrite("release", partitionKey, token, () => backend.end(partitionKey, token))
-      }).pipe(span("LeaseStore.release", partitionKey)),
+      }).pipe((write) => counted(partitionKey, write), span("LeaseStore.release", partitionKey)),
     // on the drainer's hot path (checked around every wave of sends): no span
     current: (partitionKey) => {
       if (!isNonEmptyString(partitionKey)) return Effect.fail(invalidKey("current"))
@@ -320,4 +331,5 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
       )
     }
   })
+  return LeaseWrites.track(service)
 }

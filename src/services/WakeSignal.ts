@@ -23,6 +23,13 @@ export interface WakeSignalService {
   readonly awaitWork: (partitionKey: string) => Effect.Effect<void>
   /** Completes when new work may have arrived in any partition after the call started. */
   readonly awaitAnyWork: Effect.Effect<void>
+  /**
+   * Completes when new work may have arrived, after the call started, in a partition `matches` accepts.
+   * Optional: a backend whose signal names the partition offers it, so that a relay's discovery wakes only
+   * for partitions it does not drain yet (the others' drainers are woken through `awaitWork`); without it,
+   * callers use `awaitAnyWork`.
+   */
+  readonly awaitWorkWhere?: ((matches: (partitionKey: string) => boolean) => Effect.Effect<void>) | undefined
 }
 
 /**

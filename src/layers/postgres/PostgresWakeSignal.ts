@@ -146,7 +146,8 @@ export const make = (
       )
     return WakeSignal.of({
       awaitWork: (partitionKey) => awaitSignal((signalled) => signalled === partitionKey),
-      awaitAnyWork: awaitSignal(() => true)
+      awaitAnyWork: awaitSignal(() => true),
+      awaitWorkWhere: awaitSignal
     })
   })
 

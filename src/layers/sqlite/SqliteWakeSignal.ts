@@ -116,7 +116,8 @@ export const make = (
     const filename = (yield* SqliteClient.SqliteClient).config.filename
     const service = WakeSignal.of({
       awaitWork: (partitionKey) => Effect.suspend(() => hub.awaitWork(partitionKey, hub.mark())),
-      awaitAnyWork: Effect.suspend(() => hub.awaitAnyWork(hub.mark()))
+      awaitAnyWork: Effect.suspend(() => hub.awaitAnyWork(hub.mark())),
+      awaitWorkWhere: (matches) => Effect.suspend(() => hub.awaitAnyWork(hub.mark(), matches))
     })
     if (isMemory(filename)) return service
 

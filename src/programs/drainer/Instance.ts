@@ -11,6 +11,7 @@ import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import type { DeadLetterStoreService } from "../../services/DeadLetterStore.js"
+import type * as LeaseToken from "../../domain/LeaseToken.js"
 import type { LeaseFenceService } from "../../services/LeaseFence.js"
 import type { LeaseStore } from "../../services/LeaseStore.js"
 import * as OutboxMetrics from "../../services/OutboxMetrics.js"
@@ -130,6 +131,17 @@ export interface Services {
 }
 
 /**
+ * A lease read that found the lease held, and how long it stands (see `Instance.leaseHorizon`).
+ *
+ * @since 0.1.0
+ */
+export interface LeaseHorizon {
+  readonly token: LeaseToken.LeaseToken
+  readonly writes: number
+  readonly untilMillis: number
+}
+
+/**
  * One drainer's settings, services and state.
  *
  * @since 0.1.0
@@ -150,6 +162,11 @@ export interface Instance extends Services {
   currentBatchSize: number
   /** Complete, release and dead-letter write calls so far (see `BatchState.leaseHeldAt`). */
   storeCalls: number
+  /**
+   * What the last lease read found held, while it still stands (`LeaseWrites`): the token, the
+   * partition's lease-write count at the read, and the instant the read stops standing in for a new one.
+   */
+  leaseHorizon: LeaseHorizon | undefined
   lastGaugeAt: number
   lastSweepAt: number
   /** The lease version `toComplete` and `toRelease` belong to. */
@@ -181,6 +198,7 @@ export const make = (config: DrainerSettings, services: Services): Instance => (
   sinkHealth: SinkHealth.make(config.partitionKey),
   currentBatchSize: config.batchSize,
   storeCalls: 0,
+  leaseHorizon: undefined,
   lastGaugeAt: Number.NEGATIVE_INFINITY,
   lastSweepAt: Number.NEGATIVE_INFINITY,
   strandedVersion: 0,

@@ -12,6 +12,7 @@ import * as Option from "effect/Option"
 import * as LeaseToken from "../../domain/LeaseToken.js"
 import { StaleFencingToken } from "../../domain/OutboxError.js"
 import type { BatchState } from "./BatchState.js"
+import * as LeaseWrites from "../../services/LeaseWrites.js"
 import type { Instance } from "./Instance.js"
 
 /**
@@ -23,28 +24,60 @@ export type LeaseCheck = "held" | "lost" | "unknown"
 
 /**
  * The live lease's token when it is this owner's, valid and unexpired; `none` when it is not;
- * `"unknown"` when the lease store could not be read.
+ * `"unknown"` when the lease store could not be read. A lease found held becomes the instance's
+ * `leaseHorizon`: until this process writes the partition's lease again or its expiry (less
+ * `LeaseWrites.marginMillis`) comes near, {@link check} takes it as still held without a read.
  *
  * @since 0.1.0
  */
 export const read = (instance: Instance): Effect.Effect<Option.Option<LeaseToken.LeaseToken> | "unknown"> =>
-  Effect.clockWith((clock) =>
-    Effect.map(Effect.either(instance.leases.current(instance.config.partitionKey)), (lease) => {
+  Effect.clockWith((clock) => {
+    const partitionKey = instance.config.partitionKey
+    const writes = LeaseWrites.count(instance.leases, partitionKey)
+    instance.leaseHorizon = undefined
+    return Effect.map(Effect.either(instance.leases.current(partitionKey)), (lease) => {
       if (Either.isLeft(lease)) return lease.left._tag === "LeaseNotFound" ? Option.none() : "unknown"
       const { expiresAt, token } = lease.right
       if (token.owner !== instance.config.owner || !LeaseToken.isValid(token)) return Option.none()
-      if (DateTime.toEpochMillis(expiresAt) <= clock.unsafeCurrentTimeMillis()) return Option.none()
+      const expiresAtMillis = DateTime.toEpochMillis(expiresAt)
+      if (expiresAtMillis <= clock.unsafeCurrentTimeMillis()) return Option.none()
+      if (writes !== undefined) {
+        instance.leaseHorizon = {
+          token,
+          writes,
+          untilMillis: expiresAtMillis - LeaseWrites.marginMillis
+        }
+      }
       return Option.some(token)
     })
+  })
+
+/** Whether the last read that found the lease held at the token's version still stands (`LeaseWrites`). */
+const stands = (instance: Instance, token: LeaseToken.LeaseTokenLike, nowMillis: number): boolean => {
+  const horizon = instance.leaseHorizon
+  return (
+    horizon !== undefined &&
+    horizon.token.version === token.version &&
+    nowMillis < horizon.untilMillis &&
+    LeaseWrites.count(instance.leases, instance.config.partitionKey) === horizon.writes
   )
+}
 
 /**
- * The live lease's token when this owner holds it (an unreadable lease counts as not held).
+ * The live lease's token when this owner holds it (an unreadable lease counts as not held): the token of
+ * the last read while that read still stands (see {@link read}), else a new read. The claim that follows is
+ * fenced by the token's version either way (R-CLAIM-2).
  *
  * @since 0.1.0
  */
 export const live = (instance: Instance): Effect.Effect<Option.Option<LeaseToken.LeaseToken>> =>
-  Effect.map(read(instance), (found) => (found === "unknown" ? Option.none() : found))
+  Effect.clockWith((clock) => {
+    const horizon = instance.leaseHorizon
+    if (horizon !== undefined && stands(instance, horizon.token, clock.unsafeCurrentTimeMillis())) {
+      return Effect.succeed(Option.some(horizon.token))
+    }
+    return Effect.map(read(instance), (found) => (found === "unknown" ? Option.none() : found))
+  })
 
 /**
  * The error of a cycle that found the lease moved on.
@@ -67,17 +100,23 @@ export const moved = (
   })
 
 /**
- * Whether the live lease still carries the token's version: one lease read.
+ * Whether the live lease still carries the token's version: one lease read — or none, while the last read
+ * that found it held at that version still stands (nothing in this process wrote the lease since, and its
+ * expiry is not near: no other process can have taken it over, SPEC §4).
  *
  * @since 0.1.0
  */
 export const check = (instance: Instance, token: LeaseToken.LeaseTokenLike): Effect.Effect<LeaseCheck> =>
-  Effect.map(read(instance), (found) =>
-    found === "unknown"
-      ? ("unknown" as const)
-      : Option.isSome(found) && found.value.version === token.version
-        ? ("held" as const)
-        : ("lost" as const)
+  Effect.clockWith((clock) =>
+    stands(instance, token, clock.unsafeCurrentTimeMillis())
+      ? Effect.succeed("held" as const)
+      : Effect.map(read(instance), (found) =>
+          found === "unknown"
+            ? ("unknown" as const)
+            : Option.isSome(found) && found.value.version === token.version
+              ? ("held" as const)
+              : ("lost" as const)
+        )
   )
 
 /**
