@@ -19,7 +19,8 @@ import * as SqlInbox from "../src/layers/sql/SqlInbox.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteInboxStore from "../src/layers/sqlite/SqliteInboxStore.js"
 import { isBusy } from "../src/layers/sqlite/SqliteSupport.js"
-import type { ProcessedEntry } from "../src/services/InboxStore.js"
+import * as Inbox from "../src/programs/Inbox.js"
+import * as InboxStore from "../src/services/InboxStore.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-sqlite-inbox-busy-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
@@ -39,7 +40,7 @@ const twoConnections = Effect.gen(function* () {
   return { sql, otherSql, backend }
 })
 
-const entry: ProcessedEntry = {
+const entry: InboxStore.ProcessedEntry = {
   consumer: "c",
   messageId: "m1",
   partitionKey: "p",
@@ -169,5 +170,31 @@ describe("SqlInbox unit on SQLite: busy failures", () => {
       expect(error._tag).toBe("StoreUnavailable")
       if (error._tag === "StoreUnavailable") expect(isBusy(error.cause)).toBe(false)
     })
+  )
+
+  it.scoped(
+    "Inbox.process while another connection holds the lock: a retryable failure, no handler run, then Processed",
+    () =>
+      Effect.gen(function* () {
+        const { backend, otherSql, sql } = yield* twoConnections
+        const store = InboxStore.make(backend, yield* InboxStore.validateOptions("test", {}))
+        const message = { messageId: "m1", partitionKey: "p", orderingKey: "k", seq: 1 }
+        let runs = 0
+        const handler = Effect.zipRight(
+          Effect.sync(() => void (runs += 1)),
+          sql.unsafe("INSERT INTO orders_seen (order_id) VALUES ('o1')")
+        )
+        yield* otherSql.unsafe("BEGIN IMMEDIATE")
+        const exit = yield* Effect.exit(store.process("c", message, handler))
+        expect(Inbox.disposition(exit)._tag).toBe("Retry")
+        expect(runs).toBe(0)
+        yield* otherSql.unsafe("ROLLBACK")
+        expect(yield* store.isProcessed("c", "m1")).toBe(false)
+        expect((yield* store.process("c", message, handler))._tag).toBe("Processed")
+        expect(runs).toBe(1)
+        expect(yield* ordersSeen(sql)).toBe(1)
+        expect((yield* store.process("c", message, handler))._tag).toBe("Duplicate")
+        expect(runs).toBe(1)
+      })
   )
 })
