@@ -1100,6 +1100,25 @@ const inboxSection = (data: unknown): Array<string> => {
       ])
     ),
     "",
+    "The ceiling: the handler runs on the application's `SqlClient` in the same transaction, so no code on that client",
+    "beats the hand-written loop; its ratio to the raw loop bounds what the inbox can reach:",
+    "",
+    ...inboxBackends.flatMap(([key]) => {
+      const statement = str(data, key, "ceiling", "statement")
+      return statement === undefined ? [] : [`- ${statement}`]
+    }),
+    "",
+    ...(() => {
+      const spanMicros = num(data, "span", "spanMicros")
+      const defaultMicros = num(data, "span", "defaultSpanMicros")
+      return spanMicros === undefined || defaultMicros === undefined
+        ? []
+        : [
+            `The inbox's one span per message (\`InboxStore.process\`, \`captureStackTrace: false\`) costs ` +
+              `${formatNumber(spanMicros)} µs of CPU (${formatNumber(defaultMicros)} µs with the default stack capture).`,
+            ""
+          ]
+    })(),
     "Statements and CPU time of the bench process per message:",
     "",
     ...table(

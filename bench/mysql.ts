@@ -14,7 +14,8 @@
  *    checks, completes) against a raw loop claiming and completing the same backlog partition by
  *    partition on one connection: one untimed relay round first, then raw and relay rounds alternating,
  *    each on a fresh backlog persisted the same way; best against best and the median of the per-round
- *    ratios; statements per claimed batch counted on both sides;
+ *    ratios; statements per claimed batch counted on both sides; the relay runs with `MysqlLeaseFence` as
+ *    the CLI does;
  * 3. claim(100) latency through the store at 1k and 100k pending records (median of many claims; each
  *    measured claim is followed by completing the batch and persisting 100 new records, so the backlog
  *    stays put while the front of the claim index moves).
@@ -33,6 +34,7 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { LeaseToken } from "../src/domain/LeaseToken.js"
 import { formatTimeOrderedId, type NewOutboxRecord } from "../src/domain/OutboxRecord.js"
+import * as MysqlLeaseFence from "../src/layers/mysql/MysqlLeaseFence.js"
 import * as MysqlLeaseStore from "../src/layers/mysql/MysqlLeaseStore.js"
 import * as MysqlOutboxSchema from "../src/layers/mysql/MysqlOutboxSchema.js"
 import * as MysqlOutboxStore from "../src/layers/mysql/MysqlOutboxStore.js"
@@ -341,6 +343,8 @@ const relayRound = async (client: SharedClient, raw: RawConnection, count: numbe
   const layer = Layer.mergeAll(
     MysqlOutboxStore.layerWith({ database }),
     MysqlLeaseStore.layerWith({ database }),
+    // the relay's end-of-batch complete is its lease check (SPEC §13), as the CLI relay runs it
+    MysqlLeaseFence.layerWith({ database }),
     Layer.succeed(Sink, sink)
   ).pipe(Layer.provide(client.layer))
   return Effect.runPromise(

@@ -20,3 +20,6 @@ export * as MysqlInspection from "./layers/mysql/MysqlInspection.js"
 
 /** The MySQL InboxStore (SPEC §12, the shared SQL inbox): `layer` / `layerWith({ database, tablePrefix })`. @since 0.1.0 */
 export * as MysqlInboxStore from "./layers/mysql/MysqlInboxStore.js"
+
+/** The MySQL LeaseFence: the relay's end-of-batch complete is its lease check (SPEC §13). @since 0.1.0 */
+export * as MysqlLeaseFence from "./layers/mysql/MysqlLeaseFence.js"

@@ -70,14 +70,30 @@ const countingLeases = Effect.sync(() => {
 const rec = (partitionKey: string, id: string) =>
   new NewOutboxRecord({ id, partitionKey, envelopeId: id, bindingId: "b", payload: new Uint8Array([1]) })
 
-/** A partition with `n` keyless records, its lease held by `OWNER`; a drainer sending 5 at a time. */
-const setup = (partitionKey: string, n: number, onSend: (id: string) => Effect.Effect<void>) =>
+type CountingLeases = Effect.Effect.Success<typeof countingLeases>
+
+/**
+ * A partition with 30 keyless records, its lease held by `OWNER`; a drainer sending 5 at a time (6 waves).
+ * `duringFirstSend` runs once, inside the send of the first record.
+ */
+const setup = (
+  partitionKey: string,
+  duringFirstSend: (leases: CountingLeases, lease: LeaseStore.Lease) => Effect.Effect<void, unknown> = () => Effect.void
+) =>
   Effect.gen(function* () {
     const leases = yield* countingLeases
     const store = yield* OutboxStore
     const lease = yield* leases.store.acquire(partitionKey, OWNER, `${TTL_MILLIS} millis`)
-    yield* store.persist(Array.from({ length: n }, (_, i) => rec(partitionKey, `r${String(i).padStart(2, "0")}`)))
-    const sink = yield* MemorySink.make({ onSend: (record) => onSend(record.id) })
+    yield* store.persist(Array.from({ length: 30 }, (_, i) => rec(partitionKey, `r${String(i).padStart(2, "0")}`)))
+    let acted = false
+    const sink = yield* MemorySink.make({
+      onSend: () =>
+        Effect.suspend(() => {
+          if (acted) return Effect.void
+          acted = true
+          return Effect.orDie(duringFirstSend(leases, lease))
+        })
+    })
     const drainer = yield* Drainer.make({
       partitionKey,
       owner: OWNER,
@@ -96,7 +112,7 @@ const layer = Layer.mergeAll(MemoryOutboxStore.layer)
 describe("Drainer lease checks between waves", () => {
   it.effect("a batch of 30 records sent in 6 waves reads its lease once", () =>
     Effect.gen(function* () {
-      const { drainer, leases, sink } = yield* setup("h-once", 30, () => Effect.void)
+      const { drainer, leases, sink } = yield* setup("h-once")
       const before = leases.reads()
       const result = yield* drainer.drainOnce()
       expect(result).toMatchObject({ claimed: 30, delivered: 30 })
@@ -107,7 +123,7 @@ describe("Drainer lease checks between waves", () => {
 
   it.effect("the next batches take the lease as read while it stands: three batches, one read", () =>
     Effect.gen(function* () {
-      const { drainer, leases, sink } = yield* setup("h-batches", 30, () => Effect.void)
+      const { drainer, leases, sink } = yield* setup("h-batches")
       const before = leases.reads()
       for (let i = 0; i < 3; i++) yield* drainer.drainOnce(10)
       expect(yield* sink.deliveredIds).toHaveLength(30)
@@ -121,19 +137,12 @@ describe("Drainer lease checks between waves", () => {
 
   it.effect("the lease released and acquired again in this process during a wave: the next wave is not sent", () =>
     Effect.gen(function* () {
-      let moved = false
-      const ctx: { act: (id: string) => Effect.Effect<void> } = { act: () => Effect.void }
-      const { drainer, leases, lease, sink } = yield* setup("h-moved", 30, (id) => ctx.act(id))
-      ctx.act = (id) =>
-        id === "r00" && !moved
-          ? Effect.sync(() => {
-              moved = true
-            }).pipe(
-              Effect.zipRight(leases.store.release("h-moved", lease.token)),
-              Effect.zipRight(leases.store.acquire("h-moved", OWNER, `${TTL_MILLIS} millis`)),
-              Effect.orDie
-            )
-          : Effect.void
+      const { drainer, sink } = yield* setup("h-moved", (leases, lease) =>
+        Effect.zipRight(
+          leases.store.release("h-moved", lease.token),
+          leases.store.acquire("h-moved", OWNER, `${TTL_MILLIS} millis`)
+        )
+      )
       const error = yield* Effect.flip(drainer.drainOnce())
       expect(error._tag).toBe("StaleFencingToken")
       // the first wave's five went out; nothing after the move
@@ -143,20 +152,15 @@ describe("Drainer lease checks between waves", () => {
 
   it.effect("another process takes the lease over after its expiry during a wave: the next wave is not sent", () =>
     Effect.gen(function* () {
-      let moved = false
-      const ctx: { act: (id: string) => Effect.Effect<void> } = { act: () => Effect.void }
-      const { drainer, leases, sink } = yield* setup("h-expired", 30, (id) => ctx.act(id))
-      ctx.act = (id) =>
-        id === "r00" && !moved
-          ? Effect.gen(function* () {
-              moved = true
-              yield* TestClock.adjust(`${TTL_MILLIS} millis`)
-              const now = yield* TestClock.currentTimeMillis
-              // written straight to the storage, as another process would: this process counts no write
-              const taken = yield* leases.backend.tryAcquire("h-expired", "relay-b", now, now + TTL_MILLIS)
-              expect(taken._tag).toBe("Written")
-            }).pipe(Effect.orDie)
-          : Effect.void
+      const { drainer, sink } = yield* setup("h-expired", (leases) =>
+        Effect.gen(function* () {
+          yield* TestClock.adjust(`${TTL_MILLIS} millis`)
+          const now = yield* TestClock.currentTimeMillis
+          // written straight to the storage, as another process would: this process counts no write
+          const taken = yield* leases.backend.tryAcquire("h-expired", "relay-b", now, now + TTL_MILLIS)
+          expect(taken._tag).toBe("Written")
+        })
+      )
       const error = yield* Effect.flip(drainer.drainOnce())
       expect(error._tag).toBe("StaleFencingToken")
       expect(yield* sink.attempts).toEqual(["r00", "r01", "r02", "r03", "r04"])
@@ -165,15 +169,9 @@ describe("Drainer lease checks between waves", () => {
 
   it.effect("a renew in this process voids the read: the next wave reads the lease again", () =>
     Effect.gen(function* () {
-      let renewed = false
-      const ctx: { act: (id: string) => Effect.Effect<void> } = { act: () => Effect.void }
-      const { drainer, leases, lease } = yield* setup("h-renewed", 30, (id) => ctx.act(id))
-      ctx.act = (id) =>
-        id === "r00" && !renewed
-          ? Effect.sync(() => {
-              renewed = true
-            }).pipe(Effect.zipRight(leases.store.renew("h-renewed", lease.token, `${TTL_MILLIS} millis`)), Effect.orDie)
-          : Effect.void
+      const { drainer, leases } = yield* setup("h-renewed", (leases, lease) =>
+        leases.store.renew("h-renewed", lease.token, `${TTL_MILLIS} millis`)
+      )
       const before = leases.reads()
       const result = yield* drainer.drainOnce()
       expect(result).toMatchObject({ claimed: 30, delivered: 30 })
@@ -184,8 +182,7 @@ describe("Drainer lease checks between waves", () => {
 
   it.effect("a lease within a second of its expiry is read before every wave", () =>
     Effect.gen(function* () {
-      const ctx: { act: (id: string) => Effect.Effect<void> } = { act: () => Effect.void }
-      const { drainer, leases } = yield* setup("h-near", 30, (id) => ctx.act(id))
+      const { drainer, leases } = yield* setup("h-near")
       yield* TestClock.adjust(`${TTL_MILLIS - 500} millis`)
       const before = leases.reads()
       const result = yield* drainer.drainOnce()

@@ -1,6 +1,7 @@
 /**
- * The command line on the MySQL backend (`--backend mysql --mysql-url …`): enqueue, inspect and the
- * dead-letter commands work on it, and the URL's password never appears in any output.
+ * The command line on the MySQL backend (`--backend mysql --mysql-url …`): enqueue, inspect, the
+ * dead-letter commands and the relay (with the MySQL lease fence) work on it, and the URL's password never
+ * appears in any output.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
@@ -162,6 +163,58 @@ describe("CLI on MySQL", () => {
       for (const result of [enqueued, inspected, listed, redriven, failed]) {
         expect(result.stdout + result.stderr).not.toContain(password)
       }
+    })
+  )
+
+  it.live("relay stdout on --backend mysql (stores and lease fence) delivers in order and completes everything", () =>
+    Effect.gen(function* () {
+      const url = yield* Effect.promise(async () => withPassword(await createDatabase(inject("mysqlUrl"), "cli_relay")))
+      const flags = ["--backend", "mysql", "--mysql-url", url]
+      const input = Array.from({ length: 6 }, (_, n) =>
+        JSON.stringify({ partitionKey: "p", envelopeId: `env-${n}`, bindingId: "b", orderingKey: "k", payload: { n } })
+      )
+      const enqueued = yield* Effect.promise(() => cli(["enqueue", ...flags], input.join("\n")))
+      expect(enqueued.code, enqueued.stderr).toBe(0)
+      // the relay stops once the reader has all six and goes away
+      const relay = [process.execPath, ...bundle.argv(["relay", "stdout", ...flags, "--owner", "cli-relay"])]
+      const quoted = relay.map((arg) => `'${arg.replace(/'/g, `'\\''`)}'`).join(" ")
+      const piped = yield* Effect.promise(
+        () =>
+          new Promise<Result>((resolve, reject) => {
+            const child = spawn("bash", ["-c", `${quoted} | head -n 6; echo "relay-exit=\${PIPESTATUS[0]}" >&2`], {
+              env: baseEnv(),
+              stdio: ["ignore", "pipe", "pipe"]
+            })
+            let stdout = ""
+            let stderr = ""
+            child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
+            child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+            child.on("error", reject)
+            child.on("close", (code) => resolve({ code, stdout, stderr }))
+          })
+      )
+      expect(piped.stderr).toContain("relay-exit=0")
+      const shown = piped.stdout.split("\n").filter((l) => l.length > 0)
+      expect(
+        shown.map(
+          (l) => Schema.decodeUnknownSync(Schema.parseJson(Schema.Struct({ envelopeId: Schema.String })))(l).envelopeId
+        )
+      ).toEqual(["env-0", "env-1", "env-2", "env-3", "env-4", "env-5"])
+      expect(piped.stdout + piped.stderr).not.toContain(password)
+      const after = Schema.decodeUnknownSync(
+        Schema.parseJson(
+          Schema.Struct({
+            partitions: Schema.Array(
+              Schema.Struct({
+                pending: Schema.Number,
+                claimed: Schema.Number,
+                leaseOwner: Schema.NullOr(Schema.String)
+              })
+            )
+          })
+        )
+      )((yield* Effect.promise(() => cli(["inspect", ...flags, "--json"]))).stdout)
+      expect(after.partitions.map((p) => [p.pending, p.claimed, p.leaseOwner])).toEqual([[0, 0, null]])
     })
   )
 })

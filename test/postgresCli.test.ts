@@ -1,6 +1,7 @@
 /**
  * The command line on the PostgreSQL backend (`--backend postgres --postgres-url …`): enqueue, inspect
- * and the dead-letter commands work on it, and the URL's password never appears in any output.
+ * and the dead-letter commands work on it, and the URL's password never appears in any output; an idle
+ * `relay` is woken by the `NOTIFY` of another process's `enqueue` (SPEC §13).
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
@@ -158,4 +159,53 @@ describe("CLI on PostgreSQL", () => {
       }
     })
   )
+
+  it("an idle relay delivers what another process enqueues within 2 s (LISTEN/NOTIFY wake-up, SPEC §13)", async () => {
+    const url = await createDatabase(inject("postgresUrl"), "cli_wake")
+    const flags = ["--backend", "postgres", "--postgres-url", url]
+    // discovery every 30 s: only the wake-up brings the new partition forward, and the idle drainer's record
+    const relay = spawn(
+      process.execPath,
+      bundle.argv(["relay", "stdout", ...flags, "--discovery-interval", "30 seconds"]),
+      {
+        env: baseEnv(),
+        stdio: ["ignore", "pipe", "pipe"]
+      }
+    )
+    let stdout = ""
+    let stderr = ""
+    relay.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
+    relay.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    const exited = new Promise<number | null>((resolve) => relay.on("close", resolve))
+    const waitFor = async (what: string, check: () => boolean, withinMillis = 30_000) => {
+      const deadline = Date.now() + withinMillis
+      while (!check()) {
+        if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMillis} ms\n${stderr}`)
+        await new Promise((resolve) => setTimeout(resolve, 10))
+      }
+    }
+    try {
+      await waitFor("relay started", () => stderr.includes('message="relay started"'))
+      // the listener is up once the first check of its connection came back; give it that moment
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      const delivered = () => stdout.split("\n").filter((l) => l.length > 0).length
+      const enqueueAndTime = async (n: number) => {
+        const result = await cli(["enqueue", ...flags], line("idle", n))
+        expect(result.code, result.stderr).toBe(0)
+        const committed = Date.now()
+        await waitFor(`record ${n} delivered`, () => delivered() >= n)
+        return Date.now() - committed
+      }
+      const first = await enqueueAndTime(1)
+      // idle long enough for the drainer's back-off (100 ms doubling) to pass 2 s
+      await new Promise((resolve) => setTimeout(resolve, 8_000))
+      const second = await enqueueAndTime(2)
+      // loosely: without the wake-up, discovery (30 s) and the idle back-off (several seconds) would bring them
+      expect(first).toBeLessThan(2_000)
+      expect(second).toBeLessThan(2_000)
+    } finally {
+      relay.kill("SIGINT")
+      expect(await exited).toBe(0)
+    }
+  })
 })

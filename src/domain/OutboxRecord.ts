@@ -257,20 +257,17 @@ export const identityKey = (record: {
  * @since 0.1.0
  */
 export const fromPrepared = ({ generatedId: _generatedId, ...record }: PreparedRecord, seq: number): OutboxRecord =>
-  new OutboxRecord(
-    {
-      ...record,
-      seq,
-      status: "pending",
-      claimedBy: Option.none(),
-      claimVersion: 0,
-      claimedAt: Option.none(),
-      firstAttemptedAt: Option.none(),
-      replayCount: 0,
-      completedAt: Option.none()
-    },
-    { disableValidation: true }
-  )
+  makeUnvalidated({
+    ...record,
+    seq,
+    status: "pending",
+    claimedBy: Option.none(),
+    claimVersion: 0,
+    claimedAt: Option.none(),
+    firstAttemptedAt: Option.none(),
+    replayCount: 0,
+    completedAt: Option.none()
+  })
 
 /**
  * Copies a stored record with some fields changed (no re-validation: callers change only store-owned
@@ -279,7 +276,7 @@ export const fromPrepared = ({ generatedId: _generatedId, ...record }: PreparedR
  * @since 0.1.0
  */
 export const update = (record: OutboxRecord, changes: Partial<Omit<OutboxRecord, "id">>): OutboxRecord =>
-  new OutboxRecord({ ...record, ...changes }, { disableValidation: true })
+  makeUnvalidated({ ...record, ...changes })
 
 const hex = (n: number, width: number): string => n.toString(16).padStart(width, "0")
 

@@ -293,40 +293,43 @@ export const make = (backend: InboxBackend, options: ValidInboxOptions): InboxSt
     if (wrong !== undefined) return invalid("process", wrong.argument, wrong.reason)
     const orderingKey = InboxMessage.orderingKeyOf(message)
     const seq = message.seq ?? 0
-    return Effect.gen(function* () {
-      const now = yield* Clock.currentTimeMillis
-      const entry: ProcessedEntry = {
-        consumer,
-        messageId: message.messageId,
-        partitionKey: message.partitionKey,
-        processedAtMillis: now,
-        expiresAtMillis: now + options.dedupeWindowMillis
-      }
-      return yield* backend.atomically((unit) =>
-        Effect.gen(function* () {
-          if (!(yield* unit.record(entry))) return InboxOutcome.duplicate
-          if (orderingKey !== undefined) {
-            const raised = yield* unit.raiseMark(
-              { consumer, partitionKey: message.partitionKey, orderingKey },
-              seq,
-              now
-            )
-            if (!raised.raised) return yield* new StaleAbort({ mark: raised.mark })
-          }
-          const value = yield* Effect.mapError(handler, (error) => handlerFailed(consumer, message.messageId, error))
-          return InboxOutcome.processed(value)
-        })
+    // written as plain combinators (no generators, no per-call schedules): this runs once per delivered message
+    const onHandlerFailure = (error: E): HandlerFailed => handlerFailed(consumer, message.messageId, error)
+    const runHandler = Effect.mapBoth(handler, { onFailure: onHandlerFailure, onSuccess: InboxOutcome.processed })
+    const body = (now: number) => (unit: InboxUnit) =>
+      Effect.flatMap(
+        unit.record({
+          consumer,
+          messageId: message.messageId,
+          partitionKey: message.partitionKey,
+          processedAtMillis: now,
+          expiresAtMillis: now + options.dedupeWindowMillis
+        }),
+        (fresh): Effect.Effect<InboxOutcome.InboxOutcome<A>, HandlerFailed | StaleAbort | StoreUnavailable, R> => {
+          if (!fresh) return Effect.succeed(InboxOutcome.duplicate)
+          if (orderingKey === undefined) return runHandler
+          return Effect.flatMap(
+            unit.raiseMark({ consumer, partitionKey: message.partitionKey, orderingKey }, seq, now),
+            (raised): Effect.Effect<InboxOutcome.InboxOutcome<A>, HandlerFailed | StaleAbort, R> =>
+              raised.raised ? runHandler : Effect.fail(new StaleAbort({ mark: raised.mark }))
+          )
+        }
       )
-    }).pipe(
-      Effect.catchTags({
-        InboxStaleAbort: (abort) =>
-          refusedOutcome(
-            consumer,
-            message,
-            orderingKey,
-            new CommitRefused({ reason: "stale", mark: abort.mark, retryable: false, detail: "mark at or above seq" })
-          ),
-        InboxCommitRefused: (refused) => refusedOutcome(consumer, message, orderingKey, refused)
+    return Effect.clockWith((clock) => backend.atomically(body(clock.unsafeCurrentTimeMillis()))).pipe(
+      Effect.catchAll((error) => {
+        switch (error._tag) {
+          case "InboxStaleAbort":
+            return refusedOutcome(
+              consumer,
+              message,
+              orderingKey,
+              new CommitRefused({ reason: "stale", mark: error.mark, retryable: false, detail: "mark at or above seq" })
+            )
+          case "InboxCommitRefused":
+            return refusedOutcome(consumer, message, orderingKey, error)
+          default:
+            return Effect.fail(error)
+        }
       }),
       span("InboxStore.process", {
         "inbox.consumer": consumer,

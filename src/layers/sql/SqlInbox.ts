@@ -12,6 +12,10 @@
  * the oldest ids below a time through the `processed_at` index, at most a batch per statement. Every value
  * is a bound parameter.
  *
+ * A lock failure the dialect calls busy (SQLite's `SQLITE_BUSY`, after its busy timeout) — of the id's insert or
+ * of the unit's opening — starts the unit again, at most 20 more times, but only while no attempt has recorded the
+ * id (so no handler ran) and never inside a caller's transaction (its locks are the caller's to retry).
+ *
  * A dialect without `ON CONFLICT … RETURNING` (MySQL) gives its own `writes`: the same two conditional
  * writes and the trim batch with the same meaning, in its own statements.
  *
@@ -21,6 +25,7 @@ import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import type { ParseError } from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import { StoreUnavailable, TransactionConflict } from "../../domain/OutboxError.js"
 import type * as InboxStore from "../../services/InboxStore.js"
@@ -81,6 +86,11 @@ export interface SqlInboxWrites {
   ) => Effect.Effect<number, SqlError | StoreUnavailable>
 }
 
+/** Attempts after the first one on a busy failure before the id is recorded. */
+const busyRetries = 20
+
+const raisedResult: InboxStore.RaiseResult = { raised: true }
+
 const IntColumn = Schema.Union(Schema.Int, Schema.compose(Schema.NumberFromString, Schema.Int))
 const SeqRows = Schema.Array(Schema.Struct({ seq: IntColumn }))
 const AnyRows = Schema.Array(Schema.Unknown)
@@ -126,19 +136,25 @@ export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend,
     const seqOf = (rows: ReadonlyArray<unknown>) =>
       Effect.map(Schema.decodeUnknown(SeqRows)(rows), (decoded) => decoded[0]?.seq)
 
+    const raiseMark = (key: InboxStore.MarkKey, seq: number, nowMillis: number) =>
+      Effect.flatMap(
+        sql.unsafe(s.raise, [key.consumer, key.partitionKey, key.orderingKey, seq, nowMillis]),
+        (raised): Effect.Effect<InboxStore.RaiseResult, SqlError | ParseError> =>
+          raised.length > 0
+            ? Effect.succeed(raisedResult)
+            : Effect.map(
+                Effect.flatMap(sql.unsafe(s.mark, [key.consumer, key.partitionKey, key.orderingKey]), seqOf),
+                (stored) => ({ raised: false, mark: stored ?? seq })
+              )
+      )
     const shared: InboxStore.InboxUnit = {
       record: (entry) =>
-        sql.unsafe(s.record, [entry.consumer, entry.messageId, entry.partitionKey, entry.processedAtMillis]).pipe(
-          Effect.map((rows) => rows.length > 0),
-          Effect.mapError(StoreUnavailable.wrap("Inbox.record", entry.partitionKey))
+        Effect.mapBoth(
+          sql.unsafe(s.record, [entry.consumer, entry.messageId, entry.partitionKey, entry.processedAtMillis]),
+          { onFailure: StoreUnavailable.wrap("Inbox.record", entry.partitionKey), onSuccess: (rows) => rows.length > 0 }
         ),
       raiseMark: (key, seq, nowMillis) =>
-        Effect.gen(function* () {
-          const raised = yield* sql.unsafe(s.raise, [key.consumer, key.partitionKey, key.orderingKey, seq, nowMillis])
-          if (raised.length > 0) return { raised: true } as const
-          const stored = yield* seqOf(yield* sql.unsafe(s.mark, [key.consumer, key.partitionKey, key.orderingKey]))
-          return { raised: false, mark: stored ?? seq } as const
-        }).pipe(Effect.mapError(StoreUnavailable.wrap("Inbox.raiseMark", key.partitionKey)))
+        Effect.mapError(raiseMark(key, seq, nowMillis), StoreUnavailable.wrap("Inbox.raiseMark", key.partitionKey))
     }
     const own = d.writes
     const unit: InboxStore.InboxUnit =
@@ -153,29 +169,39 @@ export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend,
                 .pipe(Effect.mapError(unavailable("Inbox.raiseMark", key.partitionKey)))
           }
 
-    const atomically = <A, E, R>(body: (unit: InboxStore.InboxUnit) => Effect.Effect<A, E, R>) =>
+    // busy: the unit's own statement (a SqlError) or the id's insert (a StoreUnavailable of that SqlError)
+    const isBusyFailure = (error: unknown): boolean => {
+      const cause = error instanceof StoreUnavailable ? error.cause : error
+      return isSqlError(cause) && d.isBusy(cause)
+    }
+
+    // Written as plain combinators with no per-call schedule: a unit runs once per delivered message.
+    const atomically = <A, E, R>(
+      body: (unit: InboxStore.InboxUnit) => Effect.Effect<A, E, R>
+    ): Effect.Effect<A, E | StoreUnavailable | TransactionConflict, R> =>
       Effect.suspend(() => {
-        // a lock failure is retried only while this attempt has not recorded the id yet (no handler ran)
+        // a lock failure is retried only while the id is not recorded yet (no handler ran); an attempt is
+        // only made again when none of the previous ones recorded it
         let recorded = false
         const tracked: InboxStore.InboxUnit = {
-          record: (entry) => Effect.tap(unit.record(entry), () => Effect.sync(() => void (recorded = true))),
+          record: (entry) =>
+            Effect.map(unit.record(entry), (fresh) => {
+              recorded = true
+              return fresh
+            }),
           raiseMark: unit.raiseMark
         }
-        const attempt = Effect.suspend(() => {
-          recorded = false
-          return sql.withTransaction(body(tracked))
-        })
-        const retried = Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-          Option.isSome(outer)
-            ? attempt
-            : Effect.retry(attempt, {
-                times: 20,
-                while: (error) => !recorded && isSqlError(error) && d.isBusy(error)
-              })
-        )
-        return Effect.catchAll(retried, (error): Effect.Effect<never, E | StoreUnavailable | TransactionConflict> =>
-          Effect.fail(isSqlError(error) ? failure(error) : error)
-        )
+        const attempt = sql.withTransaction(body(tracked))
+        const run = (retries: number): Effect.Effect<A, E | StoreUnavailable | TransactionConflict, R> =>
+          Effect.catchAll(attempt, (error): Effect.Effect<A, E | StoreUnavailable | TransactionConflict, R> => {
+            const final = isSqlError(error) ? failure(error) : error
+            if (retries === 0 || recorded || !isBusyFailure(error)) return Effect.fail(final)
+            // never retried inside a caller's transaction: it holds its own locks, only the caller may retry it
+            return Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+              Option.isSome(outer) ? Effect.fail(final) : run(retries - 1)
+            )
+          })
+        return run(busyRetries)
       })
 
     return {

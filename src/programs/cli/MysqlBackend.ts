@@ -1,7 +1,8 @@
 /**
  * The MySQL / MariaDB stores and inspection of the CLI (loaded on demand by `Backends.layer`): a
- * `MysqlClient` on the configured URL (redacted: never printed) and the MySQL stores and inspection in the
- * configured database (the URL's when none is given). Read-only commands (`inspect`, `dlq list`,
+ * `MysqlClient` on the configured URL (redacted: never printed) and the MySQL stores, inspection and lease
+ * fence (the relay's end-of-batch complete is its lease check) in the configured database (the URL's when
+ * none is given). Read-only commands (`inspect`, `dlq list`,
  * `dashboard`) run no DDL and take no migration lock (a user with only `SELECT` can run them); a missing
  * database or table is "no such database/table", exit 2 (issue #32 item 13).
  *
@@ -16,6 +17,7 @@ import * as Redacted from "effect/Redacted"
 import * as Schema from "effect/Schema"
 import * as MysqlDeadLetterStore from "../../layers/mysql/MysqlDeadLetterStore.js"
 import * as MysqlInspection from "../../layers/mysql/MysqlInspection.js"
+import * as MysqlLeaseFence from "../../layers/mysql/MysqlLeaseFence.js"
 import * as MysqlLeaseStore from "../../layers/mysql/MysqlLeaseStore.js"
 import * as MysqlOutboxStore from "../../layers/mysql/MysqlOutboxStore.js"
 import { errno } from "../../layers/mysql/MysqlOutboxSchema.js"
@@ -94,7 +96,11 @@ export const layer = (
       Layer.provideMerge(MysqlDeadLetterStore.layerWith(names), MysqlOutboxStore.layerWith(names)),
       MysqlLeaseStore.layerWith(names)
     )
-    return Layer.provideMerge(MysqlInspection.layerWith(names), stores).pipe(Layer.provide(client))
+    // the relay's end-of-batch complete doubles as its lease check (SPEC §13)
+    return Layer.merge(
+      Layer.provideMerge(MysqlInspection.layerWith(names), stores),
+      MysqlLeaseFence.layerWith(names)
+    ).pipe(Layer.provide(client))
   }
   // the stores' makers without their migrations, after the check
   const stores = Layer.mergeAll(
@@ -105,7 +111,10 @@ export const layer = (
     Layer.effect(LeaseStore, MysqlLeaseStore.make(names))
   )
   const checked = Layer.unwrapEffect(
-    Effect.as(tablesExist(database), Layer.provideMerge(MysqlInspection.layerWith(names), stores))
+    Effect.as(
+      tablesExist(database),
+      Layer.merge(Layer.provideMerge(MysqlInspection.layerWith(names), stores), MysqlLeaseFence.layerWith(names))
+    )
   )
   return checked.pipe(Layer.provide(unknownDatabase(databaseOfUrl(settings.mysqlUrl.value))(client)))
 }
