@@ -315,7 +315,8 @@ export const make = (backend: InboxBackend, options: ValidInboxOptions): InboxSt
           )
         }
       )
-    return Effect.clockWith((clock) => backend.atomically(body(clock.unsafeCurrentTimeMillis()))).pipe(
+    // whole milliseconds: the SQL columns are integers (a test clock can stand between two)
+    return Effect.clockWith((clock) => backend.atomically(body(Math.floor(clock.unsafeCurrentTimeMillis())))).pipe(
       Effect.catchAll((error) => {
         switch (error._tag) {
           case "InboxStaleAbort":
@@ -372,7 +373,7 @@ export const make = (backend: InboxBackend, options: ValidInboxOptions): InboxSt
   }
 
   const trim: Effect.Effect<TrimReport, StoreUnavailable> = Effect.gen(function* () {
-    const before = (yield* Clock.currentTimeMillis) - options.dedupeWindowMillis
+    const before = Math.floor(yield* Clock.currentTimeMillis) - options.dedupeWindowMillis
     return yield* Stream.paginateEffect(0, (batch: number) =>
       Effect.map(backend.trimBatch(before, options.trimBatchSize), (deleted) => {
         const more = deleted >= options.trimBatchSize && batch + 1 < options.maxTrimBatches

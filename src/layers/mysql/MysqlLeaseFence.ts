@@ -88,7 +88,7 @@ WHERE ${d.placeholders().inIds("id", n)} AND status = 'completed' AND claimed_by
         Effect.gen(function* () {
           const unique = Array.from(new Set(ids))
           if (unique.length === 0) return { _tag: "Held", completed: new Set<string>() } satisfies FencedComplete
-          const now = yield* Clock.currentTimeMillis
+          const now = Math.floor(yield* Clock.currentTimeMillis)
           const params = SqlLeaseFence.fencedCompleteBinds(d, partitionKey, unique, token, now)
           const result: FencedComplete = yield* tx.standalone((conn) =>
             Effect.gen(function* () {

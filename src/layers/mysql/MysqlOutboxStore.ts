@@ -256,7 +256,7 @@ export const make = (
     const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
       Effect.gen(function* () {
         const unique = Array.from(new Set(ids))
-        const now = yield* Clock.currentTimeMillis
+        const now = Math.floor(yield* Clock.currentTimeMillis)
         const done = yield* settleIds(operation, unique, token, now)
         if (done.size === unique.length) return
         return yield* notClaimedBy(

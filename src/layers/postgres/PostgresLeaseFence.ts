@@ -57,7 +57,7 @@ export const make = (
         Effect.gen(function* () {
           const unique = Array.from(new Set(ids))
           if (unique.length === 0) return { _tag: "Held", completed: new Set<string>() } satisfies FencedComplete
-          const now = yield* Clock.currentTimeMillis
+          const now = Math.floor(yield* Clock.currentTimeMillis)
           const rows = yield* tx.standalone((conn) =>
             Effect.flatMap(
               tx.run(

@@ -251,7 +251,7 @@ export const make = (
     const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
       Effect.gen(function* () {
         const unique = Array.from(new Set(ids))
-        const now = yield* Clock.currentTimeMillis
+        const now = Math.floor(yield* Clock.currentTimeMillis)
         const matched = yield* tx.standalone((conn) =>
           operation === "complete"
             ? select(operation, PostgresClaim.IdRows, conn, st.complete, bind.complete(unique, token, now))

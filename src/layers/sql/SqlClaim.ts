@@ -58,7 +58,7 @@ export const claimWith =
     Effect.gen(function* () {
       yield* steps.fence(conn, partitionKey, token)
       if (limit <= 0) return ClaimBatch([])
-      const now = yield* Clock.currentTimeMillis
+      const now = Math.floor(yield* Clock.currentTimeMillis)
       const staleCutoff = staleMillis === undefined ? undefined : now - staleMillis
       const found = yield* steps.candidates(conn, partitionKey, token.version, staleCutoff, limit)
       const chosen = ClaimOrder.selectFrom(found, limit, {

@@ -92,7 +92,7 @@ export const make = (parts: ServerStoreParts): Backend => {
       .transact((conn) =>
         Effect.gen(function* () {
           yield* parts.fence(conn, "expire", partitionKey, token)
-          const now = yield* Clock.currentTimeMillis
+          const now = Math.floor(yield* Clock.currentTimeMillis)
           return yield* parts.expireRows(conn, [now, partitionKey, DateTime.toEpochMillis(before)])
         })
       )

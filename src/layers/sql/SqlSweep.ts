@@ -45,7 +45,8 @@ export const make = <E>(
     const sweep = (now: number) =>
       Effect.gen(function* () {
         for (let i = 0; i < sweepStatements; i++) {
-          if ((yield* deleteOlderThan(now - retentionMillis, chunk)) < chunk) break
+          // whole milliseconds: the columns are integers (a test clock can stand between two)
+          if ((yield* deleteOlderThan(Math.floor(now - retentionMillis), chunk)) < chunk) break
         }
       }).pipe(
         Effect.catchAll((error) => Effect.logWarning("outbox retention sweep failed", error)),

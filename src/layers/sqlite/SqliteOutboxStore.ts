@@ -127,7 +127,7 @@ export const make = (
         transact("expire", partitionKey, (conn) =>
           Effect.gen(function* () {
             yield* SqliteClaim.raiseFence(st, conn, "expire", partitionKey, token)
-            const now = yield* Clock.currentTimeMillis
+            const now = Math.floor(yield* Clock.currentTimeMillis)
             const rows = yield* run(conn, st.expire, [now, partitionKey, DateTime.toEpochMillis(before)])
             return rows.length
           })

@@ -125,7 +125,7 @@ export const make = (
   return (operation, ids, token) =>
     Effect.gen(function* () {
       const unique = Array.from(new Set(ids))
-      const now = yield* Clock.currentTimeMillis
+      const now = Math.floor(yield* Clock.currentTimeMillis)
       const outer = yield* Effect.serviceOption(SqlClient.TransactionConnection)
       const call: SettleCall = { operation, ids: unique, token, now }
       const matched =

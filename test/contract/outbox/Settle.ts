@@ -5,6 +5,7 @@ import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import * as TestClock from "effect/TestClock"
 import { type ContractCapabilities, type Harness, idsOf, invalidTokens, token } from "./Harness.js"
 
 /**
@@ -47,6 +48,23 @@ export const settleContract = (harness: Harness, capabilities: ContractCapabilit
           expect(yield* store.countClaimed(pk)).toBe(1)
           expect(yield* store.countPending(pk)).toBe(0)
           expect(idsOf(yield* store.claim(pk, token("o", 2), 10))).toEqual([b])
+        })
+      )
+    )
+
+    it.effect("a clock standing between two milliseconds (a test clock mid-step): claim, complete, release work", () =>
+      withStore((store) =>
+        Effect.gen(function* () {
+          const pk = freshPartition("fractional")
+          const [a, b] = yield* seed(store, pk, ["a", "b"])
+          // instants are stored as whole milliseconds; a clock between two must not fail the statement
+          yield* TestClock.setTime((yield* TestClock.currentTimeMillis) + 1192.170963)
+          const t = token("o", 1)
+          expect(idsOf(yield* store.claim(pk, t, 10))).toEqual([a, b])
+          yield* store.complete([a ?? ""], t)
+          yield* store.release([b ?? ""], t)
+          expect(yield* store.countClaimed(pk)).toBe(0)
+          expect(yield* store.countPending(pk)).toBe(1)
         })
       )
     )
