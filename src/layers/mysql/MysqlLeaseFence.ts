@@ -15,7 +15,7 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as Clock from "effect/Clock"
+import * as SqlClock from "../sql/SqlClock.js"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -88,7 +88,7 @@ WHERE ${d.placeholders().inIds("id", n)} AND status = 'completed' AND claimed_by
         Effect.gen(function* () {
           const unique = Array.from(new Set(ids))
           if (unique.length === 0) return { _tag: "Held", completed: new Set<string>() } satisfies FencedComplete
-          const now = Math.floor(yield* Clock.currentTimeMillis)
+          const now = yield* SqlClock.nowMillis
           const params = SqlLeaseFence.fencedCompleteBinds(d, partitionKey, unique, token, now)
           const result: FencedComplete = yield* tx.standalone((conn) =>
             Effect.gen(function* () {

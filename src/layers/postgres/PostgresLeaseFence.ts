@@ -7,7 +7,7 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as Clock from "effect/Clock"
+import * as SqlClock from "../sql/SqlClock.js"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import { type InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
@@ -57,7 +57,7 @@ export const make = (
         Effect.gen(function* () {
           const unique = Array.from(new Set(ids))
           if (unique.length === 0) return { _tag: "Held", completed: new Set<string>() } satisfies FencedComplete
-          const now = Math.floor(yield* Clock.currentTimeMillis)
+          const now = yield* SqlClock.nowMillis
           const rows = yield* tx.standalone((conn) =>
             Effect.flatMap(
               tx.run(

@@ -26,7 +26,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Clock from "effect/Clock"
+import * as SqlClock from "../sql/SqlClock.js"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
@@ -251,7 +251,7 @@ export const make = (
     const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
       Effect.gen(function* () {
         const unique = Array.from(new Set(ids))
-        const now = Math.floor(yield* Clock.currentTimeMillis)
+        const now = yield* SqlClock.nowMillis
         const matched = yield* tx.standalone((conn) =>
           operation === "complete"
             ? select(operation, PostgresClaim.IdRows, conn, st.complete, bind.complete(unique, token, now))

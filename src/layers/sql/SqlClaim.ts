@@ -7,7 +7,7 @@
  *
  * @since 0.1.0
  */
-import * as Clock from "effect/Clock"
+import * as SqlClock from "./SqlClock.js"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as ClaimOrder from "../../domain/ClaimOrder.js"
@@ -58,7 +58,7 @@ export const claimWith =
     Effect.gen(function* () {
       yield* steps.fence(conn, partitionKey, token)
       if (limit <= 0) return ClaimBatch([])
-      const now = Math.floor(yield* Clock.currentTimeMillis)
+      const now = yield* SqlClock.nowMillis
       const staleCutoff = staleMillis === undefined ? undefined : now - staleMillis
       const found = yield* steps.candidates(conn, partitionKey, token.version, staleCutoff, limit)
       const chosen = ClaimOrder.selectFrom(found, limit, {

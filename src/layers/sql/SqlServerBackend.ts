@@ -9,7 +9,7 @@
  */
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Clock from "effect/Clock"
+import * as SqlClock from "./SqlClock.js"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
@@ -92,7 +92,7 @@ export const make = (parts: ServerStoreParts): Backend => {
       .transact((conn) =>
         Effect.gen(function* () {
           yield* parts.fence(conn, "expire", partitionKey, token)
-          const now = Math.floor(yield* Clock.currentTimeMillis)
+          const now = yield* SqlClock.nowMillis
           return yield* parts.expireRows(conn, [now, partitionKey, DateTime.toEpochMillis(before)])
         })
       )

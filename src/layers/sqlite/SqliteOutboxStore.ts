@@ -18,7 +18,7 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
-import * as Clock from "effect/Clock"
+import * as SqlClock from "../sql/SqlClock.js"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
@@ -127,7 +127,7 @@ export const make = (
         transact("expire", partitionKey, (conn) =>
           Effect.gen(function* () {
             yield* SqliteClaim.raiseFence(st, conn, "expire", partitionKey, token)
-            const now = Math.floor(yield* Clock.currentTimeMillis)
+            const now = yield* SqlClock.nowMillis
             const rows = yield* run(conn, st.expire, [now, partitionKey, DateTime.toEpochMillis(before)])
             return rows.length
           })

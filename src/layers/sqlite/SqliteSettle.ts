@@ -9,7 +9,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Clock from "effect/Clock"
+import * as SqlClock from "../sql/SqlClock.js"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -125,7 +125,7 @@ export const make = (
   return (operation, ids, token) =>
     Effect.gen(function* () {
       const unique = Array.from(new Set(ids))
-      const now = Math.floor(yield* Clock.currentTimeMillis)
+      const now = yield* SqlClock.nowMillis
       const outer = yield* Effect.serviceOption(SqlClient.TransactionConnection)
       const call: SettleCall = { operation, ids: unique, token, now }
       const matched =
