@@ -118,18 +118,13 @@ describe("a real Prometheus scraping a relay", () => {
           drainer: { idleBackoffMax: "100 millis", batchSize: 10, maxConcurrency: 1 }
         })
 
-        // while the backlog drains: a positive delivery rate, and a backlog below its start but not empty
+        // while the backlog drains (80 sends of 75 ms per partition: about 6 s, six scrapes): a positive delivery rate
         const rate = yield* eventually(
           () => prometheus.query("sum(rate(outbox_delivered_total[5s]))"),
           (r) => sumOf(r) > 0,
           "positive delivery rate"
         )
         expect(sumOf(rate)).toBeGreaterThan(0)
-        yield* eventually(
-          () => prometheus.query("sum(outbox_backlog_records)"),
-          (r) => sumOf(r) > 0 && sumOf(r) < 160,
-          "a backlog part-way drained"
-        )
         const age = yield* Effect.promise(() =>
           prometheus.query("max(max_over_time(outbox_oldest_pending_age_seconds[1m]))")
         )
@@ -151,6 +146,8 @@ describe("a real Prometheus scraping a relay", () => {
         const values = (history[0]?.values ?? []).map(([, v]) => Number(v))
         expect(Math.max(...values)).toBe(160)
         expect(values[values.length - 1]).toBe(0)
+        // and was scraped part-way drained: a draining relay is visible, not only its start and end
+        expect(values.some((v) => v > 0 && v < 160), `backlog samples ${JSON.stringify(values)}`).toBe(true)
         // delivered and dead-lettered apart: 159 delivered, one dead letter
         yield* eventually(
           () => prometheus.query("sum(outbox_delivered_total)"),
@@ -184,7 +181,7 @@ describe("a real Prometheus scraping a relay", () => {
           "OutboxSinkFailing",
           "OutboxStrandedHead"
         ])
-      }).pipe(Effect.scoped, Effect.provide(stores(25))),
+      }).pipe(Effect.scoped, Effect.provide(stores(75))),
     180_000
   )
 })
