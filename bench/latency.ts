@@ -12,12 +12,16 @@
  * is measured the same way beside PostgreSQL (backend `peer`): its logical-replication listener on a server
  * with `wal_level=logical`, its producer in a second process.
  *
+ * Through the command line (backends `cli-sqlite`, `cli-postgres`): the bundled CLI's `relay stdout` with its
+ * defaults runs as a process of its own; the same producer process commits each record; delivery is when
+ * this process reads the record's JSON line from the relay's stdout (a pipe: one more hop than a sink).
+ *
  * Also measured: the CPU the SQLite wake signal costs while idle (its poll alone, for `--cpu-seconds`),
  * and the DynamoDB requests an idle relay of one partition makes per hour (counted for `--dynamo-idle`
  * seconds, scaled).
  *
  * Usage: `npm run bench -- latency [--quick]`, or directly `node --import tsx bench/latency.ts
- * [--records=200] [--idle=10000] [--backends=memory,sqlite,postgres,peer,dynamodb] [--together]`. The
+ * [--records=200] [--idle=10000] [--backends=memory,sqlite,postgres,peer,dynamodb,cli-sqlite,cli-postgres] [--together]`. The
  * defaults are the issue's method (200 records, 10 s idle: about 35 minutes per backend); `--quick` is
  * shorter. `--together` runs the backends at once, on one schedule: every backend commits a record once a
  * period (`--idle` + 1.5 s), the backends a fraction of the period apart, so no two records are in flight
@@ -60,6 +64,8 @@ import { Sink } from "../src/services/Sink.js"
 import * as Faulty from "../test/support/FaultyDynamoDb.js"
 import { startDynamoLocal } from "../test/support/globalSetup.js"
 import { createDatabase, startPostgres } from "../test/support/PostgresServer.js"
+import { buildCli } from "../test/support/CliBundle.js"
+import { baseEnv } from "../test/support/CliProcess.js"
 import * as Peer from "./Peer.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -69,7 +75,7 @@ const flag = (name: string): string | undefined => args.find((a) => a.startsWith
 /** Records per backend and idle time before each: the issue's method unless `--records`/`--idle` say otherwise. */
 const records = Number(flag("records") ?? (quick ? 30 : 200))
 const idleMillis = Number(flag("idle") ?? (quick ? 500 : 10_000))
-const backends = (flag("backends") ?? "memory,sqlite,postgres,peer,dynamodb").split(",")
+const backends = (flag("backends") ?? "memory,sqlite,postgres,peer,dynamodb,cli-sqlite,cli-postgres").split(",")
 const cpuSeconds = quick ? 3 : 10
 const dynamoIdleSeconds = quick ? 10 : 30
 const dynamoIdleMax = Duration.seconds(1)
@@ -403,6 +409,85 @@ const dynamoLatency = async () => {
 }
 
 /**
+ * The CLI's relay (`relay stdout`, the CLI's defaults and wake-up) in a process of its own, the producer in
+ * another: commit → the record's JSON line read from the relay's stdout.
+ */
+const cliLatency = async (backend: "cli-sqlite" | "cli-postgres", directory: string): Promise<Latency> => {
+  const bundle = await buildCli()
+  const server = backend === "cli-postgres" ? await startPostgres() : undefined
+  try {
+    let storeFlags: ReadonlyArray<string>
+    let producerArgs: ReadonlyArray<string>
+    if (server === undefined) {
+      const file = path.join(directory, "cli.db")
+      storeFlags = ["--sqlite-file", file]
+      producerArgs = ["sqlite", file]
+    } else {
+      const url = await createDatabase(server.url, "cli_latency")
+      storeFlags = ["--backend", "postgres", "--postgres-url", url]
+      producerArgs = ["postgres", url, "public"]
+    }
+    const relay = spawn(process.execPath, bundle.argv(["relay", "stdout", ...storeFlags]), {
+      env: baseEnv(),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    const deliveredAt = new Map<string, number>()
+    const waiters = new Map<string, () => void>()
+    if (relay.stdout === null || relay.stderr === null) throw new Error("relay without pipes")
+    readline.createInterface({ input: relay.stdout }).on("line", (line) => {
+      const at = now()
+      const parsed: unknown = JSON.parse(line)
+      const id = typeof parsed === "object" && parsed !== null ? Reflect.get(parsed, "id") : undefined
+      if (typeof id !== "string") return
+      deliveredAt.set(id, at)
+      waiters.get(id)?.()
+    })
+    let stderr = ""
+    relay.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    const exited = new Promise<void>((resolve) => relay.on("close", () => resolve()))
+    try {
+      const deadline = now() + 60_000
+      while (!stderr.includes('message="relay started"')) {
+        if (now() > deadline) throw new Error(`CLI relay did not start:\n${stderr}`)
+        await sleep(20)
+      }
+      const delivered = (id: string): Promise<number> =>
+        new Promise((resolve) => {
+          const at = deliveredAt.get(id)
+          if (at !== undefined) return resolve(at)
+          waiters.set(id, () => resolve(deliveredAt.get(id) ?? now()))
+        })
+      const persistMillis: Array<number> = []
+      const producerProcess = await producer(producerArgs, persistMillis)
+      try {
+        const warm = `warm-${randomUUID()}`
+        await producerProcess.commit(warm)
+        await delivered(warm)
+        persistMillis.splice(0)
+        await ready(backend)
+        const samples: Array<number> = []
+        for (let i = 0; i < records; i++) {
+          await waitTurn(backend, i)
+          const id = `r-${i}-${randomUUID()}`
+          const committed = await producerProcess.commit(id)
+          samples.push((await delivered(id)) - committed)
+          if ((i + 1) % 10 === 0) progress(`${backend}: ${i + 1}/${records} records`)
+        }
+        return summary(samples, persistMillis)
+      } finally {
+        await producerProcess.close()
+      }
+    } finally {
+      relay.kill("SIGINT")
+      await exited
+    }
+  } finally {
+    bundle.remove()
+    await server?.stop()
+  }
+}
+
+/**
  * The peer, `pg-transactional-outbox` (bench/Peer.ts), measured the same way on its own PostgreSQL server
  * with `wal_level=logical`: its replication listener hands each message to a handler that notes the time;
  * a second OS process (bench/peerProducer.ts) stores each message in its own transaction.
@@ -475,11 +560,14 @@ const peerLatency = async (): Promise<Latency> => {
   }
 }
 
+/** p99 goals (ms) of issue 28; through the CLI, the goal of its backend. */
 const goals = {
   memory: 10,
   sqlite: 100,
   postgres: 15,
-  dynamodb: 1500
+  dynamodb: 1500,
+  "cli-sqlite": 100,
+  "cli-postgres": 15
 } as const
 
 const main = async (): Promise<void> => {
@@ -496,7 +584,9 @@ const main = async (): Promise<void> => {
     else if (backend === "postgres") result["postgres"] = { latency: await postgresLatency() }
     else if (backend === "dynamodb") result["dynamodb"] = await dynamoLatency()
     else if (backend === "peer") result["peer"] = { latency: await peerLatency() }
-    else throw new Error(`unknown backend ${backend}`)
+    else if (backend === "cli-sqlite" || backend === "cli-postgres") {
+      result[backend] = { latency: await cliLatency(backend, directory) }
+    } else throw new Error(`unknown backend ${backend}`)
     console.log(backend, JSON.stringify(result[backend]))
   }
   try {
