@@ -147,7 +147,10 @@ describe("a real Prometheus scraping a relay", () => {
         expect(Math.max(...values)).toBe(160)
         expect(values[values.length - 1]).toBe(0)
         // and was scraped part-way drained: a draining relay is visible, not only its start and end
-        expect(values.some((v) => v > 0 && v < 160), `backlog samples ${JSON.stringify(values)}`).toBe(true)
+        expect(
+          values.some((v) => v > 0 && v < 160),
+          `backlog samples ${JSON.stringify(values)}`
+        ).toBe(true)
         // delivered and dead-lettered apart: 159 delivered, one dead letter
         yield* eventually(
           () => prometheus.query("sum(outbox_delivered_total)"),
