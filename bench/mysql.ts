@@ -9,10 +9,11 @@
  * validation and no row decoding:
  *
  * 1. persist 100 → claim 100 → complete 100, end to end (records/s); three sides take turns every 10
- *    batches, each in its own database, so all see the same machine load: raw `mysql2`, the same
- *    statements written by hand on `@effect/sql-mysql2` (`sql.unsafe` in `sql.withTransaction`: the
- *    client the store must run on, so its ratio to raw is the store's ceiling) and the store; median of
- *    the rounds; statements (round trips) and the process's CPU time per 100 records counted per side;
+ *    batches (the order rotating), each in its own database, so all see the same machine load: raw
+ *    `mysql2`, the same statements written by hand on `@effect/sql-mysql2` (`sql.unsafe` in
+ *    `sql.withTransaction`: the client the store must run on, so its ratio to raw is the store's ceiling)
+ *    and the store; median of the rounds; statements (round trips) and the process's CPU time per 100
+ *    records counted per side;
  * 2. relay with a no-op sink draining a backlog of 4 partitions (leases, discovery, claims of 100, lease
  *    checks, completes) against a raw loop claiming and completing the same backlog partition by
  *    partition on one connection: one untimed relay round first, then raw and relay rounds alternating,
@@ -361,7 +362,7 @@ const ratioOf = (top: ReadonlyArray<number>, bottom: ReadonlyArray<number>) => {
 
 /**
  * `rounds` rounds of `records` records per side, each side in its own database and the sides taking turns
- * every 10 batches (raw, hand-written, store), so all three see the same machine load. Statements (each
+ * every 10 batches (the order rotating every block), so all three see the same machine load. Statements (each
  * one round trip: the prepared statements are cached per connection after the first use) and the process's
  * CPU time are counted per side.
  */
@@ -407,8 +408,10 @@ const endToEndRounds = async (url: string) => {
       handWritten: { millis: 0, cpuMillis: 0, statements: 0 },
       store: { millis: 0, cpuMillis: 0, statements: 0 }
     }
-    for (let done = 0; done < records; done += batch * 10) {
-      for (const side of sides) {
+    for (let done = 0, block = 0; done < records; done += batch * 10, block++) {
+      // the order rotates every block, so no side always follows the same one (and pays for its garbage)
+      const order = sides.map((_, i) => sides[(i + block) % sides.length] ?? "raw")
+      for (const side of order) {
         const inputs = Array.from({ length: 10 }, () => makeInputs(batch))
         const cycle = cycles[side]
         const startCpu = cpuMillis()
