@@ -208,6 +208,46 @@ describe("MysqlOutboxStore", () => {
     }).pipe(Effect.provide(storeIn("conflicts")))
   )
 
+  it.live(
+    "a claim failing as a deadlock victim every time runs exactly 1 + conflictRetries times, then TransactionConflict",
+    () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* OutboxStore
+        const t = namesOf("retrybound")
+        yield* store.persist([record("pe", "1")])
+        // a MyISAM table (not rolled back with the transaction) counts every attempt of the claim update
+        yield* sql.unsafe(`CREATE TABLE retrybound.attempts (n INT AUTO_INCREMENT PRIMARY KEY) ENGINE=MyISAM`)
+          .unprepared
+        yield* sql.unsafe(`CREATE TRIGGER retrybound.fail BEFORE UPDATE ON ${t.outbox} FOR EACH ROW
+        BEGIN
+          IF NEW.status = 'claimed' THEN
+            INSERT INTO retrybound.attempts VALUES (NULL);
+            SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'injected', MYSQL_ERRNO = 1213;
+          END IF;
+        END`).unprepared
+        const error = yield* Effect.flip(store.claim("pe", token("w", 1), 10))
+        expect(error._tag).toBe("TransactionConflict")
+        const attempts = yield* sql<{ n: number }>`SELECT count(*) AS n FROM retrybound.attempts`
+        expect(attempts[0]?.n).toBe(1 + conflictRetries)
+        // another failure than a conflict is not retried: one attempt, StoreUnavailable
+        yield* sql.unsafe(`DROP TRIGGER retrybound.fail`).unprepared
+        yield* sql.unsafe(`TRUNCATE TABLE retrybound.attempts`).unprepared
+        yield* sql.unsafe(`CREATE TRIGGER retrybound.fail BEFORE UPDATE ON ${t.outbox} FOR EACH ROW
+        BEGIN
+          IF NEW.status = 'claimed' THEN
+            INSERT INTO retrybound.attempts VALUES (NULL);
+            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected', MYSQL_ERRNO = 1644;
+          END IF;
+        END`).unprepared
+        const other = yield* Effect.flip(store.claim("pe", token("w", 1), 10))
+        expect(other._tag).toBe("StoreUnavailable")
+        const once = yield* sql<{ n: number }>`SELECT count(*) AS n FROM retrybound.attempts`
+        expect(once[0]?.n).toBe(1)
+        expect(yield* store.countClaimed("pe")).toBe(0)
+      }).pipe(Effect.provide(storeIn("retrybound")))
+  )
+
   it.live("a real deadlock with another transaction is retried: the claim succeeds once the other one is gone", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

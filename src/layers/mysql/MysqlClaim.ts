@@ -12,6 +12,7 @@
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Fence from "../../domain/Fence.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
@@ -51,10 +52,18 @@ export interface StoreContext {
  *
  * @since 0.1.0
  */
-export const decodeRows =
-  <A, I>(operation: string, schema: Schema.Schema<A, I>) =>
-  (rows: ReadonlyArray<unknown>): Effect.Effect<A, StoreUnavailable> =>
-    StoreUnavailable.refail(operation)(Schema.decodeUnknown(schema)(rows))
+export const decodeRows = <A, I>(
+  operation: string,
+  schema: Schema.Schema<A, I>
+): ((rows: ReadonlyArray<unknown>) => Effect.Effect<A, StoreUnavailable>) => {
+  // decoded synchronously (the schemas here have no effects): no parser fiber work per statement
+  const decode = Schema.decodeUnknownEither(schema)
+  return (rows) =>
+    Either.match(decode(rows), {
+      onLeft: (cause) => Effect.fail(new StoreUnavailable({ operation, cause })),
+      onRight: Effect.succeed
+    })
+}
 
 /**
  * Runs a statement and decodes its rows with a schema.
@@ -97,25 +106,26 @@ export const fence = (
   operation: string,
   partitionKey: string,
   token: LeaseToken.LeaseTokenLike
-): Effect.Effect<void, SqlError | StoreUnavailable | StaleFencingToken> =>
-  Effect.gen(function* () {
-    const { st, tx } = ctx
-    // the upsert makes sure the row exists and locks it (a duplicate primary key takes a record lock, no
-    // gap lock, under any isolation level); a locking read of a missing row would take a gap lock under
-    // REPEATABLE READ and hold back the first claim of other partitions
-    yield* tx.write(conn, st.createFence, [partitionKey])
-    const rows = yield* select(ctx, operation, FenceRows, conn, st.lockFence, [partitionKey])
-    const mark = rows[0]?.max_version ?? 0
-    switch (Fence.admit(mark, token.version)) {
-      case "stale":
-        return yield* belowHighWaterMark(operation, partitionKey, token, mark)
-      case "raise":
-        yield* tx.write(conn, st.raiseFence, [token.version, partitionKey])
-        return
-      case "keep":
-        return
-    }
-  })
+): Effect.Effect<void, SqlError | StoreUnavailable | StaleFencingToken> => {
+  const { st, tx } = ctx
+  // the upsert makes sure the row exists and locks it (a duplicate primary key takes a record lock, no
+  // gap lock, under any isolation level); a locking read of a missing row would take a gap lock under
+  // REPEATABLE READ and hold back the first claim of other partitions
+  return tx.write(conn, st.createFence, [partitionKey]).pipe(
+    Effect.zipRight(select(ctx, operation, FenceRows, conn, st.lockFence, [partitionKey])),
+    Effect.flatMap((rows): Effect.Effect<void, SqlError | StaleFencingToken> => {
+      const mark = rows[0]?.max_version ?? 0
+      switch (Fence.admit(mark, token.version)) {
+        case "stale":
+          return Effect.fail(belowHighWaterMark(operation, partitionKey, token, mark))
+        case "raise":
+          return Effect.asVoid(tx.write(conn, st.raiseFence, [token.version, partitionKey]))
+        case "keep":
+          return Effect.void
+      }
+    })
+  )
+}
 
 /**
  * The claim of up to `limit` records of a partition for a token (`SqlClaim.claimWith` over MySQL's

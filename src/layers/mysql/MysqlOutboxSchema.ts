@@ -316,36 +316,31 @@ WHERE ${ids(n)} AND status = 'claimed' AND claimed_by = ? AND claim_version = ? 
   }
 }
 
-/** True when the text holds no lone surrogate (what `String.prototype.isWellFormed` answers). */
-const wellFormed = (text: string): boolean => !/\p{Surrogate}/u.test(text)
-
 /** Indexed text columns hold at most this many characters. */
 const maxKeyLength = 255
 
 /**
  * Why a record cannot be stored as given: a key (id, partition key, envelope id, binding id, ordering
- * key) over 255 characters, or text that is not well-formed UTF-16 (a lone surrogate, which `utf8mb4`
- * cannot hold); `undefined` when it can.
+ * key) over 255 characters; `undefined` when it can. Text that is not well-formed UTF-16 (a lone
+ * surrogate, which `utf8mb4` cannot hold) never gets here: the store core rejects it in every string
+ * field, for every backend, before it asks the backend.
  *
  * @since 0.1.0
  */
 export const textProblem = (record: OutboxRecord.PreparedRecord): string | undefined => {
-  const keys: Array<readonly [string, string]> = [
-    ["id", record.id],
-    ["partitionKey", record.partitionKey],
-    ["envelopeId", record.envelopeId],
-    ["bindingId", record.bindingId],
-    ["orderingKey", Option.getOrElse(record.orderingKey, () => "")]
-  ]
-  for (const [name, value] of keys) {
-    if (value.length > maxKeyLength) return `${name} is longer than ${maxKeyLength} characters (MySQL key column)`
-  }
-  const texts: Array<readonly [string, string]> = [...keys, ["routeId", record.routeId], ["address", record.address]]
-  for (const [key, value] of Object.entries(record.headers)) texts.push([`header ${key}`, key + value])
-  for (const [name, value] of texts) {
-    if (!wellFormed(value)) return `${name} is not well-formed UTF-16 (a lone surrogate), which utf8mb4 cannot hold`
-  }
-  return undefined
+  const name =
+    record.id.length > maxKeyLength
+      ? "id"
+      : record.partitionKey.length > maxKeyLength
+        ? "partitionKey"
+        : record.envelopeId.length > maxKeyLength
+          ? "envelopeId"
+          : record.bindingId.length > maxKeyLength
+            ? "bindingId"
+            : Option.isSome(record.orderingKey) && record.orderingKey.value.length > maxKeyLength
+              ? "orderingKey"
+              : undefined
+  return name === undefined ? undefined : `${name} is longer than ${maxKeyLength} characters (MySQL key column)`
 }
 
 /** The MySQL error number of a failed statement, when the driver reported one. */

@@ -30,7 +30,12 @@ import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
-import { InvalidConfiguration, StoreUnavailable, TransactionConflict } from "../../domain/OutboxError.js"
+import {
+  InvalidConfiguration,
+  type StaleFencingToken,
+  StoreUnavailable,
+  TransactionConflict
+} from "../../domain/OutboxError.js"
 import {
   type Backend,
   make as makeStore,
@@ -203,14 +208,17 @@ export const make = (
       tx.standalone((conn) => Effect.map(tx.write(conn, st.sweep, [cutoff, chunk]), (r) => r.affectedRows))
     )
 
+    // the store's own transactions run statements on their connection and nothing else
+    const connectionOnly = { connectionOnly: true }
+
     const persist: Backend["persist"] = (batch, { replaceTerminal }) =>
       tx
-        .transact((conn) => persistPath.persistIn(conn, batch, replaceTerminal))
+        .transact((conn) => persistPath.persistIn(conn, batch, replaceTerminal), connectionOnly)
         .pipe(StoreUnavailable.refailTag("SqlError", "persist", batch[0]?.partitionKey))
 
     const claim: Backend["claim"] = (partitionKey, token, limit) =>
       tx
-        .transact((conn) => claimIn(conn, partitionKey, token, limit))
+        .transact((conn) => claimIn(conn, partitionKey, token, limit), connectionOnly)
         .pipe(
           Effect.catchIf(MysqlOutboxSchema.isConflict, (cause) =>
             Effect.fail(new TransactionConflict({ partitionKey, operation: "claim", cause }))
@@ -237,32 +245,41 @@ export const make = (
         )
       }
       // several ids: lock the rows this token holds, then settle exactly those
-      return tx.transact((conn) =>
-        Effect.gen(function* () {
-          const held = (yield* select(operation, MysqlClaim.IdRows, conn, st.lockClaimed(unique.length), [
-            ...unique,
-            token.owner,
-            token.version
-          ])).map((row) => row.id)
-          if (held.length > 0) {
-            const [text, params] = statement(held)
-            yield* tx.write(conn, text, params)
-          }
-          return new Set(held)
-        })
+      return tx.transact(
+        (conn) =>
+          Effect.flatMap(
+            select(operation, MysqlClaim.IdRows, conn, st.lockClaimed(unique.length), [
+              ...unique,
+              token.owner,
+              token.version
+            ]),
+            (rows) => {
+              const held = rows.map((row) => row.id)
+              if (held.length === 0) return Effect.succeed(new Set<string>())
+              const [text, params] = statement(held)
+              return Effect.as(tx.write(conn, text, params), new Set(held))
+            }
+          ),
+        connectionOnly
       )
     }
 
+    // plain combinators, no generator: this runs once per settled batch
     const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
-      Effect.gen(function* () {
+      Effect.flatMap(SqlClock.nowMillis, (now) => {
         const unique = Array.from(new Set(ids))
-        const now = yield* SqlClock.nowMillis
-        const done = yield* settleIds(operation, unique, token, now)
-        if (done.size === unique.length) return
-        return yield* notClaimedBy(
-          operation,
-          token,
-          ids.filter((id) => !done.has(id))
+        return Effect.flatMap(
+          settleIds(operation, unique, token, now),
+          (done): Effect.Effect<void, StaleFencingToken> =>
+            done.size === unique.length
+              ? Effect.void
+              : Effect.fail(
+                  notClaimedBy(
+                    operation,
+                    token,
+                    ids.filter((id) => !done.has(id))
+                  )
+                )
         )
       }).pipe(StoreUnavailable.refailTag("SqlError", operation))
 

@@ -28,28 +28,36 @@ const HolderRows = Schema.Array(
 
 const payloadIndex = SqlOutboxStatements.recordColumns.indexOf("payload")
 
-/** Allocates seq blocks per partition and inserts the records; returns the ids inserted. */
+/** The first seq of a block of `n` from what the allocation reported (1 row: created at n; 2: updated, the insert id is the new counter). */
+const firstSeq = (n: number, written: { readonly affectedRows: number; readonly insertId: number }): number =>
+  (written.affectedRows === 1 ? n : written.insertId) - n + 1
+
+/**
+ * Allocates seq blocks per partition and inserts the records; returns the ids inserted. Plain
+ * combinators, no generator: this runs once per persisted batch.
+ */
 const insertRecords = (
   ctx: StoreContext,
   conn: Connection,
   batch: ReadonlyArray<OutboxRecord.PreparedRecord>
-): Effect.Effect<Set<string>, SqlError | StoreUnavailable> =>
-  Effect.gen(function* () {
-    const { st, tx } = ctx
-    if (batch.length === 0) return new Set<string>()
-    const perPartition = new Map<string, number>()
-    for (const record of batch) {
-      perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
-    }
-    // in key order: two persists spanning the same partitions lock their seq rows in the same order
-    const nextSeq = new Map<string, number>()
-    for (const key of Array.from(perPartition.keys()).sort()) {
-      const n = perPartition.get(key) ?? 0
-      const { affectedRows, insertId } = yield* tx.write(conn, st.allocateSeq, [key, n, n])
-      // 1: the row was created at n; 2: it was updated and the insert id is the new counter
-      const last = affectedRows === 1 ? n : insertId
-      nextSeq.set(key, last - n + 1)
-    }
+): Effect.Effect<Set<string>, SqlError | StoreUnavailable> => {
+  const { st, tx } = ctx
+  if (batch.length === 0) return Effect.succeed(new Set<string>())
+  const perPartition = new Map<string, number>()
+  for (const record of batch) {
+    perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
+  }
+  // in key order: two persists spanning the same partitions lock their seq rows in the same order
+  const keys = Array.from(perPartition.keys()).sort()
+  const allocate = (key: string) => {
+    const n = perPartition.get(key) ?? 0
+    return Effect.map(tx.write(conn, st.allocateSeq, [key, n, n]), (written) => [key, firstSeq(n, written)] as const)
+  }
+  const allocated =
+    keys.length === 1 && keys[0] !== undefined
+      ? Effect.map(allocate(keys[0]), (entry) => new Map([entry]))
+      : Effect.map(Effect.forEach(keys, allocate), (entries) => new Map(entries))
+  return Effect.flatMap(allocated, (nextSeq) => {
     const values: Array<unknown> = []
     const seqOf = new Map<string, readonly [string, number]>()
     for (const record of batch) {
@@ -61,17 +69,24 @@ const insertRecords = (
       values[at] = Buffer.from(record.payload.buffer, record.payload.byteOffset, record.payload.byteLength)
       if (!seqOf.has(record.id)) seqOf.set(record.id, [record.partitionKey, seq])
     }
-    const { affectedRows } = yield* tx.write(conn, st.insert(batch.length), values)
-    if (affectedRows === batch.length) return new Set(batch.map((record) => record.id))
-    const ids = Array.from(seqOf.keys())
-    const holders = yield* select(ctx, "persist", HolderRows, conn, st.readBack(ids.length), ids)
-    const inserted = new Set<string>()
-    for (const holder of holders) {
-      const mine = seqOf.get(holder.id)
-      if (mine !== undefined && mine[0] === holder.partition_key && mine[1] === holder.seq) inserted.add(holder.id)
-    }
-    return inserted
+    return Effect.flatMap(
+      tx.write(conn, st.insert(batch.length), values),
+      ({ affectedRows }): Effect.Effect<Set<string>, SqlError | StoreUnavailable> => {
+        if (affectedRows === batch.length) return Effect.succeed(new Set(batch.map((record) => record.id)))
+        const ids = Array.from(seqOf.keys())
+        return Effect.map(select(ctx, "persist", HolderRows, conn, st.readBack(ids.length), ids), (holders) => {
+          const inserted = new Set<string>()
+          for (const holder of holders) {
+            const mine = seqOf.get(holder.id)
+            if (mine !== undefined && mine[0] === holder.partition_key && mine[1] === holder.seq)
+              inserted.add(holder.id)
+          }
+          return inserted
+        })
+      }
+    )
   })
+}
 
 /**
  * The persist path of the MySQL store.

@@ -55,24 +55,35 @@ export interface ClaimSteps<C, A extends ClaimOrder.ClaimFacts, E> {
 export const claimWith =
   <C, A extends ClaimOrder.ClaimFacts, E>(steps: ClaimSteps<C, A, E>, staleMillis: number | undefined) =>
   (conn: C, partitionKey: string, token: LeaseToken.LeaseTokenLike, limit: number): Effect.Effect<ClaimBatch, E> =>
-    Effect.gen(function* () {
-      yield* steps.fence(conn, partitionKey, token)
-      if (limit <= 0) return ClaimBatch([])
-      const now = yield* SqlClock.nowMillis
-      const staleCutoff = staleMillis === undefined ? undefined : now - staleMillis
-      const found = yield* steps.candidates(conn, partitionKey, token.version, staleCutoff, limit)
-      const chosen = ClaimOrder.selectFrom(found, limit, {
-        version: token.version,
-        nowMillis: now,
-        staleClaimAfterMillis: staleMillis
-      })
-      if (chosen.length === 0) return ClaimBatch([])
-      const updated = yield* steps.update(conn, chosen.map(steps.idOf), token, now, partitionKey, staleCutoff)
-      const at = DateTime.unsafeMake(now)
-      const claimed: Array<OutboxRecord.OutboxRecord> = []
-      for (const candidate of chosen) {
-        if (updated.has(steps.idOf(candidate))) claimed.push(steps.claimed(candidate, token, at))
-      }
-      claimed.sort(ClaimOrder.compareAge)
-      return ClaimBatch(claimed)
-    })
+    // plain combinators, no generator: this runs once per claimed batch
+    Effect.zipRight(
+      steps.fence(conn, partitionKey, token),
+      limit <= 0
+        ? Effect.succeed(ClaimBatch([]))
+        : Effect.flatMap(SqlClock.nowMillis, (now) => {
+            const staleCutoff = staleMillis === undefined ? undefined : now - staleMillis
+            return Effect.flatMap(
+              steps.candidates(conn, partitionKey, token.version, staleCutoff, limit),
+              (found): Effect.Effect<ClaimBatch, E> => {
+                const chosen = ClaimOrder.selectFrom(found, limit, {
+                  version: token.version,
+                  nowMillis: now,
+                  staleClaimAfterMillis: staleMillis
+                })
+                if (chosen.length === 0) return Effect.succeed(ClaimBatch([]))
+                return Effect.map(
+                  steps.update(conn, chosen.map(steps.idOf), token, now, partitionKey, staleCutoff),
+                  (updated) => {
+                    const at = DateTime.unsafeMake(now)
+                    const claimed: Array<OutboxRecord.OutboxRecord> = []
+                    for (const candidate of chosen) {
+                      if (updated.has(steps.idOf(candidate))) claimed.push(steps.claimed(candidate, token, at))
+                    }
+                    claimed.sort(ClaimOrder.compareAge)
+                    return ClaimBatch(claimed)
+                  }
+                )
+              }
+            )
+          })
+    )

@@ -175,17 +175,23 @@ export const make = <C, E>(steps: PersistSteps<C, E>): Persist<C, E> => {
     })
 
   const persistIn: Persist<C, E>["persistIn"] = (conn, batch, replaceTerminal) =>
-    Effect.gen(function* () {
-      if (!replaceTerminal) {
-        // one insert of the whole batch leaves out repeated and existing identities by itself; when every
-        // record went in, none was repeated or existing and the batch is done
-        const inserted = yield* steps.insert(conn, batch)
-        if (inserted.size === batch.length) {
+    replaceTerminal
+      ? persistReplacing(conn, batch)
+      : // one insert of the whole batch leaves out repeated and existing identities by itself; when every
+        // record went in, none was repeated or existing and the batch is done (plain combinators, no
+        // generator: this is the hot path)
+        Effect.flatMap(steps.insert(conn, batch), (inserted) => {
+          if (inserted.size !== batch.length) return reportOf(conn, batch, dedupe(batch), inserted, false)
           const report: PersistReport = { persisted: batch.map((record) => record.id), skipped: [], existingIds: [] }
-          return report
-        }
-        return yield* reportOf(conn, batch, dedupe(batch), inserted, false)
-      }
+          return Effect.succeed(report)
+        })
+
+  /** A persist with `replaceTerminal`: ids checked first, terminal holders deleted, then the insert. */
+  const persistReplacing = (
+    conn: C,
+    batch: ReadonlyArray<OutboxRecord.PreparedRecord>
+  ): Effect.Effect<PersistReport, E | InvalidRecord> =>
+    Effect.gen(function* () {
       const identities = dedupe(batch)
       // ids are checked against the state before the batch, also when their holder is a terminal record
       // this batch replaces, and for in-batch repeats too: once the terminal holders are deleted, the old

@@ -19,7 +19,6 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 
 /**
  * Attempts after the first for a transaction that failed with a conflict.
@@ -43,15 +42,31 @@ export interface Transactions {
   /**
    * Runs `body` in a transaction (a savepoint inside a caller's transaction), retrying conflicts of its own.
    * The body sees the transaction as `SqlClient.TransactionConnection`, so statements of the client and of
-   * other stores made inside it join it.
+   * other stores made inside it join it — unless `options.connectionOnly`: a body that runs statements on
+   * `conn` and nothing else (no client statement, no other store) needs no such context, and is spared the
+   * change of context per transaction.
    */
   readonly transact: <A, E>(
-    body: (conn: Connection) => Effect.Effect<A, E | SqlError>
+    body: (conn: Connection) => Effect.Effect<A, E | SqlError>,
+    options?: TransactOptions
   ) => Effect.Effect<A, E | SqlError>
   /** Runs `body` on a connection outside any transaction of the store's (the caller's, when there is one). */
   readonly standalone: <A, E>(
     body: (conn: Connection) => Effect.Effect<A, E | SqlError>
   ) => Effect.Effect<A, E | SqlError>
+}
+
+/**
+ * Options of {@link Transactions.transact}.
+ *
+ * @since 0.1.0
+ */
+export interface TransactOptions {
+  /**
+   * The body runs statements on the connection it is given and nothing else, so it is not shown the
+   * transaction as `SqlClient.TransactionConnection` (default false: it is).
+   */
+  readonly connectionOnly?: boolean | undefined
 }
 
 /**
@@ -108,33 +123,40 @@ export const make = (sql: SqlClient.SqlClient, dialect: TransactionDialect): Tra
     )
 
   const inTransaction =
-    <A, E>(body: (conn: Connection) => Effect.Effect<A, E | SqlError>) =>
+    <A, E>(body: (conn: Connection) => Effect.Effect<A, E | SqlError>, connectionOnly: boolean) =>
     (conn: Connection, nested: boolean, depth: number): Effect.Effect<A, E | SqlError> =>
       Effect.uninterruptible(
         Effect.flatMap(exec(conn, nested ? control.savepoint : begin), () =>
-          Effect.matchCauseEffect(Effect.provideService(body(conn), SqlClient.TransactionConnection, [conn, depth]), {
-            onFailure: (cause) => Effect.zipRight(undo(conn, nested), Effect.failCause(cause)),
-            onSuccess: (value) =>
-              Effect.matchEffect(exec(conn, nested ? control.release : control.commit), {
-                onFailure: (error) => Effect.zipRight(undo(conn, nested), Effect.fail(error)),
-                onSuccess: () => Effect.succeed(value)
-              })
-          })
+          Effect.matchCauseEffect(
+            connectionOnly
+              ? body(conn)
+              : Effect.provideService(body(conn), SqlClient.TransactionConnection, [conn, depth]),
+            {
+              onFailure: (cause) => Effect.zipRight(undo(conn, nested), Effect.failCause(cause)),
+              onSuccess: (value) =>
+                Effect.matchEffect(exec(conn, nested ? control.release : control.commit), {
+                  onFailure: (error) => Effect.zipRight(undo(conn, nested), Effect.fail(error)),
+                  onSuccess: () => Effect.succeed(value)
+                })
+            }
+          )
         )
       )
 
-  const transact: Transactions["transact"] = (body) =>
-    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-      Option.isSome(outer)
-        ? inTransaction(body)(outer.value[0], true, outer.value[1] + 1)
-        : Effect.retry(
-            withConnection((conn, nested) => inTransaction(body)(conn, nested, 0)),
-            {
-              schedule: Schedule.recurs(conflictRetries),
-              while: isConflict
-            }
-          )
-    )
+  const transact: Transactions["transact"] = <A, E>(
+    body: (conn: Connection) => Effect.Effect<A, E | SqlError>,
+    options?: TransactOptions
+  ) =>
+    Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
+      const run = inTransaction(body, options?.connectionOnly === true)
+      if (Option.isSome(outer)) return run(outer.value[0], true, outer.value[1] + 1)
+      const once = Effect.scoped(Effect.flatMap(sql.reserve, (conn) => run(conn, false, 0)))
+      // a conflict runs the whole transaction again at once, at most `conflictRetries` times (a plain
+      // catch per attempt: the hot path pays for no schedule)
+      const attempt = (retriesLeft: number): Effect.Effect<A, E | SqlError> =>
+        retriesLeft === 0 ? once : Effect.catchIf(once, isConflict, () => attempt(retriesLeft - 1))
+      return attempt(conflictRetries)
+    })
 
   const standalone: Transactions["standalone"] = (body) => withConnection((conn) => body(conn))
 
