@@ -15,13 +15,21 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Metric from "effect/Metric"
-import * as Runtime from "effect/Runtime"
+import type * as MetricLabel from "effect/MetricLabel"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import { RoutePausedCode, type SendError } from "../../services/Sink.js"
-import { type BatchRuntime, type BatchState, delivered, type Outcome, type Slot, untried } from "./BatchState.js"
+import {
+  type BatchRuntime,
+  type BatchState,
+  delivered,
+  type Outcome,
+  runtime as batchRuntime,
+  type Slot,
+  untried
+} from "./BatchState.js"
 import * as Disposal from "./Disposal.js"
-import { type Instance, routeMetrics, type RouteMetrics, updateAll } from "./Instance.js"
+import { type BoundMetric, type Instance, routeMetrics, type RouteMetrics } from "./Instance.js"
 import * as Lease from "./Lease.js"
 import * as Sender from "./Sender.js"
 import { isExpired, isPoison } from "./Settings.js"
@@ -103,7 +111,8 @@ const handleFailures = (
   instance: Instance,
   failed: ReadonlyArray<readonly [Slot, SendError]>,
   nowMillis: number,
-  state: BatchState
+  state: BatchState,
+  batch: BatchRuntime
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
     let transient: SendError | undefined
@@ -134,10 +143,11 @@ const handleFailures = (
         details: { error: error.message }
       })
     }
-    yield* countByRoute(
+    countByRoute(
       instance,
-      failed.map(([slot]) => slot.record),
-      (metrics) => metrics.failures
+      failed.map(([slot]) => slot),
+      (metrics) => metrics.bound.failures,
+      batch.labels
     )
     if (transient !== undefined) {
       yield* SinkHealth.failed(
@@ -149,34 +159,49 @@ const handleFailures = (
     }
   })
 
-/** Increments a route-following counter once per route of the records. */
+/** Increments a route-following counter once per route of the slots' records (no effect: a bound metric). */
 const countByRoute = (
   instance: Instance,
-  records: ReadonlyArray<OutboxRecord>,
-  counter: (metrics: RouteMetrics) => Metric.Metric.Counter<number>
-): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const counts = new Map<RouteMetrics, number>()
-    for (const record of records) {
-      const metrics = routeMetrics(instance, record)
-      counts.set(metrics, (counts.get(metrics) ?? 0) + 1)
-    }
-    return Effect.forEach(counts, ([metrics, n]) => Metric.incrementBy(counter(metrics), n), { discard: true })
-  })
+  slots: ReadonlyArray<Slot>,
+  counter: (metrics: RouteMetrics) => BoundMetric<number>,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>
+): void => {
+  const first = slots[0]
+  if (first === undefined) return
+  const firstMetrics = routeMetrics(instance, first.record)
+  let counts: Map<RouteMetrics, number> | undefined
+  for (let i = 1; i < slots.length; i++) {
+    const slot = slots[i]
+    if (slot === undefined) continue
+    const metrics = routeMetrics(instance, slot.record)
+    if (metrics === firstMetrics && counts === undefined) continue
+    // records of several routes: count each route apart
+    counts ??= new Map([[firstMetrics, i]])
+    counts.set(metrics, (counts.get(metrics) ?? 0) + 1)
+  }
+  if (counts === undefined) counter(firstMetrics).update(slots.length, labels)
+  else for (const [metrics, n] of counts) counter(metrics).update(n, labels)
+}
 
 /** The lease check after the sends: held → the sent records are to be completed; else they stay claimed. */
 const afterSends = (
   instance: Instance,
   sent: ReadonlyArray<Slot>,
   token: LeaseToken.LeaseToken,
-  state: BatchState
-): Effect.Effect<void> =>
-  Effect.flatMap(Lease.check(instance, token), (after) => {
-    if (after !== "held") return keepSent(instance, sent, token, after)
+  state: BatchState,
+  nowMillis: number
+): Effect.Effect<void> | undefined => {
+  const held = (): undefined => {
     state.leaseHeldAt = instance.storeCalls
     for (const slot of sent) slot.how = "delivered"
-    return Effect.void
-  })
+    return undefined
+  }
+  // the last read stands: held, known without an effect
+  if (Lease.stands(instance, token, nowMillis)) return held()
+  return Effect.flatMap(Lease.check(instance, token), (after) =>
+    after !== "held" ? keepSent(instance, sent, token, after) : (held() ?? Effect.void)
+  )
+}
 
 /** Sent records whose lease is not known to be held: they stay claimed, and are not completed now. */
 const keepSent = (
@@ -232,38 +257,49 @@ const completeWave = (
     slot.outcome = how === "delivered" ? delivered : { _tag: "Disposed", how }
   }
   if (completeNow.length === 0) return Effect.void
-  return Effect.gen(function* () {
-    const failed = yield* Settle.completeMany(
+  return Effect.flatMap(
+    Settle.completeMany(
       instance,
       completeNow.map((s) => s.record.id),
       token
-    )
-    const doneAt = batch.clock.unsafeCurrentTimeMillis()
-    const latencies: Array<number> = []
-    let duplicateRisk = 0
-    for (const slot of completeNow) {
-      const { how, record } = slot
-      const error = failed.get(record.id)
-      if (error !== undefined) {
-        if (how === "delivered") duplicateRisk += 1
-        yield* Effect.logError(
-          how === "delivered"
-            ? "complete after send failed; record stays claimed"
-            : "complete after disposal failed; record stays claimed"
-        ).pipe(Effect.annotateLogs({ recordId: record.id, error: error.message }))
-        instance.toComplete.set(record.id, record)
-        slot.outcome = { _tag: "LeftClaimed", delivered: true }
-        continue
+    ),
+    (failed) => {
+      const doneAt = batch.clock.unsafeCurrentTimeMillis()
+      const latency = instance.metrics.bound.latency
+      let failures: Array<readonly [Slot, string]> | undefined
+      for (const slot of completeNow) {
+        const { how, record } = slot
+        const error = failed.size === 0 ? undefined : failed.get(record.id)
+        if (error !== undefined) {
+          ;(failures ??= []).push([slot, error.message])
+          instance.toComplete.set(record.id, record)
+          slot.outcome = { _tag: "LeftClaimed", delivered: true }
+          continue
+        }
+        if (how === "delivered") {
+          latency.update(Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)), batch.labels)
+          slot.outcome = delivered
+        } else if (how !== undefined) slot.outcome = { _tag: "Disposed", how }
       }
-      if (how === "delivered") {
-        latencies.push(Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)))
-        slot.outcome = delivered
-      } else if (how !== undefined) slot.outcome = { _tag: "Disposed", how }
+      return failures === undefined ? Effect.void : completesFailed(instance, failures)
+    }
+  )
+}
+
+/** Logs the wave's completes that failed (their records stay claimed) and counts the sent ones at risk. */
+const completesFailed = (instance: Instance, failures: ReadonlyArray<readonly [Slot, string]>): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    let duplicateRisk = 0
+    for (const [{ how, record }, message] of failures) {
+      if (how === "delivered") duplicateRisk += 1
+      yield* Effect.logError(
+        how === "delivered"
+          ? "complete after send failed; record stays claimed"
+          : "complete after disposal failed; record stays claimed"
+      ).pipe(Effect.annotateLogs({ recordId: record.id, error: message }))
     }
     if (duplicateRisk > 0) yield* Metric.incrementBy(instance.metrics.duplicateRisk, duplicateRisk)
-    if (latencies.length > 0) yield* updateAll(instance.metrics.latency, latencies)
   })
-}
 
 /**
  * What a wave leaves for the next ones: the lanes that go on (to the back of the queue) and the lanes
@@ -354,7 +390,11 @@ export const runWave = (
     let notStartedCount = 0
     for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
     if (toSend.length > 0) {
-      if (yield* maySend(instance, toSend, token, state)) {
+      // the lease is known held without a read when the last check stands (no effect); else it is read
+      const may = Lease.standsAgain(instance, token, state, batch.clock.unsafeCurrentTimeMillis())
+        ? ((state.leaseHeldAt = undefined), true)
+        : yield* maySend(instance, toSend, token, state)
+      if (may) {
         const { started } = yield* Sender.sendAll(
           instance.sink,
           toSend,
@@ -371,16 +411,12 @@ export const runWave = (
       }
       const { failed, sent } = sortResults(instance, toSend, state)
       if (failed.length > 0) {
-        yield* handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis(), state)
+        yield* handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis(), state, batch)
       } else if (sent.length > 0 && instance.sinkHealth.failures > 0) {
         yield* SinkHealth.succeeded(instance.sinkHealth, batch.clock.unsafeCurrentTimeMillis())
       }
       if (sent.length > 0) {
-        yield* countByRoute(
-          instance,
-          sent.map((slot) => slot.record),
-          (metrics) => metrics.delivered
-        )
+        countByRoute(instance, sent, (metrics) => metrics.bound.delivered, batch.labels)
         // the batch's last wave, with a fenced complete: the check after its sends is the end-of-batch
         // complete itself (`Settle.flushDeferred`), one statement instead of a read and a complete
         const last = lastOffered && notStartedCount === 0 && slots.every((slot) => !slot.hasNext)
@@ -388,7 +424,8 @@ export const runWave = (
           for (const slot of sent) slot.how = "delivered"
           state.leaseUnverified = true
         } else {
-          yield* afterSends(instance, sent, token, state)
+          const check = afterSends(instance, sent, token, state, batch.clock.unsafeCurrentTimeMillis())
+          if (check !== undefined) yield* check
         }
       }
     }
@@ -412,10 +449,7 @@ export const runWaves = (
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
     // the batch fiber's runtime (log annotations, span) runs the sends; its clock stamps the waves
-    const batch: BatchRuntime = {
-      fork: Runtime.runFork(yield* Effect.runtime<never>()),
-      clock: yield* Effect.clock
-    }
+    const batch = yield* batchRuntime
     const turns = Turns.make(groups, instance.config.maxConcurrency)
     for (;;) {
       if (turns.done() || state.stopRequested) break
