@@ -37,12 +37,15 @@ import * as Settle from "./Settle.js"
 import * as SinkHealth from "./SinkHealth.js"
 import * as Turns from "./Turns.js"
 
+/** A wave's slots, and which of them go out (the others are expired or poison). */
+interface Prepared {
+  readonly slots: Array<Slot>
+  readonly toSend: Array<Slot>
+  readonly unsendable: Array<Unsendable>
+}
+
 /** The wave's slots, and which of them go out (the others are expired or poison). */
-const prepare = (
-  instance: Instance,
-  lanes: ReadonlyArray<Turns.Lane>,
-  nowMillis: number
-): { readonly slots: Array<Slot>; readonly toSend: Array<Slot>; readonly unsendable: Array<Unsendable> } => {
+const prepare = (instance: Instance, lanes: ReadonlyArray<Turns.Lane>, nowMillis: number): Prepared => {
   const slots: Array<Slot> = []
   const toSend: Array<Slot> = []
   const unsendable: Array<Unsendable> = []
@@ -234,7 +237,7 @@ const keepSent = (
 
 /**
  * Completes the wave's records that have a younger sibling (one call, before that sibling is sent); the
- * others' completes are deferred to the end of the batch.
+ * others' completes are deferred to the end of the batch. `undefined` when there is nothing to complete now.
  */
 const completeWave = (
   instance: Instance,
@@ -242,7 +245,7 @@ const completeWave = (
   token: LeaseToken.LeaseToken,
   state: BatchState,
   batch: BatchRuntime
-): Effect.Effect<void> => {
+): Effect.Effect<void> | undefined => {
   const completeNow: Array<Slot> = []
   for (const slot of slots) {
     const how = slot.how
@@ -256,7 +259,7 @@ const completeWave = (
     instance.toComplete.set(slot.record.id, slot.record)
     slot.outcome = how === "delivered" ? delivered : { _tag: "Disposed", how }
   }
-  if (completeNow.length === 0) return Effect.void
+  if (completeNow.length === 0) return undefined
   return Effect.flatMap(
     Settle.completeMany(
       instance,
@@ -385,55 +388,115 @@ export const runWave = (
   batch: BatchRuntime,
   lastOffered = false
 ): Effect.Effect<WaveEnd> =>
-  Effect.gen(function* () {
-    const { slots, toSend, unsendable } = prepare(instance, lanes, batch.clock.unsafeCurrentTimeMillis())
-    let notStartedCount = 0
-    for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
-    if (toSend.length > 0) {
-      // the lease is known held without a read when the last check stands (no effect); else it is read
-      const may = Lease.standsAgain(instance, token, state, batch.clock.unsafeCurrentTimeMillis())
-        ? ((state.leaseHeldAt = undefined), true)
-        : yield* maySend(instance, toSend, token, state)
-      if (may) {
-        const { started } = yield* Sender.sendAll(
-          instance.sink,
-          toSend,
-          state,
-          batch,
-          instance.config.sendTimeout,
-          instance.config.maxConcurrency
+  Effect.suspend(() => {
+    const wave = prepare(instance, lanes, batch.clock.unsafeCurrentTimeMillis())
+    const { toSend, unsendable } = wave
+    // the common wave: nothing to dispose of, and the lease known held without a read (the last check stands)
+    if (unsendable.length === 0 && toSend.length > 0) {
+      if (Lease.standsAgain(instance, token, state, batch.clock.unsafeCurrentTimeMillis())) {
+        state.leaseHeldAt = undefined
+        return Effect.flatMap(send(instance, toSend, state, batch), (started) =>
+          afterSending(instance, wave, started, token, state, batch, lastOffered)
         )
-        notStartedCount = toSend.length - started
-        for (let i = started; i < toSend.length; i++) {
-          const slot = toSend[i]
-          if (slot !== undefined) slot.outcome = untried
-        }
-      }
-      const { failed, sent } = sortResults(instance, toSend, state)
-      if (failed.length > 0) {
-        yield* handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis(), state, batch)
-      } else if (sent.length > 0 && instance.sinkHealth.failures > 0) {
-        yield* SinkHealth.succeeded(instance.sinkHealth, batch.clock.unsafeCurrentTimeMillis())
-      }
-      if (sent.length > 0) {
-        countByRoute(instance, sent, (metrics) => metrics.bound.delivered, batch.labels)
-        // the batch's last wave, with a fenced complete: the check after its sends is the end-of-batch
-        // complete itself (`Settle.flushDeferred`), one statement instead of a read and a complete
-        const last = lastOffered && notStartedCount === 0 && slots.every((slot) => !slot.hasNext)
-        if (last && instance.fence !== undefined) {
-          for (const slot of sent) slot.how = "delivered"
-          state.leaseUnverified = true
-        } else {
-          const check = afterSends(instance, sent, token, state, batch.clock.unsafeCurrentTimeMillis())
-          if (check !== undefined) yield* check
-        }
       }
     }
-    yield* completeWave(instance, slots, token, state, batch)
-    const { notStarted, stillRunning, toRelease } = settle(instance, slots, state)
-    for (const records of toRelease) yield* Settle.release(instance, records, token, state)
-    return { stillRunning, notStarted }
+    return Effect.gen(function* () {
+      for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
+      if (toSend.length === 0) return yield* finish(instance, wave.slots, token, state, batch)
+      const started = (yield* maySend(instance, toSend, token, state))
+        ? yield* send(instance, toSend, state, batch)
+        : toSend.length
+      return yield* afterSending(instance, wave, started, token, state, batch, lastOffered)
+    })
   })
+
+/** Sends the wave's records (see `Sender`); returns how many of them, from the first, were started. */
+const send = (
+  instance: Instance,
+  toSend: ReadonlyArray<Slot>,
+  state: BatchState,
+  batch: BatchRuntime
+): Effect.Effect<number> =>
+  Effect.map(
+    Sender.sendAll(instance.sink, toSend, state, batch, instance.config.sendTimeout, instance.config.maxConcurrency),
+    (result) => result.started
+  )
+
+/**
+ * After the sends (`started` of `toSend` were started; all of them when none was to be sent): the failures
+ * are handled, the deliveries counted and the lease checked, then the wave is finished.
+ */
+const afterSending = (
+  instance: Instance,
+  { slots, toSend }: Prepared,
+  started: number,
+  token: LeaseToken.LeaseToken,
+  state: BatchState,
+  batch: BatchRuntime,
+  lastOffered: boolean
+): Effect.Effect<WaveEnd> => {
+  const notStartedCount = toSend.length - started
+  for (let i = started; i < toSend.length; i++) {
+    const slot = toSend[i]
+    if (slot !== undefined) slot.outcome = untried
+  }
+  const { failed, sent } = sortResults(instance, toSend, state)
+  const delivered = (): Effect.Effect<WaveEnd> => {
+    let check: Effect.Effect<void> | undefined
+    if (sent.length > 0) {
+      countByRoute(instance, sent, (metrics) => metrics.bound.delivered, batch.labels)
+      // the batch's last wave, with a fenced complete: the check after its sends is the end-of-batch
+      // complete itself (`Settle.flushDeferred`), one statement instead of a read and a complete
+      const last = lastOffered && notStartedCount === 0 && slots.every((slot) => !slot.hasNext)
+      if (last && instance.fence !== undefined) {
+        for (const slot of sent) slot.how = "delivered"
+        state.leaseUnverified = true
+      } else {
+        check = afterSends(instance, sent, token, state, batch.clock.unsafeCurrentTimeMillis())
+      }
+    }
+    return check === undefined
+      ? finish(instance, slots, token, state, batch)
+      : Effect.zipRight(
+          check,
+          Effect.suspend(() => finish(instance, slots, token, state, batch))
+        )
+  }
+  if (failed.length > 0) {
+    return Effect.zipRight(
+      handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis(), state, batch),
+      Effect.suspend(delivered)
+    )
+  }
+  if (sent.length > 0 && instance.sinkHealth.failures > 0) {
+    return Effect.zipRight(
+      SinkHealth.succeeded(instance.sinkHealth, batch.clock.unsafeCurrentTimeMillis()),
+      Effect.suspend(delivered)
+    )
+  }
+  return delivered()
+}
+
+/** The wave's completes, then its settlement: the lanes that go on, those that keep their turn, the releases. */
+const finish = (
+  instance: Instance,
+  slots: ReadonlyArray<Slot>,
+  token: LeaseToken.LeaseToken,
+  state: BatchState,
+  batch: BatchRuntime
+): Effect.Effect<WaveEnd> => {
+  const settled = (): Effect.Effect<WaveEnd> => {
+    const { notStarted, stillRunning, toRelease } = settle(instance, slots, state)
+    const end: WaveEnd = { stillRunning, notStarted }
+    if (toRelease.length === 0) return Effect.succeed(end)
+    return Effect.as(
+      Effect.forEach(toRelease, (records) => Settle.release(instance, records, token, state), { discard: true }),
+      end
+    )
+  }
+  const completes = completeWave(instance, slots, token, state, batch)
+  return completes === undefined ? Effect.suspend(settled) : Effect.flatMap(completes, settled)
+}
 
 /**
  * Runs the batch in waves, then the end-of-batch completes. An interrupted batch stops taking records
