@@ -140,13 +140,20 @@ export interface BatchState {
   readonly counters: Counters
 }
 
+/** The records by id (no pair per record on the way). */
+const heldOf = (records: ReadonlyArray<OutboxRecord>): Map<string, OutboxRecord> => {
+  const held = new Map<string, OutboxRecord>()
+  for (const record of records) held.set(record.id, record)
+  return held
+}
+
 /**
  * The state of a batch that holds `records`.
  *
  * @since 0.1.0
  */
 export const make = (records: ReadonlyArray<OutboxRecord>): BatchState => ({
-  held: new Map(records.map((r) => [r.id, r])),
+  held: heldOf(records),
   inFlight: new Set(),
   toFlush: [],
   stopRequested: false,

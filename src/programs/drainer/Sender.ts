@@ -42,9 +42,8 @@ const succeeded: Either.Either<void, SendError> = Either.right(undefined)
  */
 class WaveSends {
   started = 0
-  readonly waiting = new Set<Fiber.RuntimeFiber<void>>()
-  /** The slot each waiting sender waits in. */
-  readonly waitingSlots = new Map<Fiber.RuntimeFiber<unknown, unknown>, Slot>()
+  /** The senders that wait, each with the slot whose send it waits in. */
+  readonly waiting = new Map<Fiber.RuntimeFiber<unknown, unknown>, Slot | undefined>()
   defect: Cause.Cause<never> | undefined = undefined
   wake: (() => void) | undefined = undefined
   /** Sends start only in the starting stretch of {@link sendAll}, never when a waiting send ends later. */
@@ -95,7 +94,7 @@ class WaveSends {
   /** The slot whose send the running fiber waited in. */
   waitedIn(): Slot | undefined {
     const fiber = Fiber.getCurrentFiber()
-    return Option.isSome(fiber) ? this.waitingSlots.get(fiber.value) : undefined
+    return Option.isSome(fiber) ? this.waiting.get(fiber.value) : undefined
   }
 
   wakeIfDone(): void {
@@ -147,11 +146,8 @@ export const sendAll = (
       }
       // the sender waits in the send of the slot it started last: that record is in flight
       const current = sends.current
-      if (current !== undefined) {
-        sends.waitingSlots.set(fiber, current)
-        state.inFlight.add(current.record.id)
-      }
-      waiting.add(fiber)
+      if (current !== undefined) state.inFlight.add(current.record.id)
+      waiting.set(fiber, current)
       fiber.addObserver((exit) => sends.ended(fiber, exit))
     }
     sends.starting = false
@@ -166,7 +162,7 @@ export const sendAll = (
  * still running when the wait ends early or is interrupted are interrupted.
  */
 const awaitAll = (
-  waiting: ReadonlySet<Fiber.RuntimeFiber<void>>,
+  waiting: ReadonlyMap<Fiber.RuntimeFiber<unknown, unknown>, unknown>,
   arm: (resume: () => void) => void,
   sendTimeout: Duration.Duration
 ): Effect.Effect<void> =>
@@ -175,7 +171,9 @@ const awaitAll = (
   }).pipe(
     Effect.timeoutOption(sendTimeout),
     Effect.onExit(() =>
-      waiting.size === 0 ? Effect.void : Effect.forEach(Array.from(waiting), Fiber.interruptFork, { discard: true })
+      waiting.size === 0
+        ? Effect.void
+        : Effect.forEach(Array.from(waiting.keys()), Fiber.interruptFork, { discard: true })
     ),
     Effect.asVoid
   )
