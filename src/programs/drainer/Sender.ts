@@ -62,11 +62,17 @@ class WaveSends {
     readonly toSend: ReadonlyArray<Slot>,
     readonly state: BatchState
   ) {
-    this.handlers = {
-      onFailure: (error) => this.done(Either.left(error)),
-      onSuccess: () => this.done(succeeded)
-    }
+    // the continuations of every send of the wave: bound once per wave
+    this.handlers = { onFailure: this.failed.bind(this), onSuccess: this.succeeded.bind(this) }
     this.sender = Effect.suspend(() => this.next())
+  }
+
+  failed(error: SendError): Effect.Effect<void> {
+    return this.done(Either.left(error))
+  }
+
+  succeeded(): Effect.Effect<void> {
+    return this.done(succeeded)
   }
 
   next(): Effect.Effect<void> {

@@ -33,12 +33,10 @@ export const completeMany = (
   Effect.suspend(() => {
     if (ids.length === 0) return Effect.succeed(noFailures)
     instance.storeCalls += 1
-    return Effect.matchEffect(instance.store.complete(ids, token), {
-      onSuccess: () => Effect.succeed(noFailures),
+    return Effect.catchAll(Effect.as(instance.store.complete(ids, token), noFailures), (error) =>
       // the ids are records this drainer claimed: an invalid one is a bug
-      onFailure: (error) =>
-        error._tag === "InvalidArgument" ? Effect.die(error) : completeEach(instance, ids, token, error)
-    })
+      error._tag === "InvalidArgument" ? Effect.die(error) : completeEach(instance, ids, token, error)
+    )
   })
 
 /** No complete failed (shared: callers only read it). */

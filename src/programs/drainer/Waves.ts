@@ -194,16 +194,18 @@ const afterSends = (
   state: BatchState,
   nowMillis: number
 ): Effect.Effect<void> | undefined => {
-  const held = (): undefined => {
-    state.leaseHeldAt = instance.storeCalls
-    for (const slot of sent) slot.how = "delivered"
-    return undefined
-  }
   // the last read stands: held, known without an effect
-  if (Lease.stands(instance, token, nowMillis)) return held()
+  if (Lease.stands(instance, token, nowMillis)) return heldAfterSends(instance, sent, state)
   return Effect.flatMap(Lease.check(instance, token), (after) =>
-    after !== "held" ? keepSent(instance, sent, token, after) : (held() ?? Effect.void)
+    after !== "held" ? keepSent(instance, sent, token, after) : (heldAfterSends(instance, sent, state) ?? Effect.void)
   )
+}
+
+/** The lease was held after the sends: the sent records are to be completed. */
+const heldAfterSends = (instance: Instance, sent: ReadonlyArray<Slot>, state: BatchState): undefined => {
+  state.leaseHeldAt = instance.storeCalls
+  for (const slot of sent) slot.how = "delivered"
+  return undefined
 }
 
 /** Sent records whose lease is not known to be held: they stay claimed, and are not completed now. */
@@ -441,40 +443,53 @@ const afterSending = (
     if (slot !== undefined) slot.outcome = untried
   }
   const { failed, sent } = sortResults(instance, toSend, state)
-  const delivered = (): Effect.Effect<WaveEnd> => {
-    let check: Effect.Effect<void> | undefined
-    if (sent.length > 0) {
-      countByRoute(instance, sent, (metrics) => metrics.bound.delivered, batch.labels)
-      // the batch's last wave, with a fenced complete: the check after its sends is the end-of-batch
-      // complete itself (`Settle.flushDeferred`), one statement instead of a read and a complete
-      const last = lastOffered && notStartedCount === 0 && slots.every((slot) => !slot.hasNext)
-      if (last && instance.fence !== undefined) {
-        for (const slot of sent) slot.how = "delivered"
-        state.leaseUnverified = true
-      } else {
-        check = afterSends(instance, sent, token, state, batch.clock.unsafeCurrentTimeMillis())
-      }
-    }
-    return check === undefined
-      ? finish(instance, slots, token, state, batch)
-      : Effect.zipRight(
-          check,
-          Effect.suspend(() => finish(instance, slots, token, state, batch))
-        )
-  }
+  const last = lastOffered && notStartedCount === 0 && slots.every((slot) => !slot.hasNext)
   if (failed.length > 0) {
     return Effect.zipRight(
       handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis(), state, batch),
-      Effect.suspend(delivered)
+      Effect.suspend(() => deliveredStage(instance, slots, sent, last, token, state, batch))
     )
   }
   if (sent.length > 0 && instance.sinkHealth.failures > 0) {
     return Effect.zipRight(
       SinkHealth.succeeded(instance.sinkHealth, batch.clock.unsafeCurrentTimeMillis()),
-      Effect.suspend(delivered)
+      Effect.suspend(() => deliveredStage(instance, slots, sent, last, token, state, batch))
     )
   }
-  return delivered()
+  return deliveredStage(instance, slots, sent, last, token, state, batch)
+}
+
+/**
+ * The sent records are counted and the lease checked after their sends, then the wave is finished. `last`:
+ * this is the batch's last wave (every send started, no record with a successor).
+ */
+const deliveredStage = (
+  instance: Instance,
+  slots: ReadonlyArray<Slot>,
+  sent: ReadonlyArray<Slot>,
+  last: boolean,
+  token: LeaseToken.LeaseToken,
+  state: BatchState,
+  batch: BatchRuntime
+): Effect.Effect<WaveEnd> => {
+  let check: Effect.Effect<void> | undefined
+  if (sent.length > 0) {
+    countByRoute(instance, sent, (metrics) => metrics.bound.delivered, batch.labels)
+    // the batch's last wave, with a fenced complete: the check after its sends is the end-of-batch
+    // complete itself (`Settle.flushDeferred`), one statement instead of a read and a complete
+    if (last && instance.fence !== undefined) {
+      for (const slot of sent) slot.how = "delivered"
+      state.leaseUnverified = true
+    } else {
+      check = afterSends(instance, sent, token, state, batch.clock.unsafeCurrentTimeMillis())
+    }
+  }
+  return check === undefined
+    ? finish(instance, slots, token, state, batch)
+    : Effect.zipRight(
+        check,
+        Effect.suspend(() => finish(instance, slots, token, state, batch))
+      )
 }
 
 /** The wave's completes, then its settlement: the lanes that go on, those that keep their turn, the releases. */
@@ -485,17 +500,26 @@ const finish = (
   state: BatchState,
   batch: BatchRuntime
 ): Effect.Effect<WaveEnd> => {
-  const settled = (): Effect.Effect<WaveEnd> => {
-    const { notStarted, stillRunning, toRelease } = settle(instance, slots, state)
-    const end: WaveEnd = { stillRunning, notStarted }
-    if (toRelease.length === 0) return Effect.succeed(end)
-    return Effect.as(
-      Effect.forEach(toRelease, (records) => Settle.release(instance, records, token, state), { discard: true }),
-      end
-    )
-  }
   const completes = completeWave(instance, slots, token, state, batch)
-  return completes === undefined ? Effect.suspend(settled) : Effect.flatMap(completes, settled)
+  return completes === undefined
+    ? Effect.suspend(() => settled(instance, slots, token, state))
+    : Effect.flatMap(completes, () => settled(instance, slots, token, state))
+}
+
+/** Settles the wave (see {@link settle}) and releases what its stopped groups leave untried. */
+const settled = (
+  instance: Instance,
+  slots: ReadonlyArray<Slot>,
+  token: LeaseToken.LeaseToken,
+  state: BatchState
+): Effect.Effect<WaveEnd> => {
+  const { notStarted, stillRunning, toRelease } = settle(instance, slots, state)
+  const end: WaveEnd = { stillRunning, notStarted }
+  if (toRelease.length === 0) return Effect.succeed(end)
+  return Effect.as(
+    Effect.forEach(toRelease, (records) => Settle.release(instance, records, token, state), { discard: true }),
+    end
+  )
 }
 
 /**
