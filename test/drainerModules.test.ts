@@ -1,6 +1,6 @@
 /**
  * Unit tests of the drainer's modules on their own: the turn order of a batch, the sink-failure streak,
- * the wave sender, the dead-letter entry of a record and the run-time configuration check.
+ * the wave sender, the bound metrics, the dead-letter entry of a record and the run-time configuration check.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
@@ -10,13 +10,16 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
+import * as Metric from "effect/Metric"
+import * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
-import * as Runtime from "effect/Runtime"
 import * as TestClock from "effect/TestClock"
 import { OutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as BatchState from "../src/programs/drainer/BatchState.js"
 import * as Build from "../src/programs/drainer/Build.js"
 import * as Disposal from "../src/programs/drainer/Disposal.js"
+import * as Instance from "../src/programs/drainer/Instance.js"
 import * as Sender from "../src/programs/drainer/Sender.js"
 import { settings } from "../src/programs/drainer/Settings.js"
 import * as SinkHealth from "../src/programs/drainer/SinkHealth.js"
@@ -140,13 +143,7 @@ describe("SinkHealth", () => {
   })
 })
 
-const batchRuntime = Effect.gen(function* () {
-  const batch: BatchState.BatchRuntime = {
-    fork: Runtime.runFork(yield* Effect.runtime<never>()),
-    clock: yield* Effect.clock
-  }
-  return batch
-})
+const batchRuntime = BatchState.runtime
 
 const slotsOf = (records: ReadonlyArray<OutboxRecord>): Array<BatchState.Slot> =>
   records.map((r) => ({
@@ -262,6 +259,41 @@ describe("Sender", () => {
       expect(interrupted.sort()).toEqual(["later", "slow"])
       expect(slots.map((s) => s.result)).toEqual([undefined, undefined, undefined])
     })
+  )
+})
+
+describe("bound metrics", () => {
+  it.effect(
+    "a bound update reaches the series OutboxMetrics.tagged names, with or without a route and fiber labels",
+    () =>
+      Effect.gen(function* () {
+        const partition = `bound-${Math.random().toString(36).slice(2)}`
+        const plain = Instance.routeMetricsFor(partition, undefined)
+        const routed = Instance.routeMetricsFor(partition, "orders")
+        const drainer = Instance.metricsFor(partition, "orders")
+        const labels = yield* FiberRef.get(FiberRef.currentMetricLabels)
+        plain.bound.delivered.update(3, labels)
+        plain.bound.delivered.update(2, labels)
+        routed.bound.delivered.update(7, labels)
+        drainer.bound.latency.update(5, labels)
+        drainer.bound.latency.update(300, labels)
+        expect((yield* Metric.value(plain.delivered)).count).toBe(5)
+        expect((yield* Metric.value(routed.delivered)).count).toBe(7)
+        const latency = yield* Metric.value(drainer.latency)
+        expect([latency.count, latency.sum]).toEqual([2, 305])
+        // under fiber metric labels, both reach the same labelled series, apart from the unlabelled one
+        yield* Effect.sync(() => routed.bound.delivered.update(4, [MetricLabel.make("relay", "r1")])).pipe(
+          Effect.zipRight(
+            Effect.gen(function* () {
+              const fiberLabels = yield* FiberRef.get(FiberRef.currentMetricLabels)
+              routed.bound.delivered.update(1, fiberLabels)
+              expect((yield* Metric.value(routed.delivered)).count).toBe(5)
+            })
+          ),
+          Effect.tagMetrics("relay", "r1")
+        )
+        expect((yield* Metric.value(routed.delivered)).count).toBe(7)
+      })
   )
 })
 

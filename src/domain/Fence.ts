@@ -56,3 +56,45 @@ export const stampClaim = <Instant = DateTime.Utc>(
   firstAttemptedAt: Option.isSome(previous.firstAttemptedAt) ? previous.firstAttemptedAt : Option.some(now),
   replayCount: previous.replayCount + 1
 })
+
+/**
+ * The claim fields every record of one claim shares: one value each, for {@link stampClaimInto}.
+ *
+ * @since 0.1.0
+ */
+export interface ClaimStamp<Instant> {
+  readonly claimedBy: Option.Option<string>
+  readonly claimVersion: number
+  readonly claimedAt: Option.Option<Instant>
+}
+
+/**
+ * The {@link ClaimStamp} of a claim by `token` at `now`.
+ *
+ * @since 0.1.0
+ */
+export const claimStamp = <Instant = DateTime.Utc>(
+  token: { readonly owner: string; readonly version: number },
+  now: Instant
+): ClaimStamp<Instant> => ({
+  claimedBy: Option.some(token.owner),
+  claimVersion: token.version,
+  claimedAt: Option.some(now)
+})
+
+/**
+ * {@link stampClaim} in place, on a stored record a backend keeps mutable: the same fields, the stamp's
+ * values shared by every record of the claim (nothing allocated per record).
+ *
+ * @since 0.1.0
+ */
+export const stampClaimInto = <Instant>(
+  target: { -readonly [K in keyof ClaimFields<Instant>]: ClaimFields<Instant>[K] },
+  stamp: ClaimStamp<Instant>
+): void => {
+  target.claimedBy = stamp.claimedBy
+  target.claimVersion = stamp.claimVersion
+  target.claimedAt = stamp.claimedAt
+  if (Option.isNone(target.firstAttemptedAt)) target.firstAttemptedAt = stamp.claimedAt
+  target.replayCount += 1
+}

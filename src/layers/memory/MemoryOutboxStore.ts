@@ -7,7 +7,7 @@
  *   all-or-nothing (R-DONE-3): if any id is unknown or not claimed by the token, nothing changes and the
  *   error names every mismatching id; repeated ids count once.
  * - Claim selection is `ClaimOrder.select` over per-partition indexes (`MemoryIndex`), fenced with
- *   `Fence.admit` and stamped with `Fence.stampClaim` (R-CLAIM-2/4/5). Stale reclaim (R-CLAIM-6) only
+ *   `Fence.admit` and stamped with `Fence.stampClaimInto` (R-CLAIM-2/4/5). Stale reclaim (R-CLAIM-6) only
  *   when `staleClaimAfter` is given.
  * - Terminal records are evicted `retention` (default 1 hour) after they became terminal, lazily on the
  *   next operation; eviction frees the id and identity. Fence state is never evicted.
@@ -239,20 +239,15 @@ const claimIn = (
     nowMillis: now,
     staleClaimAfterMillis: state.options.staleClaimAfterMillis
   })
-  const claimedAt = DateTime.unsafeMake(now)
+  const stamp = Fence.claimStamp(token, DateTime.unsafeMake(now))
   const records: Array<OutboxRecord.OutboxRecord> = []
   for (const entry of selected) {
     if (entry.status === "pending") {
       partition.pending--
       partition.claimed++
     }
-    const stamped = Fence.stampClaim(entry, token, claimedAt)
     entry.status = "claimed"
-    entry.claimedBy = stamped.claimedBy
-    entry.claimVersion = stamped.claimVersion
-    entry.claimedAt = stamped.claimedAt
-    entry.firstAttemptedAt = stamped.firstAttemptedAt
-    entry.replayCount = stamped.replayCount
+    Fence.stampClaimInto(entry, stamp)
     records.push(entry.toRecord())
   }
   return Effect.succeed(OutboxStore.ClaimBatch(records))

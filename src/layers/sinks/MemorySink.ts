@@ -130,18 +130,20 @@ export const make = (options: MemorySinkOptions = {}): Effect.Effect<MemorySinkS
     let byRecord = new Map<string, Armed>()
     let byCall: Array<Armed> = []
     let waiters: Array<{ readonly n: number; readonly deferred: Deferred.Deferred<void> }> = []
+    // the smallest attempt count a waiter waits for (a send checks one number, not every waiter)
+    let nextWake = Number.POSITIVE_INFINITY
 
     /** Resolves the waiters whose attempt count is reached (synchronously, inside a send). */
     const wake = (): void => {
-      if (waiters.length === 0) return
+      if (attempts.length < nextWake) return
       const ready = waiters.filter((w) => attempts.length >= w.n)
-      if (ready.length === 0) return
       waiters = waiters.filter((w) => attempts.length < w.n)
+      nextWake = waiters.reduce((least, w) => Math.min(least, w.n), Number.POSITIVE_INFINITY)
       for (const w of ready) Deferred.unsafeDone(w.deferred, Exit.void)
     }
 
     const scripted = (record: OutboxRecord): Armed | undefined => {
-      const own = byRecord.get(record.id)
+      const own = byRecord.size === 0 ? undefined : byRecord.get(record.id)
       if (own !== undefined && own.remaining > 0) return own
       while (byCall.length > 0) {
         const next = byCall[0]
@@ -190,6 +192,7 @@ export const make = (options: MemorySinkOptions = {}): Effect.Effect<MemorySinkS
             Effect.tap((deferred) =>
               Effect.sync(() => {
                 waiters.push({ n, deferred })
+                nextWake = Math.min(nextWake, n)
               })
             ),
             Effect.flatMap(Deferred.await)

@@ -5,9 +5,12 @@
  * @since 0.1.0
  */
 import type * as Clock from "effect/Clock"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import type * as Either from "effect/Either"
 import type * as Fiber from "effect/Fiber"
+import * as FiberRef from "effect/FiberRef"
+import type * as MetricLabel from "effect/MetricLabel"
+import * as Runtime from "effect/Runtime"
 import type { StaleFencingToken } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import type { SendError } from "../../services/Sink.js"
@@ -61,14 +64,27 @@ export interface Slot {
 
 /**
  * What the waves of one batch share: a starter of fibers on the batch fiber's runtime (a fiber started
- * this way runs on the spot until it has to wait), and its clock.
+ * this way runs on the spot until it has to wait), its clock and its metric labels.
  *
  * @since 0.1.0
  */
 export interface BatchRuntime {
   readonly fork: <A, E>(effect: Effect.Effect<A, E>) => Fiber.RuntimeFiber<A, E>
   readonly clock: Clock.Clock
+  /** The batch fiber's metric labels (`FiberRef.currentMetricLabels`), for the waves' bound metrics. */
+  readonly labels: ReadonlyArray<MetricLabel.MetricLabel>
 }
+
+/**
+ * The batch fiber's {@link BatchRuntime}: the sends run on its runtime (log annotations, span), its
+ * clock stamps the waves.
+ *
+ * @since 0.1.0
+ */
+export const runtime: Effect.Effect<BatchRuntime> = Effect.map(
+  Effect.all([Effect.runtime<never>(), Effect.clock, FiberRef.get(FiberRef.currentMetricLabels)]),
+  ([fiberRuntime, clock, labels]) => ({ fork: Runtime.runFork(fiberRuntime), clock, labels })
+)
 
 /**
  * What a batch did to its records.
@@ -124,13 +140,20 @@ export interface BatchState {
   readonly counters: Counters
 }
 
+/** The records by id (no pair per record on the way). */
+const heldOf = (records: ReadonlyArray<OutboxRecord>): Map<string, OutboxRecord> => {
+  const held = new Map<string, OutboxRecord>()
+  for (const record of records) held.set(record.id, record)
+  return held
+}
+
 /**
  * The state of a batch that holds `records`.
  *
  * @since 0.1.0
  */
 export const make = (records: ReadonlyArray<OutboxRecord>): BatchState => ({
-  held: new Map(records.map((r) => [r.id, r])),
+  held: heldOf(records),
   inFlight: new Set(),
   toFlush: [],
   stopRequested: false,

@@ -150,7 +150,7 @@ export const drainOnce = (instance: Instance, limit?: number): Effect.Effect<Cyc
     yield* refreshGauges(instance, records.length)
     if (records.length === 0) return { ...empty, leased: true, swept }
     yield* updateAll(
-      instance.metrics.replayCount,
+      instance.metrics.bound.replayCount,
       records.map((r) => r.replayCount)
     )
     const counters = yield* Batch.run(instance, records, token).pipe(

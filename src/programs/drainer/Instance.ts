@@ -5,10 +5,12 @@
  *
  * @since 0.1.0
  */
+import * as Arr from "effect/Array"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
+import * as MetricLabel from "effect/MetricLabel"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import type { DeadLetterStoreService } from "../../services/DeadLetterStore.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
@@ -44,6 +46,11 @@ export const metricsFor = (partitionKey: string, routeId: string | undefined) =>
     noLease: tag(OutboxMetrics.DrainSkippedNoLease),
     expired: tag(OutboxMetrics.MessagesExpired),
     latency: tag(OutboxMetrics.OutboxDrainLatency),
+    /** The per-record and per-wave metrics, bound to their tags (see {@link bind}). */
+    bound: {
+      latency: bind(OutboxMetrics.OutboxDrainLatency, tagsFor(partitionKey, routeId)),
+      replayCount: bind(OutboxMetrics.OutboxReplayCount, tagsFor(partitionKey, routeId))
+    },
     dropped: {
       poison: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "poison"),
       permanent: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "permanent"),
@@ -63,6 +70,11 @@ export const routeMetricsFor = (partitionKey: string, routeId: string | undefine
   return {
     delivered: tag(OutboxMetrics.OutboxDelivered),
     failures: tag(OutboxMetrics.OutboxRecordFailures),
+    /** The per-wave counters, bound to their tags (see {@link bind}). */
+    bound: {
+      delivered: bind(OutboxMetrics.OutboxDelivered, tagsFor(partitionKey, routeId)),
+      failures: bind(OutboxMetrics.OutboxRecordFailures, tagsFor(partitionKey, routeId))
+    },
     dlq: {
       poison: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "poison"),
       permanent: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "permanent"),
@@ -101,14 +113,71 @@ export const routeMetrics = (instance: Instance, record: OutboxRecord): RouteMet
 export type DrainerMetrics = ReturnType<typeof metricsFor>
 
 /**
- * Updates a metric with many values in one step (one read of the fiber's metric labels).
+ * A metric whose tags are resolved once: an update goes straight to the metric's registry entry. A metric
+ * tagged with `Metric.tagged` builds a new label list and looks up its registry key on every update (a
+ * hash of every tag); a bound metric builds the list once per set of fiber labels and hands the same list
+ * to the untagged metric each time, which keeps the registry entry per list. The labels are those
+ * `OutboxMetrics.tagged` (and any further `Metric.tagged`) would produce, in the same order, so both reach
+ * the same series.
  *
  * @since 0.1.0
  */
-export const updateAll = <Type, Out>(metric: Metric.Metric<Type, number, Out>, values: ReadonlyArray<number>) =>
+export interface BoundMetric<In> {
+  /** Updates the metric, with the fiber's metric labels (`FiberRef.currentMetricLabels`). */
+  readonly update: (value: In, fiberLabels: ReadonlyArray<MetricLabel.MetricLabel>) => void
+}
+
+/**
+ * The tags `OutboxMetrics.tagged` puts on a metric (then `extra`), innermost first: the partition, the route
+ * when there is one.
+ *
+ * @since 0.1.0
+ */
+export const tagsFor = (
+  partitionKey: string,
+  routeId: string | undefined,
+  ...extra: ReadonlyArray<MetricLabel.MetricLabel>
+): ReadonlyArray<MetricLabel.MetricLabel> => [
+  MetricLabel.make("partition", partitionKey),
+  ...(routeId !== undefined && routeId.length > 0 ? [MetricLabel.make("route", routeId)] : []),
+  ...extra
+]
+
+/**
+ * Binds an untagged metric to its tags (innermost first, as {@link tagsFor} lists them).
+ *
+ * @since 0.1.0
+ */
+export const bind = <Type, In, Out>(
+  metric: Metric.Metric<Type, In, Out>,
+  tags: ReadonlyArray<MetricLabel.MetricLabel>
+): BoundMetric<In> => {
+  let seen: ReadonlyArray<MetricLabel.MetricLabel> | undefined
+  let labels: ReadonlyArray<MetricLabel.MetricLabel> = []
+  return {
+    update: (value, fiberLabels) => {
+      if (fiberLabels !== seen) {
+        seen = fiberLabels
+        // what nested `Metric.tagged` wrappers hand the untagged metric: union(inner, union(outer, fiber))
+        labels = tags.reduceRight<ReadonlyArray<MetricLabel.MetricLabel>>(
+          (acc, tag) => Arr.union([tag], acc),
+          fiberLabels
+        )
+      }
+      metric.unsafeUpdate(value, labels)
+    }
+  }
+}
+
+/**
+ * Updates a bound metric with many values in one step (one read of the fiber's metric labels).
+ *
+ * @since 0.1.0
+ */
+export const updateAll = (metric: BoundMetric<number>, values: ReadonlyArray<number>) =>
   FiberRef.getWith(FiberRef.currentMetricLabels, (labels) =>
     Effect.sync(() => {
-      for (const value of values) metric.unsafeUpdate(value, labels)
+      for (const value of values) metric.update(value, labels)
     })
   )
 

@@ -52,8 +52,13 @@ export const read = (instance: Instance): Effect.Effect<Option.Option<LeaseToken
     })
   })
 
-/** Whether the last read that found the lease held at the token's version still stands (`LeaseWrites`). */
-const stands = (instance: Instance, token: LeaseToken.LeaseTokenLike, nowMillis: number): boolean => {
+/**
+ * Whether the last read that found the lease held at the token's version still stands (`LeaseWrites`) at
+ * `nowMillis`: {@link check} finds it held without a read (a wave asks this first, without an effect).
+ *
+ * @since 0.1.0
+ */
+export const stands = (instance: Instance, token: LeaseToken.LeaseTokenLike, nowMillis: number): boolean => {
   const horizon = instance.leaseHorizon
   return (
     horizon !== undefined &&
@@ -131,3 +136,16 @@ export const checkAgain = (
   state: BatchState
 ): Effect.Effect<LeaseCheck> =>
   state.leaseHeldAt === instance.storeCalls ? Effect.succeed("held") : check(instance, token)
+
+/**
+ * {@link checkAgain} without an effect: true when it would find the lease held without a read (the check
+ * after the last wave's sends stands, or the last read does at `nowMillis`).
+ *
+ * @since 0.1.0
+ */
+export const standsAgain = (
+  instance: Instance,
+  token: LeaseToken.LeaseTokenLike,
+  state: BatchState,
+  nowMillis: number
+): boolean => state.leaseHeldAt === instance.storeCalls || stands(instance, token, nowMillis)

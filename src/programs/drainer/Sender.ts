@@ -14,10 +14,12 @@
  */
 import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
 import type * as Duration from "effect/Duration"
-import type { SinkService } from "../../services/Sink.js"
+import type { SendError, SinkService } from "../../services/Sink.js"
 import type { BatchRuntime, BatchState, Slot } from "./BatchState.js"
 
 /**
@@ -31,9 +33,102 @@ export interface SendAllResult {
   readonly atOnce: boolean
 }
 
+/** The result of a send that succeeded (shared: a success carries nothing). */
+const succeeded: Either.Either<void, SendError> = Either.right(undefined)
+
+/**
+ * One wave's sends: the state the senders share. Its methods are made once per class, so a wave builds
+ * no closures of its own; a send that finishes without waiting costs no allocation but its result.
+ */
+class WaveSends {
+  started = 0
+  /** The senders that wait, each with the slot whose send it waits in. */
+  readonly waiting = new Map<Fiber.RuntimeFiber<unknown, unknown>, Slot | undefined>()
+  defect: Cause.Cause<never> | undefined = undefined
+  wake: (() => void) | undefined = undefined
+  /** Sends start only in the starting stretch of {@link sendAll}, never when a waiting send ends later. */
+  starting = true
+  /** The slot whose send the running sender fiber is in. */
+  current: Slot | undefined = undefined
+  /** Runs sends one after another until one of them has to wait (none after a defect). */
+  readonly sender: Effect.Effect<void>
+  private readonly handlers: {
+    readonly onFailure: (error: SendError) => Effect.Effect<void>
+    readonly onSuccess: () => Effect.Effect<void>
+  }
+
+  constructor(
+    readonly sink: SinkService,
+    readonly toSend: ReadonlyArray<Slot>,
+    readonly state: BatchState
+  ) {
+    // the continuations of every send of the wave: bound once per wave
+    this.handlers = { onFailure: this.failed.bind(this), onSuccess: this.succeeded.bind(this) }
+    this.sender = Effect.suspend(() => this.next())
+  }
+
+  failed(error: SendError): Effect.Effect<void> {
+    return this.done(Either.left(error))
+  }
+
+  succeeded(): Effect.Effect<void> {
+    return this.done(succeeded)
+  }
+
+  next(): Effect.Effect<void> {
+    const slot = this.toSend[this.started]
+    if (slot === undefined || this.defect !== undefined || !this.starting) return Effect.void
+    this.started += 1
+    this.current = slot
+    return Effect.matchEffect(this.sink.send(slot.record), this.handlers)
+  }
+
+  /**
+   * A send returned: its result is kept, and the sender goes on to the next one. In the starting stretch
+   * the sender that returns is the one that started last; a send that had to wait returns later, in the
+   * fiber it waited in.
+   */
+  done(result: Either.Either<void, SendError>): Effect.Effect<void> {
+    const slot = this.starting ? this.current : this.waitedIn()
+    if (slot !== undefined) {
+      slot.result = result
+      this.state.inFlight.delete(slot.record.id)
+    }
+    return this.next()
+  }
+
+  /** The slot whose send the running fiber waited in. */
+  waitedIn(): Slot | undefined {
+    const fiber = Fiber.getCurrentFiber()
+    return Option.isSome(fiber) ? this.waiting.get(fiber.value) : undefined
+  }
+
+  wakeIfDone(): void {
+    if (this.wake === undefined || (this.waiting.size > 0 && this.defect === undefined)) return
+    const resume = this.wake
+    this.wake = undefined
+    resume()
+  }
+
+  ended(fiber: Fiber.RuntimeFiber<void>, exit: Exit.Exit<void>): void {
+    this.waiting.delete(fiber)
+    if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) this.defect ??= exit.cause
+    this.wakeIfDone()
+  }
+
+  arm(resume: () => void): void {
+    this.wake = resume
+    this.wakeIfDone()
+  }
+
+  outcome(result: SendAllResult): Effect.Effect<SendAllResult> {
+    return this.defect === undefined ? Effect.succeed(result) : Effect.failCause(this.defect)
+  }
+}
+
 /**
  * Sends `toSend` (at most `maxInFlight` at a time waiting), setting each slot's `result` as its send
- * returns; `state.inFlight` holds the ids of the sends under way.
+ * returns; `state.inFlight` holds the ids of the sends under way that had to wait.
  *
  * @since 0.1.0
  */
@@ -46,67 +141,34 @@ export const sendAll = (
   maxInFlight: number = Number.POSITIVE_INFINITY
 ): Effect.Effect<SendAllResult> =>
   Effect.suspend(() => {
-    let started = 0
-    const waiting = new Set<Fiber.RuntimeFiber<void>>()
-    let defect: Cause.Cause<never> | undefined
-    let wake: (() => void) | undefined
-    // sends start only in the starting stretch below, never when a waiting send ends later
-    let starting = true
-    // a sender runs sends one after another until one of them has to wait (none after a defect)
-    const sender: Effect.Effect<void> = Effect.suspend(function next(): Effect.Effect<void> {
-      const slot = toSend[started]
-      if (slot === undefined || defect !== undefined || !starting) return Effect.void
-      started += 1
-      const id = slot.record.id
-      state.inFlight.add(id)
-      return Effect.flatMap(Effect.either(sink.send(slot.record)), (result) => {
-        slot.result = result
-        state.inFlight.delete(id)
-        return next()
-      })
-    })
-    const wakeIfDone = (): void => {
-      if (wake === undefined || (waiting.size > 0 && defect === undefined)) return
-      const resume = wake
-      wake = undefined
-      resume()
-    }
-    const ended = (fiber: Fiber.RuntimeFiber<void>, exit: Exit.Exit<void>): void => {
-      waiting.delete(fiber)
-      if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) defect ??= exit.cause
-      wakeIfDone()
-    }
-    while (started < toSend.length && defect === undefined && waiting.size < maxInFlight) {
-      const fiber = batch.fork(sender)
+    const sends = new WaveSends(sink, toSend, state)
+    const waiting = sends.waiting
+    while (sends.started < toSend.length && sends.defect === undefined && waiting.size < maxInFlight) {
+      const fiber = batch.fork(sends.sender)
       const exit = fiber.unsafePoll()
       if (exit !== null) {
-        ended(fiber, exit)
+        sends.ended(fiber, exit)
         continue
       }
-      waiting.add(fiber)
-      fiber.addObserver((exit) => ended(fiber, exit))
+      // the sender waits in the send of the slot it started last: that record is in flight
+      const current = sends.current
+      if (current !== undefined) state.inFlight.add(current.record.id)
+      waiting.set(fiber, current)
+      fiber.addObserver((exit) => sends.ended(fiber, exit))
     }
-    starting = false
-    const result: SendAllResult = { started, atOnce: waiting.size === 0 }
-    if (waiting.size === 0) return defect === undefined ? Effect.succeed(result) : Effect.failCause(defect)
-    return awaitAll(
-      waiting,
-      (resume) => {
-        wake = resume
-        wakeIfDone()
-      },
-      sendTimeout
-    ).pipe(
-      Effect.zipRight(Effect.suspend(() => (defect === undefined ? Effect.succeed(result) : Effect.failCause(defect))))
+    sends.starting = false
+    const result: SendAllResult = { started: sends.started, atOnce: waiting.size === 0 }
+    if (waiting.size === 0) return sends.outcome(result)
+    return awaitAll(waiting, (resume) => sends.arm(resume), sendTimeout).pipe(
+      Effect.zipRight(Effect.suspend(() => sends.outcome(result)))
     )
   })
-
 /**
  * Waits until `arm`'s callback is called (every send ended, or one died), under one deadline; the sends
  * still running when the wait ends early or is interrupted are interrupted.
  */
 const awaitAll = (
-  waiting: ReadonlySet<Fiber.RuntimeFiber<void>>,
+  waiting: ReadonlyMap<Fiber.RuntimeFiber<unknown, unknown>, unknown>,
   arm: (resume: () => void) => void,
   sendTimeout: Duration.Duration
 ): Effect.Effect<void> =>
@@ -115,7 +177,9 @@ const awaitAll = (
   }).pipe(
     Effect.timeoutOption(sendTimeout),
     Effect.onExit(() =>
-      waiting.size === 0 ? Effect.void : Effect.forEach(Array.from(waiting), Fiber.interruptFork, { discard: true })
+      waiting.size === 0
+        ? Effect.void
+        : Effect.forEach(Array.from(waiting.keys()), Fiber.interruptFork, { discard: true })
     ),
     Effect.asVoid
   )

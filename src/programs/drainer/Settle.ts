@@ -30,16 +30,27 @@ export const completeMany = (
   ids: ReadonlyArray<string>,
   token: LeaseToken.LeaseToken
 ): Effect.Effect<ReadonlyMap<string, StaleFencingToken | StoreUnavailable>> =>
+  Effect.suspend(() => {
+    if (ids.length === 0) return Effect.succeed(noFailures)
+    instance.storeCalls += 1
+    return Effect.catchAll(Effect.as(instance.store.complete(ids, token), noFailures), (error) =>
+      // the ids are records this drainer claimed: an invalid one is a bug
+      error._tag === "InvalidArgument" ? Effect.die(error) : completeEach(instance, ids, token, error)
+    )
+  })
+
+/** No complete failed (shared: callers only read it). */
+const noFailures: ReadonlyMap<string, StaleFencingToken | StoreUnavailable> = new Map()
+
+/** After a failed multi-id complete: the ids it named fail; the others are completed one by one. */
+const completeEach = (
+  instance: Instance,
+  ids: ReadonlyArray<string>,
+  token: LeaseToken.LeaseToken,
+  error: StaleFencingToken | StoreUnavailable
+): Effect.Effect<ReadonlyMap<string, StaleFencingToken | StoreUnavailable>> =>
   Effect.gen(function* () {
     const failed: Map<string, StaleFencingToken | StoreUnavailable> = new Map()
-    if (ids.length === 0) return failed
-    instance.storeCalls += 1
-    // the ids are records this drainer claimed: an invalid one is a bug
-    const result = yield* Effect.either(
-      instance.store.complete(ids, token).pipe(Effect.catchTag("InvalidArgument", Effect.die))
-    )
-    if (Either.isRight(result)) return failed
-    const error = result.left
     const named = error._tag === "StaleFencingToken" && ids.length > 1 ? error.recordIds : undefined
     for (const id of ids) {
       if (named === undefined || named.includes(id)) {
@@ -196,7 +207,7 @@ export const flushDeferred = (
       )
     }
     if (duplicateRisk > 0) yield* Metric.incrementBy(instance.metrics.duplicateRisk, duplicateRisk)
-    if (latencies.length > 0) yield* updateAll(instance.metrics.latency, latencies)
+    if (latencies.length > 0) yield* updateAll(instance.metrics.bound.latency, latencies)
   })
 
 /**

@@ -15,13 +15,21 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Metric from "effect/Metric"
-import * as Runtime from "effect/Runtime"
+import type * as MetricLabel from "effect/MetricLabel"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import { RoutePausedCode, type SendError } from "../../services/Sink.js"
-import { type BatchRuntime, type BatchState, delivered, type Outcome, type Slot, untried } from "./BatchState.js"
+import {
+  type BatchRuntime,
+  type BatchState,
+  delivered,
+  type Outcome,
+  runtime as batchRuntime,
+  type Slot,
+  untried
+} from "./BatchState.js"
 import * as Disposal from "./Disposal.js"
-import { type Instance, routeMetrics, type RouteMetrics, updateAll } from "./Instance.js"
+import { type BoundMetric, type Instance, routeMetrics, type RouteMetrics } from "./Instance.js"
 import * as Lease from "./Lease.js"
 import * as Sender from "./Sender.js"
 import { isExpired, isPoison } from "./Settings.js"
@@ -29,12 +37,15 @@ import * as Settle from "./Settle.js"
 import * as SinkHealth from "./SinkHealth.js"
 import * as Turns from "./Turns.js"
 
+/** A wave's slots, and which of them go out (the others are expired or poison). */
+interface Prepared {
+  readonly slots: Array<Slot>
+  readonly toSend: Array<Slot>
+  readonly unsendable: Array<Unsendable>
+}
+
 /** The wave's slots, and which of them go out (the others are expired or poison). */
-const prepare = (
-  instance: Instance,
-  lanes: ReadonlyArray<Turns.Lane>,
-  nowMillis: number
-): { readonly slots: Array<Slot>; readonly toSend: Array<Slot>; readonly unsendable: Array<Unsendable> } => {
+const prepare = (instance: Instance, lanes: ReadonlyArray<Turns.Lane>, nowMillis: number): Prepared => {
   const slots: Array<Slot> = []
   const toSend: Array<Slot> = []
   const unsendable: Array<Unsendable> = []
@@ -103,7 +114,8 @@ const handleFailures = (
   instance: Instance,
   failed: ReadonlyArray<readonly [Slot, SendError]>,
   nowMillis: number,
-  state: BatchState
+  state: BatchState,
+  batch: BatchRuntime
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
     let transient: SendError | undefined
@@ -134,10 +146,11 @@ const handleFailures = (
         details: { error: error.message }
       })
     }
-    yield* countByRoute(
+    countByRoute(
       instance,
-      failed.map(([slot]) => slot.record),
-      (metrics) => metrics.failures
+      failed.map(([slot]) => slot),
+      (metrics) => metrics.bound.failures,
+      batch.labels
     )
     if (transient !== undefined) {
       yield* SinkHealth.failed(
@@ -149,34 +162,51 @@ const handleFailures = (
     }
   })
 
-/** Increments a route-following counter once per route of the records. */
+/** Increments a route-following counter once per route of the slots' records (no effect: a bound metric). */
 const countByRoute = (
   instance: Instance,
-  records: ReadonlyArray<OutboxRecord>,
-  counter: (metrics: RouteMetrics) => Metric.Metric.Counter<number>
-): Effect.Effect<void> =>
-  Effect.suspend(() => {
-    const counts = new Map<RouteMetrics, number>()
-    for (const record of records) {
-      const metrics = routeMetrics(instance, record)
-      counts.set(metrics, (counts.get(metrics) ?? 0) + 1)
-    }
-    return Effect.forEach(counts, ([metrics, n]) => Metric.incrementBy(counter(metrics), n), { discard: true })
-  })
+  slots: ReadonlyArray<Slot>,
+  counter: (metrics: RouteMetrics) => BoundMetric<number>,
+  labels: ReadonlyArray<MetricLabel.MetricLabel>
+): void => {
+  const first = slots[0]
+  if (first === undefined) return
+  const firstMetrics = routeMetrics(instance, first.record)
+  let counts: Map<RouteMetrics, number> | undefined
+  for (let i = 1; i < slots.length; i++) {
+    const slot = slots[i]
+    if (slot === undefined) continue
+    const metrics = routeMetrics(instance, slot.record)
+    if (metrics === firstMetrics && counts === undefined) continue
+    // records of several routes: count each route apart
+    counts ??= new Map([[firstMetrics, i]])
+    counts.set(metrics, (counts.get(metrics) ?? 0) + 1)
+  }
+  if (counts === undefined) counter(firstMetrics).update(slots.length, labels)
+  else for (const [metrics, n] of counts) counter(metrics).update(n, labels)
+}
 
 /** The lease check after the sends: held → the sent records are to be completed; else they stay claimed. */
 const afterSends = (
   instance: Instance,
   sent: ReadonlyArray<Slot>,
   token: LeaseToken.LeaseToken,
-  state: BatchState
-): Effect.Effect<void> =>
-  Effect.flatMap(Lease.check(instance, token), (after) => {
-    if (after !== "held") return keepSent(instance, sent, token, after)
-    state.leaseHeldAt = instance.storeCalls
-    for (const slot of sent) slot.how = "delivered"
-    return Effect.void
-  })
+  state: BatchState,
+  nowMillis: number
+): Effect.Effect<void> | undefined => {
+  // the last read stands: held, known without an effect
+  if (Lease.stands(instance, token, nowMillis)) return heldAfterSends(instance, sent, state)
+  return Effect.flatMap(Lease.check(instance, token), (after) =>
+    after !== "held" ? keepSent(instance, sent, token, after) : (heldAfterSends(instance, sent, state) ?? Effect.void)
+  )
+}
+
+/** The lease was held after the sends: the sent records are to be completed. */
+const heldAfterSends = (instance: Instance, sent: ReadonlyArray<Slot>, state: BatchState): undefined => {
+  state.leaseHeldAt = instance.storeCalls
+  for (const slot of sent) slot.how = "delivered"
+  return undefined
+}
 
 /** Sent records whose lease is not known to be held: they stay claimed, and are not completed now. */
 const keepSent = (
@@ -209,7 +239,7 @@ const keepSent = (
 
 /**
  * Completes the wave's records that have a younger sibling (one call, before that sibling is sent); the
- * others' completes are deferred to the end of the batch.
+ * others' completes are deferred to the end of the batch. `undefined` when there is nothing to complete now.
  */
 const completeWave = (
   instance: Instance,
@@ -217,7 +247,7 @@ const completeWave = (
   token: LeaseToken.LeaseToken,
   state: BatchState,
   batch: BatchRuntime
-): Effect.Effect<void> => {
+): Effect.Effect<void> | undefined => {
   const completeNow: Array<Slot> = []
   for (const slot of slots) {
     const how = slot.how
@@ -231,39 +261,50 @@ const completeWave = (
     instance.toComplete.set(slot.record.id, slot.record)
     slot.outcome = how === "delivered" ? delivered : { _tag: "Disposed", how }
   }
-  if (completeNow.length === 0) return Effect.void
-  return Effect.gen(function* () {
-    const failed = yield* Settle.completeMany(
+  if (completeNow.length === 0) return undefined
+  return Effect.flatMap(
+    Settle.completeMany(
       instance,
       completeNow.map((s) => s.record.id),
       token
-    )
-    const doneAt = batch.clock.unsafeCurrentTimeMillis()
-    const latencies: Array<number> = []
-    let duplicateRisk = 0
-    for (const slot of completeNow) {
-      const { how, record } = slot
-      const error = failed.get(record.id)
-      if (error !== undefined) {
-        if (how === "delivered") duplicateRisk += 1
-        yield* Effect.logError(
-          how === "delivered"
-            ? "complete after send failed; record stays claimed"
-            : "complete after disposal failed; record stays claimed"
-        ).pipe(Effect.annotateLogs({ recordId: record.id, error: error.message }))
-        instance.toComplete.set(record.id, record)
-        slot.outcome = { _tag: "LeftClaimed", delivered: true }
-        continue
+    ),
+    (failed) => {
+      const doneAt = batch.clock.unsafeCurrentTimeMillis()
+      const latency = instance.metrics.bound.latency
+      let failures: Array<readonly [Slot, string]> | undefined
+      for (const slot of completeNow) {
+        const { how, record } = slot
+        const error = failed.size === 0 ? undefined : failed.get(record.id)
+        if (error !== undefined) {
+          ;(failures ??= []).push([slot, error.message])
+          instance.toComplete.set(record.id, record)
+          slot.outcome = { _tag: "LeftClaimed", delivered: true }
+          continue
+        }
+        if (how === "delivered") {
+          latency.update(Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)), batch.labels)
+          slot.outcome = delivered
+        } else if (how !== undefined) slot.outcome = { _tag: "Disposed", how }
       }
-      if (how === "delivered") {
-        latencies.push(Math.max(0, doneAt - DateTime.toEpochMillis(record.createdAt)))
-        slot.outcome = delivered
-      } else if (how !== undefined) slot.outcome = { _tag: "Disposed", how }
+      return failures === undefined ? Effect.void : completesFailed(instance, failures)
+    }
+  )
+}
+
+/** Logs the wave's completes that failed (their records stay claimed) and counts the sent ones at risk. */
+const completesFailed = (instance: Instance, failures: ReadonlyArray<readonly [Slot, string]>): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    let duplicateRisk = 0
+    for (const [{ how, record }, message] of failures) {
+      if (how === "delivered") duplicateRisk += 1
+      yield* Effect.logError(
+        how === "delivered"
+          ? "complete after send failed; record stays claimed"
+          : "complete after disposal failed; record stays claimed"
+      ).pipe(Effect.annotateLogs({ recordId: record.id, error: message }))
     }
     if (duplicateRisk > 0) yield* Metric.incrementBy(instance.metrics.duplicateRisk, duplicateRisk)
-    if (latencies.length > 0) yield* updateAll(instance.metrics.latency, latencies)
   })
-}
 
 /**
  * What a wave leaves for the next ones: the lanes that go on (to the back of the queue) and the lanes
@@ -349,54 +390,137 @@ export const runWave = (
   batch: BatchRuntime,
   lastOffered = false
 ): Effect.Effect<WaveEnd> =>
-  Effect.gen(function* () {
-    const { slots, toSend, unsendable } = prepare(instance, lanes, batch.clock.unsafeCurrentTimeMillis())
-    let notStartedCount = 0
-    for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
-    if (toSend.length > 0) {
-      if (yield* maySend(instance, toSend, token, state)) {
-        const { started } = yield* Sender.sendAll(
-          instance.sink,
-          toSend,
-          state,
-          batch,
-          instance.config.sendTimeout,
-          instance.config.maxConcurrency
+  Effect.suspend(() => {
+    const wave = prepare(instance, lanes, batch.clock.unsafeCurrentTimeMillis())
+    const { toSend, unsendable } = wave
+    // the common wave: nothing to dispose of, and the lease known held without a read (the last check stands)
+    if (unsendable.length === 0 && toSend.length > 0) {
+      if (Lease.standsAgain(instance, token, state, batch.clock.unsafeCurrentTimeMillis())) {
+        state.leaseHeldAt = undefined
+        return Effect.flatMap(send(instance, toSend, state, batch), (started) =>
+          afterSending(instance, wave, started, token, state, batch, lastOffered)
         )
-        notStartedCount = toSend.length - started
-        for (let i = started; i < toSend.length; i++) {
-          const slot = toSend[i]
-          if (slot !== undefined) slot.outcome = untried
-        }
-      }
-      const { failed, sent } = sortResults(instance, toSend, state)
-      if (failed.length > 0) {
-        yield* handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis(), state)
-      } else if (sent.length > 0 && instance.sinkHealth.failures > 0) {
-        yield* SinkHealth.succeeded(instance.sinkHealth, batch.clock.unsafeCurrentTimeMillis())
-      }
-      if (sent.length > 0) {
-        yield* countByRoute(
-          instance,
-          sent.map((slot) => slot.record),
-          (metrics) => metrics.delivered
-        )
-        // the batch's last wave, with a fenced complete: the check after its sends is the end-of-batch
-        // complete itself (`Settle.flushDeferred`), one statement instead of a read and a complete
-        const last = lastOffered && notStartedCount === 0 && slots.every((slot) => !slot.hasNext)
-        if (last && instance.fence !== undefined) {
-          for (const slot of sent) slot.how = "delivered"
-          state.leaseUnverified = true
-        } else {
-          yield* afterSends(instance, sent, token, state)
-        }
       }
     }
-    yield* completeWave(instance, slots, token, state, batch)
-    const { notStarted, stillRunning, toRelease } = settle(instance, slots, state)
-    for (const records of toRelease) yield* Settle.release(instance, records, token, state)
-    return { stillRunning, notStarted }
+    return Effect.gen(function* () {
+      for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
+      if (toSend.length === 0) return yield* finish(instance, wave.slots, token, state, batch)
+      const started = (yield* maySend(instance, toSend, token, state))
+        ? yield* send(instance, toSend, state, batch)
+        : toSend.length
+      return yield* afterSending(instance, wave, started, token, state, batch, lastOffered)
+    })
   })
+
+/** Sends the wave's records (see `Sender`); returns how many of them, from the first, were started. */
+const send = (
+  instance: Instance,
+  toSend: ReadonlyArray<Slot>,
+  state: BatchState,
+  batch: BatchRuntime
+): Effect.Effect<number> =>
+  Effect.map(
+    Sender.sendAll(instance.sink, toSend, state, batch, instance.config.sendTimeout, instance.config.maxConcurrency),
+    (result) => result.started
+  )
+
+/**
+ * After the sends (`started` of `toSend` were started; all of them when none was to be sent): the failures
+ * are handled, the deliveries counted and the lease checked, then the wave is finished.
+ */
+const afterSending = (
+  instance: Instance,
+  { slots, toSend }: Prepared,
+  started: number,
+  token: LeaseToken.LeaseToken,
+  state: BatchState,
+  batch: BatchRuntime,
+  lastOffered: boolean
+): Effect.Effect<WaveEnd> => {
+  const notStartedCount = toSend.length - started
+  for (let i = started; i < toSend.length; i++) {
+    const slot = toSend[i]
+    if (slot !== undefined) slot.outcome = untried
+  }
+  const { failed, sent } = sortResults(instance, toSend, state)
+  const last = lastOffered && notStartedCount === 0 && slots.every((slot) => !slot.hasNext)
+  if (failed.length > 0) {
+    return Effect.zipRight(
+      handleFailures(instance, failed, batch.clock.unsafeCurrentTimeMillis(), state, batch),
+      Effect.suspend(() => deliveredStage(instance, slots, sent, last, token, state, batch))
+    )
+  }
+  if (sent.length > 0 && instance.sinkHealth.failures > 0) {
+    return Effect.zipRight(
+      SinkHealth.succeeded(instance.sinkHealth, batch.clock.unsafeCurrentTimeMillis()),
+      Effect.suspend(() => deliveredStage(instance, slots, sent, last, token, state, batch))
+    )
+  }
+  return deliveredStage(instance, slots, sent, last, token, state, batch)
+}
+
+/**
+ * The sent records are counted and the lease checked after their sends, then the wave is finished. `last`:
+ * this is the batch's last wave (every send started, no record with a successor).
+ */
+const deliveredStage = (
+  instance: Instance,
+  slots: ReadonlyArray<Slot>,
+  sent: ReadonlyArray<Slot>,
+  last: boolean,
+  token: LeaseToken.LeaseToken,
+  state: BatchState,
+  batch: BatchRuntime
+): Effect.Effect<WaveEnd> => {
+  let check: Effect.Effect<void> | undefined
+  if (sent.length > 0) {
+    countByRoute(instance, sent, (metrics) => metrics.bound.delivered, batch.labels)
+    // the batch's last wave, with a fenced complete: the check after its sends is the end-of-batch
+    // complete itself (`Settle.flushDeferred`), one statement instead of a read and a complete
+    if (last && instance.fence !== undefined) {
+      for (const slot of sent) slot.how = "delivered"
+      state.leaseUnverified = true
+    } else {
+      check = afterSends(instance, sent, token, state, batch.clock.unsafeCurrentTimeMillis())
+    }
+  }
+  return check === undefined
+    ? finish(instance, slots, token, state, batch)
+    : Effect.zipRight(
+        check,
+        Effect.suspend(() => finish(instance, slots, token, state, batch))
+      )
+}
+
+/** The wave's completes, then its settlement: the lanes that go on, those that keep their turn, the releases. */
+const finish = (
+  instance: Instance,
+  slots: ReadonlyArray<Slot>,
+  token: LeaseToken.LeaseToken,
+  state: BatchState,
+  batch: BatchRuntime
+): Effect.Effect<WaveEnd> => {
+  const completes = completeWave(instance, slots, token, state, batch)
+  return completes === undefined
+    ? Effect.suspend(() => settled(instance, slots, token, state))
+    : Effect.flatMap(completes, () => settled(instance, slots, token, state))
+}
+
+/** Settles the wave (see {@link settle}) and releases what its stopped groups leave untried. */
+const settled = (
+  instance: Instance,
+  slots: ReadonlyArray<Slot>,
+  token: LeaseToken.LeaseToken,
+  state: BatchState
+): Effect.Effect<WaveEnd> => {
+  const { notStarted, stillRunning, toRelease } = settle(instance, slots, state)
+  const end: WaveEnd = { stillRunning, notStarted }
+  if (toRelease.length === 0) return Effect.succeed(end)
+  return Effect.as(
+    Effect.forEach(toRelease, (records) => Settle.release(instance, records, token, state), { discard: true }),
+    end
+  )
+}
 
 /**
  * Runs the batch in waves, then the end-of-batch completes. An interrupted batch stops taking records
@@ -412,10 +536,7 @@ export const runWaves = (
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
     // the batch fiber's runtime (log annotations, span) runs the sends; its clock stamps the waves
-    const batch: BatchRuntime = {
-      fork: Runtime.runFork(yield* Effect.runtime<never>()),
-      clock: yield* Effect.clock
-    }
+    const batch = yield* batchRuntime
     const turns = Turns.make(groups, instance.config.maxConcurrency)
     for (;;) {
       if (turns.done() || state.stopRequested) break
