@@ -41,6 +41,7 @@ import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
+import { monitorEventLoopDelay } from "node:perf_hooks"
 import { fileURLToPath } from "node:url"
 import { formatTimeOrderedId, NewOutboxRecord, type PreparedRecord } from "../src/domain/OutboxRecord.js"
 import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
@@ -243,27 +244,105 @@ const throughput = (
     }
   }).pipe(Effect.provide(stores), Effect.orDie)
 
+/**
+ * Where the latency phase's time went (printed by `--only=sqlite-latency`): the two legs of each record's
+ * latency, the producer's persists and how late they started, the event loop's blocked time, and, when the
+ * statement clock is installed, SQLite's statements by kind.
+ */
+interface LatencyDiagnosis {
+  /** `createdAt` to the claim that took the record (`claimedAt`): p50 / p99 / max. */
+  readonly toClaimMillis: readonly [number, number, number]
+  /** The claim to the sink's delivery: p50 / p99 / max. */
+  readonly claimToDeliveryMillis: readonly [number, number, number]
+  /** One producer persist of 100 records, wall time: p50 / p99 / max. */
+  readonly persistMillis: readonly [number, number, number]
+  /** How late each producer persist started against its schedule: p50 / p99 / max. */
+  readonly producerLateMillis: readonly [number, number, number]
+  /** The event loop's delay (`monitorEventLoopDelay`, 1 ms resolution): p50 / p99 / max. */
+  readonly eventLoopDelayMillis: readonly [number, number, number]
+  readonly wallSeconds: number
+  readonly cpuSeconds: number
+  readonly statements?: StatementTime | undefined
+  /** Statement kind → count, total milliseconds, mean rows returned (claim sizes under "claim update"). */
+  readonly phases?: Record<string, { count: number; millis: number; meanRows: number }> | undefined
+}
+
+const triple = (values: ReadonlyArray<number>): readonly [number, number, number] => [
+  Number(percentile(values, 50).toFixed(2)),
+  Number(percentile(values, 99).toFixed(2)),
+  Number(percentile(values, 100).toFixed(2))
+]
+
 /** Enqueues batches of 100 at `perSecond` for `seconds` while the relay drains; latency percentiles. */
-const latency = (stores: Stores, perSecond: number, seconds: number): Effect.Effect<Latency> =>
+const latency = (
+  stores: Stores,
+  perSecond: number,
+  seconds: number,
+  diagnose?: (diagnosis: LatencyDiagnosis) => void
+): Effect.Effect<Latency> =>
   Effect.gen(function* () {
     const store = yield* OutboxStore
     const recorder = yield* MemorySink.make()
     const relay = yield* Effect.fork(Relay.run(relayOptions).pipe(Effect.provideService(Sink, recorder.sink)))
     const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
     const interval = (seconds * 1000) / batches
+    const persistTimes: Array<number> = []
+    const late: Array<number> = []
+    const loopDelay = monitorEventLoopDelay({ resolution: 1 })
+    const timeStatements = diagnose !== undefined && statementClock.installed
+    if (timeStatements) statementClock.start()
+    if (diagnose !== undefined) loopDelay.enable()
+    const startCpu = cpuMillis()
     const start = performance.now()
     for (let i = 0; i < batches; i++) {
       const due = start + i * interval
       const wait = due - performance.now()
       if (wait > 0) yield* Effect.sleep(`${Math.ceil(wait)} millis`)
+      const before = performance.now()
+      late.push(Math.max(0, before - due))
       yield* store.persist(makeRecords(100))
+      persistTimes.push(performance.now() - before)
     }
     const total = batches * 100
     while ((yield* recorder.deliveredIds).length < total) yield* Effect.sleep("5 millis")
+    const wall = (performance.now() - start) / 1000
+    const cpu = (cpuMillis() - startCpu) / 1000
+    loopDelay.disable()
+    const statementTime = timeStatements ? statementClock.stop(total) : undefined
     yield* Fiber.interrupt(relay)
-    const samples = (yield* recorder.deliveries).map(
-      (d) => d.deliveredAtMillis - DateTime.toEpochMillis(d.record.createdAt)
-    )
+    const deliveries = yield* recorder.deliveries
+    const samples = deliveries.map((d) => d.deliveredAtMillis - DateTime.toEpochMillis(d.record.createdAt))
+    if (diagnose !== undefined) {
+      const claimedAt = (d: MemorySink.Delivery): number =>
+        Option.match(d.record.claimedAt, {
+          onNone: () => d.deliveredAtMillis,
+          onSome: DateTime.toEpochMillis
+        })
+      const phases: Record<string, { count: number; millis: number; meanRows: number }> = {}
+      if (timeStatements) {
+        for (const [kind, entry] of statementClock.phases) {
+          phases[kind] = {
+            count: entry.count,
+            millis: Math.round(entry.millis),
+            meanRows: Number((entry.rows / Math.max(1, entry.count)).toFixed(1))
+          }
+        }
+      }
+      diagnose({
+        toClaimMillis: triple(deliveries.map((d) => claimedAt(d) - DateTime.toEpochMillis(d.record.createdAt))),
+        claimToDeliveryMillis: triple(deliveries.map((d) => d.deliveredAtMillis - claimedAt(d))),
+        persistMillis: triple(persistTimes),
+        producerLateMillis: triple(late),
+        eventLoopDelayMillis: [
+          Number((loopDelay.percentile(50) / 1e6).toFixed(2)),
+          Number((loopDelay.percentile(99) / 1e6).toFixed(2)),
+          Number((loopDelay.max / 1e6).toFixed(2))
+        ],
+        wallSeconds: Number(wall.toFixed(3)),
+        cpuSeconds: Number(cpu.toFixed(3)),
+        ...(statementTime !== undefined ? { statements: statementTime, phases } : {})
+      })
+    }
     return {
       records: total,
       offeredPerSecond: Math.round(perSecond),
@@ -307,6 +386,27 @@ interface StatementTime {
   readonly commitsPer100Records: number
 }
 
+/** Statements of one kind during a measured window: how many, their time, the rows they returned. */
+interface PhaseTime {
+  count: number
+  millis: number
+  rows: number
+}
+
+/** What a statement does, from its text (the store's and the raw baseline's statements alike). */
+const phaseOf = (sql: string): string => {
+  if (/^\s*BEGIN|^\s*SAVEPOINT/i.test(sql)) return "begin"
+  if (/^\s*COMMIT|^\s*RELEASE/i.test(sql)) return "commit"
+  if (/seq_counter = seq_counter \+/.test(sql) || /^\s*INSERT INTO \S*outbox \(/i.test(sql)) return "persist"
+  if (/SET max_version = excluded/.test(sql)) return "fence"
+  if (/SET status = 'claimed'/.test(sql)) return "claim update"
+  if (/SET status = 'completed'/.test(sql)) return "complete"
+  if (/count\(/i.test(sql)) return "count"
+  if (/lease/i.test(sql)) return "lease"
+  if (/^\s*SELECT/i.test(sql) && /status/.test(sql)) return "claim select"
+  return "other"
+}
+
 /**
  * A clock around every better-sqlite3 statement of the process: the raw baseline and the store (through
  * `@effect/sql-sqlite-node`) load the same module, so both are timed alike. Installed only for the
@@ -324,6 +424,9 @@ const statementClock = {
   batchStatements: 0,
   batchCommits: 0,
   installed: false,
+  /** Statements by what they do (see {@link phaseOf}); a `COMMIT` is counted under the work it commits. */
+  phases: new Map<string, PhaseTime>(),
+  lastPhase: "other",
   install(): void {
     if (this.installed) return
     this.installed = true
@@ -336,6 +439,7 @@ const statementClock = {
       const commit = /^\s*COMMIT/i.test(sql)
       const write = /^\s*(UPDATE|INSERT|DELETE)/i.test(sql)
       const claimUpdate = /SET status = 'claimed'/.test(sql)
+      const phase = phaseOf(sql)
       for (const method of ["run", "all", "get", "iterate"]) {
         const original = statement[method]
         if (typeof original !== "function") continue
@@ -351,6 +455,13 @@ const statementClock = {
             const millis = performance.now() - start
             clock.millis += millis
             clock.statements += 1
+            if (phase !== "begin" && phase !== "commit") clock.lastPhase = phase
+            const key = phase === "commit" ? `commit after ${clock.lastPhase}` : phase
+            const entry = clock.phases.get(key) ?? { count: 0, millis: 0, rows: 0 }
+            entry.count += 1
+            entry.millis += millis
+            if (Array.isArray(result)) entry.rows += result.length
+            clock.phases.set(key, entry)
             if (commit) clock.commits.push(millis)
             if (clock.perBatch) {
               clock.batchStatements += 1
@@ -364,6 +475,8 @@ const statementClock = {
     }
   },
   start(): void {
+    this.phases = new Map()
+    this.lastPhase = "other"
     this.on = true
     this.millis = 0
     this.statements = 0
@@ -512,6 +625,21 @@ const main = Effect.gen(function* () {
   if (only === "memory") {
     for (let r = 0; r < memoryRounds; r++)
       console.log("memory throughput", yield* throughput(memoryStores(), memoryCount, "memory"))
+    return
+  }
+  if (only === "sqlite-latency") {
+    // the latency phase alone, with its diagnosis: one throughput round sets the pace (half of it, or
+    // `--rate=N` records/s), then a latency run without and one with every statement timed
+    const rateArgument = process.argv.find((arg) => arg.startsWith("--rate="))?.slice("--rate=".length)
+    const measured = yield* throughput(sqliteStores(), sqliteCount, "noop")
+    console.log("sqlite relay", measured)
+    const rate = rateArgument !== undefined ? Number(rateArgument) : measured.recordsPerSecondWall / 2
+    const seconds = quick ? 2 : 3
+    const show = (label: string) => (diagnosis: LatencyDiagnosis) =>
+      console.log(label, JSON.stringify(diagnosis, null, 1))
+    console.log("sqlite latency", yield* latency(sqliteStores(), rate, seconds, show("diagnosis")))
+    statementClock.install()
+    console.log("sqlite latency, statements timed", yield* latency(sqliteStores(), rate, seconds, show("diagnosis")))
     return
   }
   if (only === "sqlite") {
