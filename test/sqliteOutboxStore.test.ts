@@ -176,6 +176,58 @@ describe("SqliteOutboxStore", () => {
       }).pipe(Effect.provide(memory))
     )
 
+    it.effect(
+      "R-PERSIST-4 a batch over several partitions continues each partition's counter, in one statement",
+      () => {
+        const faults: BusySqlClient.BusyFaults = {
+          ...BusySqlClient.makeFaults(),
+          enabled: true,
+          control: true,
+          match: (sql) => /seq_counter = seq_counter \+/.test(sql)
+        }
+        return Effect.gen(function* () {
+          const store = yield* OutboxStore
+          yield* store.persist([record("a", "1"), record("a", "2")])
+          yield* store.persist([record("c", "1")])
+          const before = faults.statements
+          yield* store.persist([
+            record("b", "1"),
+            record("a", "3"),
+            record("c", "2"),
+            record("b", "2"),
+            record("a", "4")
+          ])
+          // one seq-allocation statement for the three partitions of the batch
+          expect(faults.statements - before).toBe(1)
+          const seqs = (pk: string) =>
+            Effect.map(store.queryPending(pk, 10), (rs) => rs.map((r) => [r.envelopeId, r.seq] as const))
+          expect(yield* seqs("a")).toEqual([
+            ["1", 1],
+            ["2", 2],
+            ["3", 3],
+            ["4", 4]
+          ])
+          expect(yield* seqs("b")).toEqual([
+            ["1", 1],
+            ["2", 2]
+          ])
+          expect(yield* seqs("c")).toEqual([
+            ["1", 1],
+            ["2", 2]
+          ])
+        }).pipe(
+          Effect.provide(
+            Layer.provideMerge(
+              SqliteOutboxStore.layer,
+              BusySqlClient.layer(faults, BusySqlClient.seededRandom(3)).pipe(
+                Layer.provideMerge(SqliteDatabase.layer({ filename: ":memory:" }))
+              )
+            )
+          )
+        )
+      }
+    )
+
     it.effect("replaceTerminal replaces a completed holder of the identity and skips a pending one", () =>
       Effect.gen(function* () {
         const store = yield* OutboxStore
