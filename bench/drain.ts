@@ -464,8 +464,9 @@ interface PhaseTime {
 
 /** What a statement does, from its text (the store's and the raw baseline's statements alike). */
 const phaseOf = (sql: string): string => {
-  if (/^\s*BEGIN|^\s*SAVEPOINT/i.test(sql)) return "begin"
-  if (/^\s*COMMIT|^\s*RELEASE/i.test(sql)) return "commit"
+  if (/^\s*BEGIN/i.test(sql)) return "begin"
+  if (/^\s*COMMIT/i.test(sql)) return "commit"
+  if (/^\s*(SAVEPOINT|RELEASE|ROLLBACK TO)/i.test(sql)) return "savepoint"
   if (/seq_counter = seq_counter \+/.test(sql) || /^\s*INSERT INTO \S*outbox \(/i.test(sql)) return "persist"
   if (/SET max_version = excluded/.test(sql)) return "fence"
   if (/SET status = 'claimed'/.test(sql)) return "claim update"
@@ -524,7 +525,7 @@ const statementClock = {
             const millis = performance.now() - start
             clock.millis += millis
             clock.statements += 1
-            if (phase !== "begin" && phase !== "commit") clock.lastPhase = phase
+            if (phase !== "begin" && phase !== "commit" && phase !== "savepoint") clock.lastPhase = phase
             const key = phase === "commit" ? `commit after ${clock.lastPhase}` : phase
             const entry = clock.phases.get(key) ?? { count: 0, millis: 0, rows: 0 }
             entry.count += 1

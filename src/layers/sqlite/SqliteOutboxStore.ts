@@ -7,8 +7,8 @@
  * - Claim and expire are one transaction each, fenced by the partition's fence row (R-CLAIM-2, R-EXP-1);
  *   claims select through `ClaimOrder` (R-CLAIM-4/5/6).
  * - Complete/release with several ids apply the matching ones and fail naming the rest (R-DONE-3: not
- *   all-or-nothing); claims, completes and releases of one event-loop turn share a commit unless
- *   `groupCommit` is false (`SqliteGroupCommit`).
+ *   all-or-nothing); claims, completes and releases made outside a caller's transaction in one event-loop
+ *   turn share a commit unless `groupCommit` is false (`SqliteGroupCommit`).
  * - Busy failures are retried briefly outside a caller's transaction; any other SQL failure is
  *   `StoreUnavailable`; an undecodable row fails the operation with `CorruptRecord` (never skipped).
  * - Terminal records are swept after `retention`, at most once per `sweepInterval`.
@@ -60,8 +60,9 @@ export interface SqliteOutboxStoreOptions extends StoreOptions, SqlSweep.SweepOp
    * transaction in one turn of the event loop share one transaction, so drainers of several partitions pay
    * one commit (one `fsync` with `synchronous = FULL`) between them instead of one each, and a batch's
    * completes may share a commit with the next claims. Every call still gets its own outcome: a claim its
-   * records (in its own savepoint), a complete or release its matching ids applied and the others named in
-   * its `StaleFencingToken`. False runs each call as its own statement or transaction.
+   * own (in its own savepoint), a complete or release its matching ids applied and the others named in its
+   * `StaleFencingToken`; a call's result is returned once the shared `COMMIT` succeeded. Persists are never
+   * grouped. False runs each call as its own statement or transaction.
    */
   readonly groupCommit?: boolean | undefined
 }
@@ -124,6 +125,8 @@ export const make = (
 
     const backend: Backend = {
       name: "sqlite",
+      // a persist stays its own transaction, without waiting for a group: it has no asynchronous step, so
+      // an interrupted persist has not committed (a group's wait would let it commit after its caller left)
       persist: (batch, { replaceTerminal }) =>
         transact("persist", batch[0]?.partitionKey, (conn) => persistPath.persistIn(conn, batch, replaceTerminal)),
       claim: (partitionKey, token, limit) => Effect.zipLeft(claimTransaction(partitionKey, token, limit), maybeSweep),
