@@ -536,6 +536,15 @@ const drainSection = (data: unknown): Array<string> => {
       "",
       ...table(["backend", "offered rec/s", "p50 ms", "p99 ms", "max ms"], latencyRows)
     )
+    const goal = at(data, "sqlite", "latencyGoal")
+    const ceiling = str(goal, "ceiling")
+    if (ceiling !== undefined) {
+      out.push(
+        `SQLite goal: ${str(goal, "target") ?? na} — ${metText(bool(goal, "met"))}. The producer and the relay share ` +
+          `the process's one thread (better-sqlite3 runs every statement and fsync on it); ${ceiling.replace(/^sqlite latency ceiling: /, "")}.`,
+        ""
+      )
+    }
   }
   return out
 }
