@@ -988,7 +988,17 @@ const latencyBackends: ReadonlyArray<readonly [string, string, string]> = [
   ["sqlite", "SQLite file (second process)", "`SqliteWakeSignal` (`PRAGMA data_version`)"],
   ["postgres", "PostgreSQL (second process)", "`PostgresWakeSignal` (`LISTEN/NOTIFY`)"],
   ["dynamodb", "DynamoDB Local (second process)", "none: idle poll bound"],
-  ["peer", "peer: `pg-transactional-outbox` 0.5.7 on PostgreSQL (second process)", "logical replication (`pgoutput`)"]
+  ["peer", "peer: `pg-transactional-outbox` 0.5.7 on PostgreSQL (second process)", "logical replication (`pgoutput`)"],
+  [
+    "cli-sqlite",
+    "CLI `relay stdout` on SQLite (relay and producer, one process each)",
+    "the CLI's default: `SqliteWakeSignal`"
+  ],
+  [
+    "cli-postgres",
+    "CLI `relay stdout` on PostgreSQL (relay and producer, one process each)",
+    "the CLI's default: `PostgresWakeSignal`"
+  ]
 ]
 
 const latencySection = (data: unknown): Array<string> => {
@@ -1002,10 +1012,12 @@ const latencySection = (data: unknown): Array<string> => {
     issueMethod === false
       ? "A shorter configuration than the method's 200 records after 10 s of idle each (`node --import tsx bench/latency.ts` runs that)."
       : "",
+    str(data, "method", "schedule") === undefined ? "" : `Schedule: ${str(data, "method", "schedule")}.`,
     ""
   )
   // the peer's row only when it was measured
-  const measured = latencyBackends.filter(([key]) => key !== "peer" || at(data, key, "latency") !== undefined)
+  const optional = new Set(["peer", "cli-sqlite", "cli-postgres"])
+  const measured = latencyBackends.filter(([key]) => !optional.has(key) || at(data, key, "latency") !== undefined)
   const rows = measured.map(([key, label, wake]) => {
     const latency = at(data, key, "latency")
     const goal = num(data, "goalsP99Millis", key)

@@ -12,15 +12,22 @@
  * is measured the same way beside PostgreSQL (backend `peer`): its logical-replication listener on a server
  * with `wal_level=logical`, its producer in a second process.
  *
+ * Through the command line (backends `cli-sqlite`, `cli-postgres`): the bundled CLI's `relay stdout` with its
+ * defaults runs as a process of its own; the same producer process commits each record; delivery is when
+ * this process reads the record's JSON line from the relay's stdout (a pipe: one more hop than a sink).
+ *
  * Also measured: the CPU the SQLite wake signal costs while idle (its poll alone, for `--cpu-seconds`),
  * and the DynamoDB requests an idle relay of one partition makes per hour (counted for `--dynamo-idle`
  * seconds, scaled).
  *
  * Usage: `npm run bench -- latency [--quick]`, or directly `node --import tsx bench/latency.ts
- * [--records=200] [--idle=10000] [--backends=memory,sqlite,postgres,peer,dynamodb]`. The defaults are the
- * issue's method (200 records, 10 s idle: about 35 minutes per backend); the committed figures come from
- * a shorter configuration, stated in the result (`--records=100 --idle=1000`); `--quick` is shorter still.
- * Writes bench/results/latency.json.
+ * [--records=200] [--idle=10000] [--backends=memory,sqlite,postgres,peer,dynamodb,cli-sqlite,cli-postgres] [--together]`. The
+ * defaults are the issue's method (200 records, 10 s idle: about 35 minutes per backend); `--quick` is
+ * shorter. `--together` runs the backends at once, on one schedule: every backend commits a record once a
+ * period (`--idle` + 1.5 s), the backends a fraction of the period apart, so no two records are in flight
+ * together and each relay is idle at least `--idle` before each of its records (as long as its previous
+ * delivery took under 1.5 s) — the issue's method for every backend in about 40 minutes instead of three
+ * hours. Writes bench/results/latency.json.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
@@ -57,6 +64,8 @@ import { Sink } from "../src/services/Sink.js"
 import * as Faulty from "../test/support/FaultyDynamoDb.js"
 import { startDynamoLocal } from "../test/support/globalSetup.js"
 import { createDatabase, startPostgres } from "../test/support/PostgresServer.js"
+import { buildCli } from "../test/support/CliBundle.js"
+import { baseEnv } from "../test/support/CliProcess.js"
 import * as Peer from "./Peer.js"
 
 const here = path.dirname(fileURLToPath(import.meta.url))
@@ -66,11 +75,14 @@ const flag = (name: string): string | undefined => args.find((a) => a.startsWith
 /** Records per backend and idle time before each: the issue's method unless `--records`/`--idle` say otherwise. */
 const records = Number(flag("records") ?? (quick ? 30 : 200))
 const idleMillis = Number(flag("idle") ?? (quick ? 500 : 10_000))
-const backends = (flag("backends") ?? "memory,sqlite,postgres,peer,dynamodb").split(",")
+const backends = (flag("backends") ?? "memory,sqlite,postgres,peer,dynamodb,cli-sqlite,cli-postgres").split(",")
 const cpuSeconds = quick ? 3 : 10
 const dynamoIdleSeconds = quick ? 10 : 30
 const dynamoIdleMax = Duration.seconds(1)
 const partitionKey = "latency"
+const together = args.includes("--together")
+/** `--together`: one record per backend per period, the backends `period / backends` apart. */
+const periodMillis = idleMillis + 1500
 
 const now = (): number => performance.timeOrigin + performance.now()
 const progress = (text: string): void => console.log(`… ${text}`)
@@ -81,6 +93,30 @@ const percentile = (values: ReadonlyArray<number>, p: number): number => {
 }
 const round = (n: number): number => Math.round(n * 100) / 100
 
+const sleep = (millis: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, Math.max(0, millis)))
+
+/** `--together`: the common start of the schedule, set once every backend is ready for its first record. */
+let scheduleStart: number | undefined
+const readyBackends = new Set<string>()
+const allReady: Array<() => void> = []
+
+/** Waits until every backend of the run is ready (only with `--together`). */
+const ready = (backend: string): Promise<void> => {
+  if (!together) return Promise.resolve()
+  readyBackends.add(backend)
+  if (readyBackends.size < backends.length) return new Promise((resolve) => allReady.push(resolve))
+  scheduleStart = now() + 1000
+  for (const resolve of allReady.splice(0)) resolve()
+  return Promise.resolve()
+}
+
+/** Waits before record `i` of `backend`: `--idle` alone, or until its time on the common schedule. */
+const waitTurn = (backend: string, i: number): Promise<void> => {
+  if (!together || scheduleStart === undefined) return sleep(idleMillis)
+  const offset = (backends.indexOf(backend) * periodMillis) / backends.length
+  return sleep(scheduleStart + i * periodMillis + offset - now())
+}
+
 interface Latency {
   readonly records: number
   readonly idleMillis: number
@@ -90,11 +126,7 @@ interface Latency {
   readonly persistP50Millis?: number
 }
 
-/** How long the producer's persists took (commit → delivery is measured from their return). */
-const persistMillis: Array<number> = []
-
-const summary = (samples: ReadonlyArray<number>): Latency => {
-  const persisted = persistMillis.splice(0)
+const summary = (samples: ReadonlyArray<number>, persisted: ReadonlyArray<number>): Latency => {
   return {
     records: samples.length,
     idleMillis,
@@ -125,8 +157,8 @@ const timingSink = () => {
   return { sink, delivered }
 }
 
-/** The producer process: sends `<pk> <id>` lines, reads `<id> <time>` answers. */
-const producer = async (argv: ReadonlyArray<string>, script = "latencyProducer.ts") => {
+/** The producer process: sends `<pk> <id>` lines, reads `<id> <time>` answers; notes each persist's time. */
+const producer = async (argv: ReadonlyArray<string>, persistMillis: Array<number>, script = "latencyProducer.ts") => {
   const child: ChildProcess = spawn(process.execPath, ["--import", "tsx", path.join(here, script), ...argv], {
     stdio: ["pipe", "pipe", "inherit"]
   })
@@ -171,12 +203,14 @@ const drainerOptions = { onExpired: "drop", onPermanentFailure: "drop", onPoison
 
 /**
  * Runs a relay on `layer` and measures `records` deliveries, each committed by `commit` after `idleMillis`
- * of idle. The first record (discovery) is not measured.
+ * of idle (or at its time on the common schedule). The first record (discovery) is not measured.
  */
 const measure = async (
+  backend: string,
   layer: Layer.Layer<Stores, unknown>,
   delivered: (id: string) => Promise<number>,
   commit: (id: string) => Promise<number>,
+  persistMillis: Array<number>,
   idleBackoffMax: Duration.Duration = Duration.seconds(30)
 ): Promise<Latency> => {
   const runtimeLayer = layer.pipe(Layer.provide(Logger.minimumLogLevel(LogLevel.Warning)))
@@ -188,22 +222,24 @@ const measure = async (
       const warm = `warm-${randomUUID()}`
       yield* Effect.promise(() => commit(warm))
       yield* Effect.promise(() => delivered(warm))
+      persistMillis.splice(0)
+      yield* Effect.promise(() => ready(backend))
       const samples: Array<number> = []
       for (let i = 0; i < records; i++) {
-        yield* Effect.sleep(`${idleMillis} millis`)
+        yield* Effect.promise(() => waitTurn(backend, i))
         const id = `r-${i}-${randomUUID()}`
         const committed = yield* Effect.promise(() => commit(id))
         const at = yield* Effect.promise(() => delivered(id))
         samples.push(at - committed)
-        if ((i + 1) % 10 === 0) progress(`${i + 1}/${records} records`)
+        if ((i + 1) % 10 === 0) progress(`${backend}: ${i + 1}/${records} records`)
       }
       yield* Fiber.interrupt(relay)
-      return summary(samples)
+      return summary(samples, persistMillis)
     }).pipe(Effect.provide(runtimeLayer), Effect.orDie)
   )
 }
 
-const inProcessCommit = (store: OutboxStore["Type"]) => (id: string) =>
+const inProcessCommit = (store: OutboxStore["Type"], persistMillis: Array<number>) => (id: string) =>
   Effect.runPromise(
     Effect.gen(function* () {
       const before = now()
@@ -222,7 +258,8 @@ const memoryLatency = async (): Promise<Latency> => {
   const store = outbox.unsafeMap.get(OutboxStore.key)
   if (store === undefined) throw new Error("no store")
   const layer = Layer.mergeAll(Layer.succeedContext(outbox), MemoryLeaseStore.layer, Layer.succeed(Sink, timing.sink))
-  return measure(layer, timing.delivered, inProcessCommit(store))
+  const persistMillis: Array<number> = []
+  return measure("memory", layer, timing.delivered, inProcessCommit(store, persistMillis), persistMillis)
 }
 
 /** The CPU the SQLite wake signal's poll costs while nothing happens, in µs of CPU per second. */
@@ -247,20 +284,34 @@ const sqliteIdleCpu = async (
     )
   )
 
-const sqliteLatency = async (directory: string) => {
+/** The SQLite file with the outbox tables, and the idle CPU of its wake signal (measured before any relay runs). */
+const sqlitePrepare = async (directory: string) => {
   const file = path.join(directory, "latency.db")
+  // the tables exist before the producer opens the file
+  await Effect.runPromise(
+    Effect.provide(
+      Effect.void,
+      Layer.mergeAll(SqliteOutboxStore.layer, SqliteLeaseStore.layer).pipe(
+        Layer.provide(SqliteDatabase.layer({ filename: file }))
+      )
+    ).pipe(Effect.orDie)
+  )
+  progress("SQLite: idle CPU of the wake signal")
+  const idleCpu = await sqliteIdleCpu(file)
+  return { file, idleCpu }
+}
+
+const sqliteLatency = async (prepared: { readonly file: string; readonly idleCpu: unknown }) => {
+  const { file, idleCpu } = prepared
   const timing = timingSink()
   const stores = Layer.mergeAll(SqliteOutboxStore.layer, SqliteLeaseStore.layer, Layer.succeed(Sink, timing.sink))
   const layer = Layer.merge(stores, SqliteWakeSignal.layer).pipe(
     Layer.provide(SqliteDatabase.layer({ filename: file }))
   )
-  // the tables exist before the producer opens the file
-  await Effect.runPromise(Effect.provide(Effect.void, layer).pipe(Effect.orDie))
-  progress("SQLite: idle CPU of the wake signal")
-  const idleCpu = await sqliteIdleCpu(file)
-  const producerProcess = await producer(["sqlite", file])
+  const persistMillis: Array<number> = []
+  const producerProcess = await producer(["sqlite", file], persistMillis)
   try {
-    const latency = await measure(layer, timing.delivered, producerProcess.commit)
+    const latency = await measure("sqlite", layer, timing.delivered, producerProcess.commit, persistMillis)
     return { latency, idleCpu }
   } finally {
     await producerProcess.close()
@@ -281,9 +332,10 @@ const postgresLatency = async () => {
     )
     const layer = Layer.merge(stores, PostgresWakeSignal.layerWith({ schema })).pipe(Layer.provide(client))
     await Effect.runPromise(Effect.provide(Effect.void, layer).pipe(Effect.orDie))
-    const producerProcess = await producer(["postgres", url, schema])
+    const persistMillis: Array<number> = []
+    const producerProcess = await producer(["postgres", url, schema], persistMillis)
     try {
-      return await measure(layer, timing.delivered, producerProcess.commit)
+      return await measure("postgres", layer, timing.delivered, producerProcess.commit, persistMillis)
     } finally {
       await producerProcess.close()
     }
@@ -314,9 +366,17 @@ const dynamoLatency = async () => {
       Layer.succeed(Sink, timing.sink)
     ).pipe(Layer.provide(client))
     await Effect.runPromise(Effect.provide(Effect.void, layer).pipe(Effect.orDie))
-    const producerProcess = await producer(["dynamodb", server.endpoint, tableName])
+    const persistMillis: Array<number> = []
+    const producerProcess = await producer(["dynamodb", server.endpoint, tableName], persistMillis)
     try {
-      const latency = await measure(layer, timing.delivered, producerProcess.commit, dynamoIdleMax)
+      const latency = await measure(
+        "dynamodb",
+        layer,
+        timing.delivered,
+        producerProcess.commit,
+        persistMillis,
+        dynamoIdleMax
+      )
       progress(`DynamoDB: requests of an idle relay over ${dynamoIdleSeconds} s`)
       const idle = await Effect.runPromise(
         Effect.gen(function* () {
@@ -345,6 +405,85 @@ const dynamoLatency = async () => {
     }
   } finally {
     await server.stop()
+  }
+}
+
+/**
+ * The CLI's relay (`relay stdout`, the CLI's defaults and wake-up) in a process of its own, the producer in
+ * another: commit → the record's JSON line read from the relay's stdout.
+ */
+const cliLatency = async (backend: "cli-sqlite" | "cli-postgres", directory: string): Promise<Latency> => {
+  const bundle = await buildCli()
+  const server = backend === "cli-postgres" ? await startPostgres() : undefined
+  try {
+    let storeFlags: ReadonlyArray<string>
+    let producerArgs: ReadonlyArray<string>
+    if (server === undefined) {
+      const file = path.join(directory, "cli.db")
+      storeFlags = ["--sqlite-file", file]
+      producerArgs = ["sqlite", file]
+    } else {
+      const url = await createDatabase(server.url, "cli_latency")
+      storeFlags = ["--backend", "postgres", "--postgres-url", url]
+      producerArgs = ["postgres", url, "public"]
+    }
+    const relay = spawn(process.execPath, bundle.argv(["relay", "stdout", ...storeFlags]), {
+      env: baseEnv(),
+      stdio: ["ignore", "pipe", "pipe"]
+    })
+    const deliveredAt = new Map<string, number>()
+    const waiters = new Map<string, () => void>()
+    if (relay.stdout === null || relay.stderr === null) throw new Error("relay without pipes")
+    readline.createInterface({ input: relay.stdout }).on("line", (line) => {
+      const at = now()
+      const parsed: unknown = JSON.parse(line)
+      const id = typeof parsed === "object" && parsed !== null ? Reflect.get(parsed, "id") : undefined
+      if (typeof id !== "string") return
+      deliveredAt.set(id, at)
+      waiters.get(id)?.()
+    })
+    let stderr = ""
+    relay.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
+    const exited = new Promise<void>((resolve) => relay.on("close", () => resolve()))
+    try {
+      const deadline = now() + 60_000
+      while (!stderr.includes('message="relay started"')) {
+        if (now() > deadline) throw new Error(`CLI relay did not start:\n${stderr}`)
+        await sleep(20)
+      }
+      const delivered = (id: string): Promise<number> =>
+        new Promise((resolve) => {
+          const at = deliveredAt.get(id)
+          if (at !== undefined) return resolve(at)
+          waiters.set(id, () => resolve(deliveredAt.get(id) ?? now()))
+        })
+      const persistMillis: Array<number> = []
+      const producerProcess = await producer(producerArgs, persistMillis)
+      try {
+        const warm = `warm-${randomUUID()}`
+        await producerProcess.commit(warm)
+        await delivered(warm)
+        persistMillis.splice(0)
+        await ready(backend)
+        const samples: Array<number> = []
+        for (let i = 0; i < records; i++) {
+          await waitTurn(backend, i)
+          const id = `r-${i}-${randomUUID()}`
+          const committed = await producerProcess.commit(id)
+          samples.push((await delivered(id)) - committed)
+          if ((i + 1) % 10 === 0) progress(`${backend}: ${i + 1}/${records} records`)
+        }
+        return summary(samples, persistMillis)
+      } finally {
+        await producerProcess.close()
+      }
+    } finally {
+      relay.kill("SIGINT")
+      await exited
+    }
+  } finally {
+    bundle.remove()
+    await server?.stop()
   }
 }
 
@@ -395,21 +534,23 @@ const peerLatency = async (): Promise<Latency> => {
       },
       peer.getDisabledLogger()
     )
-    const producerProcess = await producer([url, schema], "peerProducer.ts")
+    const persistMillis: Array<number> = []
+    const producerProcess = await producer([url, schema], persistMillis, "peerProducer.ts")
     try {
       const warm = randomUUID()
       await producerProcess.commit(warm)
       await delivered(warm)
       persistMillis.splice(0)
+      await ready("peer")
       const samples: Array<number> = []
       for (let i = 0; i < records; i++) {
-        await new Promise((resolve) => setTimeout(resolve, idleMillis))
+        await waitTurn("peer", i)
         const id = randomUUID()
         const committed = await producerProcess.commit(id)
         samples.push((await delivered(id)) - committed)
-        if ((i + 1) % 10 === 0) progress(`${i + 1}/${records} records`)
+        if ((i + 1) % 10 === 0) progress(`peer: ${i + 1}/${records} records`)
       }
-      return summary(samples)
+      return summary(samples, persistMillis)
     } finally {
       await producerProcess.close()
     }
@@ -419,11 +560,14 @@ const peerLatency = async (): Promise<Latency> => {
   }
 }
 
+/** p99 goals (ms) of issue 28; through the CLI, the goal of its backend. */
 const goals = {
   memory: 10,
   sqlite: 100,
   postgres: 15,
-  dynamodb: 1500
+  dynamodb: 1500,
+  "cli-sqlite": 100,
+  "cli-postgres": 15
 } as const
 
 const main = async (): Promise<void> => {
@@ -431,16 +575,23 @@ const main = async (): Promise<void> => {
   const started = performance.now()
   const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-latency-"))
   const result: Record<string, unknown> = {}
+  // with --together, the wake signal's idle CPU is measured before any backend runs (it is this process's CPU)
+  const sqlite = together && backends.includes("sqlite") ? await sqlitePrepare(directory) : undefined
+  const one = async (backend: string): Promise<void> => {
+    progress(`${backend}: ${records} records, ${idleMillis} ms idle before each`)
+    if (backend === "memory") result["memory"] = { latency: await memoryLatency() }
+    else if (backend === "sqlite") result["sqlite"] = await sqliteLatency(sqlite ?? (await sqlitePrepare(directory)))
+    else if (backend === "postgres") result["postgres"] = { latency: await postgresLatency() }
+    else if (backend === "dynamodb") result["dynamodb"] = await dynamoLatency()
+    else if (backend === "peer") result["peer"] = { latency: await peerLatency() }
+    else if (backend === "cli-sqlite" || backend === "cli-postgres") {
+      result[backend] = { latency: await cliLatency(backend, directory) }
+    } else throw new Error(`unknown backend ${backend}`)
+    console.log(backend, JSON.stringify(result[backend]))
+  }
   try {
-    for (const backend of backends) {
-      progress(`${backend}: ${records} records, ${idleMillis} ms idle before each`)
-      if (backend === "memory") result["memory"] = { latency: await memoryLatency() }
-      else if (backend === "sqlite") result["sqlite"] = await sqliteLatency(directory)
-      else if (backend === "postgres") result["postgres"] = { latency: await postgresLatency() }
-      else if (backend === "dynamodb") result["dynamodb"] = await dynamoLatency()
-      else if (backend === "peer") result["peer"] = { latency: await peerLatency() }
-      console.log(backend, JSON.stringify(result[backend]))
-    }
+    if (together) await Promise.all(backends.map(one))
+    else for (const backend of backends) await one(backend)
   } finally {
     fs.rmSync(directory, { recursive: true, force: true })
   }
@@ -453,6 +604,9 @@ const main = async (): Promise<void> => {
       records,
       idleMillis,
       issueMethod: records >= 200 && idleMillis >= 10_000,
+      schedule: together
+        ? `backends together: one record per backend every ${periodMillis} ms, the backends ${Math.round(periodMillis / backends.length)} ms apart`
+        : "backends one after another",
       producer: "a second OS process (memory: the same process)"
     },
     goalsP99Millis: goals,

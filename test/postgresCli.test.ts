@@ -15,6 +15,7 @@ import * as PostgresDeadLetterStore from "../src/layers/postgres/PostgresDeadLet
 import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
 import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
 import { buildCli } from "./support/CliBundle.js"
+import { baseEnv, cliRunner } from "./support/CliProcess.js"
 import { clientLayer, createDatabase } from "./support/PostgresServer.js"
 
 const bundle = await buildCli()
@@ -34,28 +35,7 @@ interface Result {
   readonly stderr: string
 }
 
-const baseEnv = (): NodeJS.ProcessEnv => {
-  const env: NodeJS.ProcessEnv = {}
-  for (const [key, value] of Object.entries(process.env)) {
-    if (!key.startsWith("OUTBOX_") && !key.startsWith("OTEL_")) env[key] = value
-  }
-  return env
-}
-
-const cli = (args: ReadonlyArray<string>, input = "", env: Record<string, string> = {}): Promise<Result> =>
-  new Promise((resolve, reject) => {
-    const child = spawn(process.execPath, bundle.argv(args), {
-      env: { ...baseEnv(), ...env },
-      stdio: ["pipe", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    child.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
-    child.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
-    child.on("error", reject)
-    child.on("close", (code) => resolve({ code, stdout, stderr }))
-    child.stdin.end(input)
-  })
+const { run: cli } = cliRunner(bundle, process.cwd())
 
 const Inspect = Schema.parseJson(
   Schema.Struct({

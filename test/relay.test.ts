@@ -113,6 +113,49 @@ describe("Relay (memory, TestClock)", () => {
       }).pipe(Effect.provide(memoryLayer))
   )
 
+  it.effect(
+    "a partition whose complete keeps failing gives its slot up after a turn: a waiting partition is served, and the stuck key's younger record is never sent",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sink = yield* MemorySink.MemorySink
+        const faults = yield* Faulty.FaultyOutboxStore
+        // every complete touching this record fails: it is sent, then stays claimed (stranded)
+        yield* faults.inject({ operation: "complete", ids: ["stuck-0001"], times: Infinity })
+        yield* store.persist([rec("stuck", 1, "K"), rec("stuck", 2, "K")])
+        const { fiber } = yield* startRelay({
+          owner: "relay-stuck",
+          maxPartitions: 1,
+          maxTurn: "2 seconds",
+          discoveryInterval: "100 millis",
+          drainer: { ...dropAll, idleBackoffMax: "100 millis" }
+        })
+        for (let i = 0; i < 10; i++) yield* TestClock.adjust("100 millis")
+        expect(yield* sink.deliveredIds).toContain("stuck-0001")
+        // a second partition gets work while the only slot holds the stuck one
+        yield* store.persist([rec("waiting", 1), rec("waiting", 2, "W"), rec("waiting", 3, "W")])
+        for (let i = 0; i < 100; i++) yield* TestClock.adjust("100 millis")
+        const delivered = yield* sink.deliveredIds
+        expect(new Set(delivered.filter((id) => id.startsWith("waiting-")))).toEqual(
+          new Set(["waiting-0001", "waiting-0002", "waiting-0003"])
+        )
+        const keyW = delivered.filter((id) => id === "waiting-0002" || id === "waiting-0003")
+        expect(keyW).toEqual(["waiting-0002", "waiting-0003"])
+        // the stuck record was delivered again by a later turn (at least once), its younger sibling never
+        expect(delivered.filter((id) => id === "stuck-0001").length).toBeGreaterThanOrEqual(2)
+        expect(delivered).not.toContain("stuck-0002")
+        yield* Fiber.interrupt(fiber)
+      }).pipe(
+        Effect.provide(
+          Layer.mergeAll(
+            Faulty.layer.pipe(Layer.provide(MemoryOutboxStore.layer)),
+            MemoryLeaseStore.layer,
+            MemorySink.layer
+          )
+        )
+      )
+  )
+
   it.effect("renews at a third of the TTL, and stops a drainer the moment its renew fails", () =>
     Effect.gen(function* () {
       const store = yield* OutboxStore

@@ -67,7 +67,9 @@ export interface RelayOptions {
   readonly idleRelease?: Duration.DurationInput | undefined
   /**
    * Longest turn of a busy partition while others wait (default 10 s): the drainer then finishes its
-   * batch, gives the lease up and queues behind the waiting partitions.
+   * batch, gives the lease up and queues behind the waiting partitions. Records sent whose complete
+   * failed hold the turn while the drainer retries their completes, for at most this long again: then
+   * the turn ends anyway (logged; the partition's next owner delivers them again).
    */
   readonly maxTurn?: Duration.DurationInput | undefined
   /** Most batches of a busy partition's turn while others wait (default 20). */
@@ -181,8 +183,10 @@ interface Slot {
   batches: number
   /** Start of the current run of empty claims; undefined while the drainer claims records. */
   idleSince: number | undefined
-  /** Records earlier cycles left claimed (the turn never ends while there are any). */
+  /** Records earlier cycles left claimed (sent but not completed, or not yet released). */
   stranded: number
+  /** Since when the turn has had stranded records without a break; undefined while it has none. */
+  strandedSince: number | undefined
   /** The turn was asked to end. */
   ending: boolean
 }
@@ -265,17 +269,26 @@ const startWith = (
           Effect.sync(() => {
             const now = clock.unsafeCurrentTimeMillis()
             slot.stranded = stranded
+            if (stranded === 0) slot.strandedSince = undefined
+            else if (slot.strandedSince === undefined) slot.strandedSince = now
             if (result !== undefined && result.leased) {
               if (result.claimed > 0) {
                 slot.batches += 1
                 slot.idleSince = undefined
               } else if (slot.idleSince === undefined) slot.idleSince = now
             }
-            if (stopping || stranded > 0) return false
+            if (stopping) return false
+            // Records sent but not completed hold the turn: the drainer retries their completes under this
+            // lease, and a new owner would deliver them again. For at most `maxTurn`: a complete that keeps
+            // failing must not keep the slot from waiting partitions forever (their next owner delivers
+            // them again, at least once, already counted as duplicate risk; their younger siblings stay
+            // behind them).
+            const strandedHold = slot.strandedSince !== undefined && now - slot.strandedSince < maxTurnMillis
+            if (strandedHold) return false
             // asked to end by a discovery round or a refill (see `handOn`)
             if (slot.ending) return true
             if (yieldBudget <= 0) return false
-            const idle = slot.idleSince !== undefined && now - slot.idleSince >= idleReleaseMillis
+            const idle = stranded === 0 && slot.idleSince !== undefined && now - slot.idleSince >= idleReleaseMillis
             const turnOver = slot.batches >= maxTurnBatches || now - slot.startedAt >= maxTurnMillis
             if (!idle && !turnOver) return false
             yieldBudget -= 1
@@ -287,6 +300,15 @@ const startWith = (
             }
             return true
           })
+        ).pipe(
+          // a turn that leaves stranded records behind says so: they are delivered again
+          Effect.tap((end) =>
+            end && stranded > 0
+              ? Effect.logWarning(
+                  `turn ended with ${stranded} records still claimed after their completes kept failing; the partition's next owner delivers them again`
+                ).pipe(Effect.annotateLogs({ partition: slot.lease.partitionKey, owner, stranded }))
+              : Effect.void
+          )
         )
 
     /** Drains one leased partition until its turn ends, its drainer fails or its renew fails. */
@@ -368,6 +390,7 @@ const startWith = (
             batches: 0,
             idleSince: undefined,
             stranded: 0,
+            strandedSince: undefined,
             ending: false
           }
           workers.set(partitionKey, slot)
