@@ -205,6 +205,43 @@ const sqliteSection = (data: unknown): Array<string> => {
       })
     )
   )
+  const handWritten = num(data, "endToEnd", "handWrittenRecordsPerSecond")
+  if (handWritten !== undefined) {
+    const ratio = (key: string, which: "bestToBest" | "medianOfRounds") => {
+      const value = num(data, "endToEnd", key, which)
+      return value === undefined ? na : `${value.toFixed(2)}×`
+    }
+    out.push(
+      "End to end, a third loop writes the same statements by hand on `@effect/sql-sqlite-node` (`sql.withTransaction`,",
+      "`sql.unsafe`). The store must run on the application's `SqlClient` (a persist joins the application's",
+      "transaction), so no code on that client beats the hand-written loop; its ratio to the raw loop is the ceiling:",
+      "",
+      `Hand-written loop ${formatNumber(handWritten)} rec/s (median of rounds), store ` +
+        `${formatNumber(num(data, "endToEnd", "storeRecordsPerSecond"))}, raw ` +
+        `${formatNumber(num(data, "endToEnd", "rawRecordsPerSecond"))}.`,
+      "",
+      ...table(
+        ["end to end", "best against best", "median of rounds"],
+        [
+          ["store / raw", ratio("storeToRaw", "bestToBest"), ratio("storeToRaw", "medianOfRounds")],
+          [
+            "hand-written / raw (the ceiling)",
+            ratio("handWrittenToRaw", "bestToBest"),
+            ratio("handWrittenToRaw", "medianOfRounds")
+          ],
+          [
+            "store / hand-written (the store's own cost)",
+            ratio("storeToHandWritten", "bestToBest"),
+            ratio("storeToHandWritten", "medianOfRounds")
+          ]
+        ]
+      ),
+      ...(() => {
+        const statement = str(data, "endToEnd", "ceiling", "statement")
+        return statement === undefined ? [] : [`- ${statement}`, ""]
+      })()
+    )
+  }
   const cpuStore = num(data, "cpu", "storeMillis")
   const cpuRaw = num(data, "cpu", "rawMillis")
   if (cpuStore !== undefined) {
@@ -499,6 +536,15 @@ const drainSection = (data: unknown): Array<string> => {
       "",
       ...table(["backend", "offered rec/s", "p50 ms", "p99 ms", "max ms"], latencyRows)
     )
+    const goal = at(data, "sqlite", "latencyGoal")
+    const ceiling = str(goal, "ceiling")
+    if (ceiling !== undefined) {
+      out.push(
+        `SQLite goal: ${str(goal, "target") ?? na} — ${metText(bool(goal, "met"))}. The producer and the relay share ` +
+          `the process's one thread (better-sqlite3 runs every statement and fsync on it); ${ceiling.replace(/^sqlite latency ceiling: /, "")}.`,
+        ""
+      )
+    }
   }
   return out
 }

@@ -176,6 +176,58 @@ describe("SqliteOutboxStore", () => {
       }).pipe(Effect.provide(memory))
     )
 
+    it.effect(
+      "R-PERSIST-4 a batch over several partitions continues each partition's counter, in one statement",
+      () => {
+        const faults: BusySqlClient.BusyFaults = {
+          ...BusySqlClient.makeFaults(),
+          enabled: true,
+          control: true,
+          match: (sql) => /seq_counter = seq_counter \+/.test(sql)
+        }
+        return Effect.gen(function* () {
+          const store = yield* OutboxStore
+          yield* store.persist([record("a", "1"), record("a", "2")])
+          yield* store.persist([record("c", "1")])
+          const before = faults.statements
+          yield* store.persist([
+            record("b", "1"),
+            record("a", "3"),
+            record("c", "2"),
+            record("b", "2"),
+            record("a", "4")
+          ])
+          // one seq-allocation statement for the three partitions of the batch
+          expect(faults.statements - before).toBe(1)
+          const seqs = (pk: string) =>
+            Effect.map(store.queryPending(pk, 10), (rs) => rs.map((r) => [r.envelopeId, r.seq] as const))
+          expect(yield* seqs("a")).toEqual([
+            ["1", 1],
+            ["2", 2],
+            ["3", 3],
+            ["4", 4]
+          ])
+          expect(yield* seqs("b")).toEqual([
+            ["1", 1],
+            ["2", 2]
+          ])
+          expect(yield* seqs("c")).toEqual([
+            ["1", 1],
+            ["2", 2]
+          ])
+        }).pipe(
+          Effect.provide(
+            Layer.provideMerge(
+              SqliteOutboxStore.layer,
+              BusySqlClient.layer(faults, BusySqlClient.seededRandom(3)).pipe(
+                Layer.provideMerge(SqliteDatabase.layer({ filename: ":memory:" }))
+              )
+            )
+          )
+        )
+      }
+    )
+
     it.effect("replaceTerminal replaces a completed holder of the identity and skips a pending one", () =>
       Effect.gen(function* () {
         const store = yield* OutboxStore
@@ -318,6 +370,102 @@ describe("SqliteOutboxStore", () => {
         }).pipe(Effect.provide(counted({}, faults)))
       }
     )
+
+    it.effect(
+      "claims of several partitions in one turn share one COMMIT; a stale token fails its own claim only",
+      () => {
+        const faults = commits()
+        return Effect.gen(function* () {
+          const store = yield* OutboxStore
+          for (const pk of ["c1", "c2", "c3"]) yield* store.persist([record(pk, "a"), record(pk, "b")])
+          // c3's fence is raised to 5 first, so a version-2 claim of it is stale (R-CLAIM-2)
+          yield* store.claim("c3", token("o", 5), 0)
+          const before = faults.statements
+          const [c1, c2, c3] = yield* Effect.all(
+            [
+              store.claim("c1", token("o", 1), 10),
+              store.claim("c2", token("o", 1), 1),
+              Effect.flip(store.claim("c3", token("o", 2), 10))
+            ],
+            { concurrency: "unbounded" }
+          )
+          expect(faults.statements - before).toBe(1)
+          expect(c1.records.map((r) => r.id)).toEqual(["c1.a", "c1.b"])
+          expect(c2.records.map((r) => r.id)).toEqual(["c2.a"])
+          expect(c3._tag).toBe("StaleFencingToken")
+          expect([
+            yield* store.countClaimed("c1"),
+            yield* store.countClaimed("c2"),
+            yield* store.countClaimed("c3"),
+            yield* store.countPending("c3")
+          ]).toEqual([2, 1, 0, 2])
+        }).pipe(Effect.provide(counted({}, faults)))
+      }
+    )
+
+    it.effect("a claim failing half-way in a shared group undoes only its own writes (its fence stays low)", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        yield* store.persist([record("bad", "a"), record("bad", "b")])
+        yield* store.persist([record("ok", "a")])
+        yield* sql`UPDATE outbox SET status = 'sent' WHERE id = ${"bad.a"}`
+        const [bad, ok] = yield* Effect.all(
+          [Effect.flip(store.claim("bad", token("o", 5), 10)), store.claim("ok", token("o", 5), 10)],
+          { concurrency: "unbounded" }
+        )
+        expect(bad._tag).toBe("CorruptRecord")
+        expect(ok.records.map((r) => r.id)).toEqual(["ok.a"])
+        // the failed claim's fence raise was rolled back with it: version 3 is still admitted
+        yield* sql`UPDATE outbox SET status = 'pending' WHERE id = ${"bad.a"}`
+        const batch = yield* store.claim("bad", token("o", 3), 10)
+        expect(batch.records.map((r) => r.id)).toEqual(["bad.a", "bad.b"])
+        expect(yield* store.countClaimed("ok")).toBe(1)
+      }).pipe(Effect.provide(memory))
+    )
+
+    it.effect(
+      "a complete and a claim in one turn share a COMMIT; the complete runs first (R-CLAIM-5 head done)",
+      () => {
+        const faults = commits()
+        return Effect.gen(function* () {
+          const store = yield* OutboxStore
+          yield* store.persist([
+            record("hk", "a", { key: "k", createdAt: START }),
+            record("hk", "b", { key: "k", createdAt: START + 1 })
+          ])
+          const head = yield* store.claim("hk", token("o", 1), 1)
+          expect(head.records.map((r) => r.id)).toEqual(["hk.a"])
+          const before = faults.statements
+          // the claim is made first, yet it sees the head completed: completes of a group run before its claims
+          const [next] = yield* Effect.all(
+            [store.claim("hk", token("o", 1), 10), store.complete(["hk.a"], token("o", 1))],
+            {
+              concurrency: "unbounded"
+            }
+          )
+          expect(faults.statements - before).toBe(1)
+          expect(next.records.map((r) => r.id)).toEqual(["hk.b"])
+        }).pipe(Effect.provide(counted({}, faults)))
+      }
+    )
+
+    it.effect("without group commit every claim is its own transaction", () => {
+      const faults = commits()
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        for (const pk of ["n1", "n2"]) yield* store.persist([record(pk, "a")])
+        const before = faults.statements
+        const batches = yield* Effect.all(
+          [store.claim("n1", token("o", 1), 10), store.claim("n2", token("o", 1), 10)],
+          {
+            concurrency: "unbounded"
+          }
+        )
+        expect(faults.statements - before).toBe(2)
+        expect(batches.map((b) => b.records.length)).toEqual([1, 1])
+      }).pipe(Effect.provide(counted({ groupCommit: false }, faults)))
+    })
 
     it.effect("without group commit every call is its own statement (no transaction)", () => {
       const faults = commits()

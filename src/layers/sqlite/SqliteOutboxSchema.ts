@@ -172,6 +172,11 @@ export const insertChunk = 500
 export interface Statements extends SqlOutboxStatements.Statements {
   /** Params: partitionKey, count. Returns `seq_counter` (the last seq of the allocated block). */
   readonly allocateSeq: string
+  /**
+   * {@link allocateSeq} for `partitions` partitions in one statement. Params: partitionKey, count for each
+   * (distinct partition keys). Returns `partition_key` and `seq_counter` (the last seq of its block) per partition.
+   */
+  readonly allocateSeqs: (partitions: number) => string
   /** Multi-row insert of `rows` records (`insertWidth` params each); returns the inserted ids. */
   readonly insert: (rows: number) => string
   /** Params: partitionKey, version. Raises the fence; returns `max_version` only when accepted. */
@@ -202,6 +207,15 @@ export const statements = (t: TableNames, options: { readonly staleReclaim: bool
     allocateSeq: `INSERT INTO ${t.fence} (partition_key, max_version, seq_counter) VALUES (?, 0, ?)
 ON CONFLICT (partition_key) DO UPDATE SET seq_counter = seq_counter + excluded.seq_counter
 RETURNING seq_counter`,
+    allocateSeqs: SqlOutboxStatements.bySize(
+      (
+        partitions
+      ) => `INSERT INTO ${t.fence} (partition_key, max_version, seq_counter) VALUES (?, 0, ?)${", (?, 0, ?)".repeat(
+        Math.max(0, partitions - 1)
+      )}
+ON CONFLICT (partition_key) DO UPDATE SET seq_counter = seq_counter + excluded.seq_counter
+RETURNING partition_key, seq_counter`
+    ),
     insert: SqlOutboxStatements.bySize(
       (rows) =>
         `INSERT INTO ${t.outbox} (${insertColumns.join(", ")}) VALUES ${row}${`,${row}`.repeat(Math.max(0, rows - 1))}

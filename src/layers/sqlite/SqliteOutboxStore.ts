@@ -7,7 +7,8 @@
  * - Claim and expire are one transaction each, fenced by the partition's fence row (R-CLAIM-2, R-EXP-1);
  *   claims select through `ClaimOrder` (R-CLAIM-4/5/6).
  * - Complete/release with several ids apply the matching ones and fail naming the rest (R-DONE-3: not
- *   all-or-nothing); calls of one event-loop turn share a commit unless `groupCommit` is false.
+ *   all-or-nothing); claims, completes and releases made outside a caller's transaction in one event-loop
+ *   turn share a commit unless `groupCommit` is false (`SqliteGroupCommit`).
  * - Busy failures are retried briefly outside a caller's transaction; any other SQL failure is
  *   `StoreUnavailable`; an undecodable row fails the operation with `CorruptRecord` (never skipped).
  * - Terminal records are swept after `retention`, at most once per `sweepInterval`.
@@ -22,7 +23,9 @@ import * as SqlClock from "../sql/SqlClock.js"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Stream from "effect/Stream"
+import type * as LeaseToken from "../../domain/LeaseToken.js"
 import { type InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import {
   type Backend,
@@ -36,6 +39,7 @@ import * as SqlDialect from "../sql/SqlDialect.js"
 import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import * as SqlSweep from "../sql/SqlSweep.js"
 import * as SqliteClaim from "./SqliteClaim.js"
+import * as SqliteGroupCommit from "./SqliteGroupCommit.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
 import * as SqlitePersist from "./SqlitePersist.js"
 import * as SqliteSettle from "./SqliteSettle.js"
@@ -52,11 +56,13 @@ export interface SqliteOutboxStoreOptions extends StoreOptions, SqlSweep.SweepOp
   /** Prefix of every table and index name (letters, digits, `_`). Default none. */
   readonly tablePrefix?: string | undefined
   /**
-   * Group commit of `complete` and `release` (default true): calls made outside a caller's transaction
-   * while one is waiting share one transaction, so drainers of several partitions pay one commit (one
-   * `fsync` with `synchronous = FULL`) between them instead of one each. Every call still gets its own
-   * outcome: its matching ids applied, the others named in its `StaleFencingToken`. False runs each call
-   * as its own statement.
+   * Group commit of `claim`, `complete` and `release` (default true): calls made outside a caller's
+   * transaction in one turn of the event loop share one transaction, so drainers of several partitions pay
+   * one commit (one `fsync` with `synchronous = FULL`) between them instead of one each, and a batch's
+   * completes may share a commit with the next claims. Every call still gets its own outcome: a claim its
+   * own (in its own savepoint), a complete or release its matching ids applied and the others named in its
+   * `StaleFencingToken`; a call's result is returned once the shared `COMMIT` succeeded. Persists are never
+   * grouped. False runs each call as its own statement or transaction.
    */
   readonly groupCommit?: boolean | undefined
 }
@@ -97,7 +103,17 @@ export const make = (
     const { standalone, transact } = tx
     const persistPath = SqlitePersist.make(st)
     const claimIn = SqliteClaim.make({ st, bind, staleMillis })
-    const settle = SqliteSettle.make(st, bind, tx, options.groupCommit ?? true)
+    const group = (options.groupCommit ?? true) ? SqliteGroupCommit.make(tx) : undefined
+    const settle = SqliteSettle.make(st, bind, tx, group)
+    // a claim outside a caller's transaction joins the group commit (its own savepoint in a shared one)
+    const claimTransaction = (partitionKey: string, token: LeaseToken.LeaseTokenLike, limit: number) =>
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+        group !== undefined && Option.isNone(outer)
+          ? group(1, true, (conn) => claimIn(conn, partitionKey, token, limit)).pipe(
+              StoreUnavailable.refailTag("SqlError", "claim", partitionKey)
+            )
+          : transact("claim", partitionKey, (conn) => claimIn(conn, partitionKey, token, limit))
+      )
     const maybeSweep = yield* SqlSweep.make("sqlite", retentionMillis, options, (cutoff, chunk) =>
       standalone("sweep", undefined, (conn) => Effect.map(run(conn, st.sweep, [cutoff, chunk]), (rows) => rows.length))
     )
@@ -109,13 +125,11 @@ export const make = (
 
     const backend: Backend = {
       name: "sqlite",
+      // a persist stays its own transaction, without waiting for a group: it has no asynchronous step, so
+      // an interrupted persist has not committed (a group's wait would let it commit after its caller left)
       persist: (batch, { replaceTerminal }) =>
         transact("persist", batch[0]?.partitionKey, (conn) => persistPath.persistIn(conn, batch, replaceTerminal)),
-      claim: (partitionKey, token, limit) =>
-        Effect.zipLeft(
-          transact("claim", partitionKey, (conn) => claimIn(conn, partitionKey, token, limit)),
-          maybeSweep
-        ),
+      claim: (partitionKey, token, limit) => Effect.zipLeft(claimTransaction(partitionKey, token, limit), maybeSweep),
       /**
        * Completes the ids that are claimed by the token, in one transaction, and then fails with
        * `StaleFencingToken` naming the ids that were not: with several ids the matching ones stay completed.

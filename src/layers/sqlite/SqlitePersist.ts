@@ -12,7 +12,10 @@ import { StoreUnavailable } from "../../domain/OutboxError.js"
 import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import * as SqlPersist from "../sql/SqlPersist.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
-import { chunksOf, decodeIdentities, idsOf, run, select, seqOf } from "./SqliteStatement.js"
+import { chunksOf, decodeIdentities, idsOf, run, select, seqBlocksOf, seqOf } from "./SqliteStatement.js"
+
+/** Partitions per seq-allocation statement (two bound values each, well under SQLite's limit). */
+const seqChunk = 500
 
 /**
  * Inserts the records with seq blocks from the fence row, in the same transaction (R-PERSIST-4; gaps
@@ -30,12 +33,28 @@ const insertRecords = (
       perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
     }
     const nextSeq = new Map<string, number>()
-    for (const [partitionKey, count] of perPartition) {
-      const last = (yield* select(seqOf, "persist", conn, st.allocateSeq, [partitionKey, count]))[0]
-      if (last === undefined) {
-        return yield* new StoreUnavailable({ operation: "persist", partitionKey, cause: "no seq allocated" })
+    if (perPartition.size === 1) {
+      for (const [partitionKey, count] of perPartition) {
+        const last = (yield* select(seqOf, "persist", conn, st.allocateSeq, [partitionKey, count]))[0]
+        if (last === undefined) {
+          return yield* new StoreUnavailable({ operation: "persist", partitionKey, cause: "no seq allocated" })
+        }
+        nextSeq.set(partitionKey, last - count + 1)
       }
-      nextSeq.set(partitionKey, last - count + 1)
+    } else {
+      // a batch over several partitions allocates every partition's block in one statement
+      for (const chunk of chunksOf(Array.from(perPartition), seqChunk)) {
+        const params: Array<unknown> = []
+        for (const [partitionKey, count] of chunk) params.push(partitionKey, count)
+        const rows = yield* select(seqBlocksOf, "persist", conn, st.allocateSeqs(chunk.length), params)
+        for (const { partitionKey, last } of rows)
+          nextSeq.set(partitionKey, last - (perPartition.get(partitionKey) ?? 0) + 1)
+      }
+      for (const partitionKey of perPartition.keys()) {
+        if (!nextSeq.has(partitionKey)) {
+          return yield* new StoreUnavailable({ operation: "persist", partitionKey, cause: "no seq allocated" })
+        }
+      }
     }
     const inserted = new Set<string>()
     for (const chunk of chunksOf(records, SqliteOutboxSchema.insertChunk)) {

@@ -66,6 +66,32 @@ export const partitionsOf = columnOf("partition_key", isString, decodePartitions
 /** Reads the `n` column of every row. */
 export const countOf = columnOf("n", isNumber, decodeCount)
 
+const decodeSeqBlocks = rowsOf(Schema.Struct({ partition_key: Schema.String, seq_counter: Schema.Number }))
+
+/**
+ * Reads `partition_key` and `seq_counter` of every row (the seq blocks of a multi-partition persist),
+ * checked structurally, described through the schema when a row fails the check.
+ */
+export const seqBlocksOf = (
+  operation: string,
+  rows: ReadonlyArray<unknown>
+): Either.Either<Array<{ readonly partitionKey: string; readonly last: number }>, StoreUnavailable> => {
+  const out: Array<{ readonly partitionKey: string; readonly last: number }> = []
+  for (const row of rows) {
+    const partitionKey: unknown =
+      typeof row === "object" && row !== null ? Reflect.get(row, "partition_key") : undefined
+    const last: unknown = typeof row === "object" && row !== null ? Reflect.get(row, "seq_counter") : undefined
+    if (!isString(partitionKey) || !isNumber(last)) {
+      const decoded = decodeSeqBlocks(rows)
+      return Either.isRight(decoded)
+        ? Either.right(decoded.right.map((r) => ({ partitionKey: r.partition_key, last: r.seq_counter })))
+        : Either.left(new StoreUnavailable({ operation, cause: decoded.left }))
+    }
+    out.push({ partitionKey, last })
+  }
+  return Either.right(out)
+}
+
 /** Splits items into chunks of at most `size`. */
 export const chunksOf = <A>(items: ReadonlyArray<A>, size: number): Array<ReadonlyArray<A>> => {
   if (items.length <= size) return [items]
