@@ -998,7 +998,12 @@ describe("Drainer", () => {
       expect(first.delivered).toBe(2)
       expect(yield* gauge(OutboxMetrics.OutboxClaimBatchSize, p)).toBe(2)
       expect(yield* gauge(OutboxMetrics.OutboxDepth, p)).toBe(3)
-      expect(yield* gauge(OutboxMetrics.OutboxClaimedDepth, p)).toBe(2)
+      // read at the end of the cycle: the batch's records are completed, none left claimed
+      expect(yield* gauge(OutboxMetrics.OutboxClaimedDepth, p)).toBe(0)
+      // the counts run after the batch's complete, never between its claim and its sends
+      const operations = (yield* faults.calls).map((call) => call.operation)
+      const claimAt = operations.indexOf("claim")
+      expect(operations.slice(claimAt, claimAt + 4)).toEqual(["claim", "complete", "countPending", "countClaimed"])
       yield* faults.inject({ operation: "countPending" })
       yield* faults.inject({ operation: "countClaimed", unsupported: true })
       const second = yield* d.drainOnce(2)

@@ -10,10 +10,13 @@
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
 
-/** Pending records of a partition (gauge, from `countPending`). @since 0.1.0 */
+/** Pending records of a partition (gauge, from `countPending`, read at the end of a drain cycle). @since 0.1.0 */
 export const OutboxDepth = Metric.gauge("OutboxDepth", { description: "pending records per partition" })
 
-/** Claimed records of a partition (gauge, from `countClaimed`). @since 0.1.0 */
+/**
+ * Claimed records of a partition (gauge, from `countClaimed`, read at the end of a drain cycle: what the
+ * cycle's batch left claimed and what other owners hold, not the batch in flight). @since 0.1.0
+ */
 export const OutboxClaimedDepth = Metric.gauge("OutboxClaimedDepth", {
   description: "claimed (in-flight or stranded) records per partition"
 })

@@ -1,9 +1,12 @@
 /**
  * One drain cycle (SPEC §6 steps 1-3): without a live lease of the owner it is skipped
  * (`DrainSkippedNoLease`); otherwise it retries what earlier cycles left claimed, sweeps expired records
- * when they are dropped (at most once per `expireInterval`), claims up to the limit, refreshes the depth
- * gauges (at most once per `gaugeInterval`; a failing count is counted, never fatal) and runs the batch.
- * Idle cycles open no span; a cycle that claimed records runs in a `Drainer.batch` span.
+ * when they are dropped (at most once per `expireInterval`), claims up to the limit, runs the batch and
+ * then refreshes the depth gauges (at most once per `gaugeInterval`; a failing count is counted, never
+ * fatal). The counts come after the batch, never between a claim and its sends: a record claimed after an
+ * idle pause goes out without waiting for them, and a claimed depth read at the end of a cycle is what the
+ * batch left claimed (stranded records, another owner's), not the batch in flight. Idle cycles open no
+ * span; a cycle that claimed records runs in a `Drainer.batch` span.
  *
  * @since 0.1.0
  */
@@ -67,11 +70,11 @@ export interface CycleResult {
 export type CycleError =
   StaleFencingToken | TransactionConflict | StoreUnavailable | CorruptRecord | InvalidArgument | DrainStalled
 
-const refreshGauges = (instance: Instance, claimed: number): Effect.Effect<void> =>
+/** Refreshes the depth gauges, at most once per `gaugeInterval` (a failing count is counted, never fatal). */
+const refreshGauges = (instance: Instance): Effect.Effect<void> =>
   Effect.gen(function* () {
     const { metrics, store } = instance
     const partitionKey = instance.config.partitionKey
-    yield* Metric.set(metrics.batchSize, claimed)
     const now = yield* Clock.currentTimeMillis
     if (now - instance.lastGaugeAt < instance.gaugeIntervalMillis) return
     instance.lastGaugeAt = now
@@ -147,8 +150,11 @@ export const drainOnce = (instance: Instance, limit?: number): Effect.Effect<Cyc
       yield* Effect.logWarning("short claim batch").pipe(Effect.annotateLogs({ error: batch.truncated.value.message }))
     }
     const records = batch.records
-    yield* refreshGauges(instance, records.length)
-    if (records.length === 0) return { ...empty, leased: true, swept }
+    yield* Metric.set(instance.metrics.batchSize, records.length)
+    if (records.length === 0) {
+      yield* refreshGauges(instance)
+      return { ...empty, leased: true, swept }
+    }
     yield* updateAll(
       instance.metrics.bound.replayCount,
       records.map((r) => r.replayCount)
@@ -159,5 +165,7 @@ export const drainOnce = (instance: Instance, limit?: number): Effect.Effect<Cyc
         attributes: { "outbox.partition": instance.config.partitionKey, "outbox.records": records.length }
       })
     )
+    // after the batch: the counts' statements never delay its sends
+    yield* refreshGauges(instance)
     return { leased: true, limit: claimLimit, claimed: records.length, swept, ...counters }
   }).pipe(Effect.annotateLogs({ partition: instance.config.partitionKey, owner: instance.config.owner }))
