@@ -167,15 +167,59 @@ describe("Drainer lease checks between waves", () => {
     }).pipe(Effect.provide(layer))
   )
 
-  it.effect("a renew in this process voids the read: the next wave reads the lease again", () =>
+  it.effect("a renew written in this process stands in for a read: the waves after it read nothing", () =>
     Effect.gen(function* () {
       const { drainer, leases } = yield* setup("h-renewed", (leases, lease) =>
-        leases.store.renew("h-renewed", lease.token, `${TTL_MILLIS} millis`)
+        // half a lease later: the renewed expiry lies 30 s past the one the cycle's read found
+        Effect.zipRight(
+          TestClock.adjust("30 seconds"),
+          leases.store.renew("h-renewed", lease.token, `${TTL_MILLIS} millis`)
+        )
       )
       const before = leases.reads()
       const result = yield* drainer.drainOnce()
       expect(result).toMatchObject({ claimed: 30, delivered: 30 })
-      // the cycle's read, one after the renew (the renew's own refusal check reads nothing: it was written)
+      // the cycle's read only: the renew found the lease held at the token's version and moved its expiry
+      expect(leases.reads() - before).toBe(1)
+      // the renewed expiry is what stands now: 50 s on, the read's expiry has passed, the renewed one has not
+      yield* TestClock.adjust(`${TTL_MILLIS - 10_000} millis`)
+      expect((yield* drainer.drainOnce()).leased).toBe(true)
+      expect(leases.reads() - before).toBe(1)
+    }).pipe(Effect.provide(layer))
+  )
+
+  it.effect("a renew refused in this process voids the read: the next wave reads the lease and is not sent", () =>
+    Effect.gen(function* () {
+      const { drainer, sink } = yield* setup("h-renew-refused", (leases, lease) =>
+        Effect.gen(function* () {
+          yield* TestClock.adjust(`${TTL_MILLIS} millis`)
+          const now = yield* TestClock.currentTimeMillis
+          // another process takes the expired lease over, straight in the storage
+          const taken = yield* leases.backend.tryAcquire("h-renew-refused", "relay-b", now, now + TTL_MILLIS)
+          expect(taken._tag).toBe("Written")
+          const renewed = yield* Effect.flip(leases.store.renew("h-renew-refused", lease.token, `${TTL_MILLIS} millis`))
+          expect(renewed._tag).toBe("StaleFencingToken")
+        })
+      )
+      const error = yield* Effect.flip(drainer.drainOnce())
+      expect(error._tag).toBe("StaleFencingToken")
+      expect(yield* sink.attempts).toEqual(["r00", "r01", "r02", "r03", "r04"])
+    }).pipe(Effect.provide(layer))
+  )
+
+  it.effect("a renew of another owner's lease in this process stands in for nothing of this drainer's", () =>
+    Effect.gen(function* () {
+      const { drainer, leases } = yield* setup("h-renew-other", (leases) =>
+        Effect.gen(function* () {
+          yield* TestClock.adjust(`${TTL_MILLIS} millis`)
+          // this process's other relay takes the expired lease over and renews it
+          const taken = yield* leases.store.acquire("h-renew-other", "relay-b", `${TTL_MILLIS} millis`)
+          yield* leases.store.renew("h-renew-other", taken.token, `${TTL_MILLIS} millis`)
+        })
+      )
+      const before = leases.reads()
+      const error = yield* Effect.flip(drainer.drainOnce())
+      expect(error._tag).toBe("StaleFencingToken")
       expect(leases.reads() - before).toBe(2)
     }).pipe(Effect.provide(layer))
   )

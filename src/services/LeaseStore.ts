@@ -16,6 +16,7 @@ import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
+import * as Exit from "effect/Exit"
 import * as Option from "effect/Option"
 import { invalidReason, LeaseToken, type LeaseTokenLike } from "../domain/LeaseToken.js"
 import {
@@ -272,6 +273,21 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
       )
     })
 
+  /**
+   * A renew, counted like every write; a renew that was written is noted with the end of its write
+   * (`LeaseWrites.noteRenewed`): it found the lease held at its version and moved the expiry.
+   */
+  const countedRenew = <E>(partitionKey: string, write: Effect.Effect<Lease, E>): Effect.Effect<Lease, E> =>
+    Effect.suspend(() => {
+      LeaseWrites.note(partitionKey)
+      return Effect.onExit(write, (exit) =>
+        Effect.sync(() => {
+          if (Exit.isFailure(exit)) return LeaseWrites.note(partitionKey)
+          LeaseWrites.noteRenewed(service, partitionKey, exit.value.token, DateTime.toEpochMillis(exit.value.expiresAt))
+        })
+      )
+    })
+
   const service = LeaseStore.of({
     acquire: (partitionKey, owner, ttl) =>
       Effect.gen(function* () {
@@ -311,7 +327,7 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
         const millis = yield* ttlMillis("renew", ttl)
         const now = Math.floor(yield* Clock.currentTimeMillis)
         return yield* holderWrite("renew", partitionKey, token, () => backend.extend(partitionKey, token, now + millis))
-      }).pipe((write) => counted(partitionKey, write), span("LeaseStore.renew", partitionKey)),
+      }).pipe((write) => countedRenew(partitionKey, write), span("LeaseStore.renew", partitionKey)),
     release: (partitionKey, token) =>
       Effect.gen(function* () {
         if (!isNonEmptyString(partitionKey)) return yield* invalidKey("release")

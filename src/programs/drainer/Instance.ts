@@ -232,8 +232,9 @@ export interface Instance extends Services {
   /** Complete, release and dead-letter write calls so far (see `BatchState.leaseHeldAt`). */
   storeCalls: number
   /**
-   * What the last lease read found held, while it still stands (`LeaseWrites`): the token, the
-   * partition's lease-write count at the read, and the instant the read stops standing in for a new one.
+   * What the last lease read (or a renew of this owner's written since) found held, while it still stands
+   * (`LeaseWrites`): the token, the partition's lease-write count at the read, and the instant the read
+   * stops standing in for a new one.
    */
   leaseHorizon: LeaseHorizon | undefined
   lastGaugeAt: number

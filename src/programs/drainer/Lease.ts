@@ -13,7 +13,7 @@ import * as LeaseToken from "../../domain/LeaseToken.js"
 import { StaleFencingToken } from "../../domain/OutboxError.js"
 import type { BatchState } from "./BatchState.js"
 import * as LeaseWrites from "../../services/LeaseWrites.js"
-import type { Instance } from "./Instance.js"
+import type { Instance, LeaseHorizon } from "./Instance.js"
 
 /**
  * What a lease check found.
@@ -53,34 +53,49 @@ export const read = (instance: Instance): Effect.Effect<Option.Option<LeaseToken
   })
 
 /**
- * Whether the last read that found the lease held at the token's version still stands (`LeaseWrites`) at
- * `nowMillis`: {@link check} finds it held without a read (a wave asks this first, without an effect).
- *
- * @since 0.1.0
+ * What this process knows of the lease at `nowMillis` without a read: the last read that found it held
+ * while that read stands, or else a renew of this owner's written since (`LeaseWrites.lastRenewal`: it found
+ * the lease held at its version and moved the expiry), which becomes the instance's horizon.
  */
-export const stands = (instance: Instance, token: LeaseToken.LeaseTokenLike, nowMillis: number): boolean => {
+const standing = (instance: Instance, nowMillis: number): LeaseHorizon | undefined => {
+  const partitionKey = instance.config.partitionKey
   const horizon = instance.leaseHorizon
-  return (
-    horizon !== undefined &&
-    horizon.token.version === token.version &&
-    nowMillis < horizon.untilMillis &&
-    LeaseWrites.count(instance.leases, instance.config.partitionKey) === horizon.writes
-  )
+  if (horizon !== undefined && LeaseWrites.count(instance.leases, partitionKey) === horizon.writes) {
+    return nowMillis < horizon.untilMillis ? horizon : undefined
+  }
+  const renewal = LeaseWrites.lastRenewal(instance.leases, partitionKey)
+  if (renewal === undefined || renewal.token.owner !== instance.config.owner) return undefined
+  const renewed: LeaseHorizon = {
+    token: renewal.token,
+    writes: renewal.writes,
+    untilMillis: renewal.expiresAtMillis - LeaseWrites.marginMillis
+  }
+  instance.leaseHorizon = renewed
+  return nowMillis < renewed.untilMillis ? renewed : undefined
 }
 
 /**
+ * Whether what this process knows of the lease (the last read that found it held, or a renew of this
+ * owner's since: `LeaseWrites`) still stands at `nowMillis` for the token's version: {@link check} finds
+ * it held without a read (a wave asks this first, without an effect).
+ *
+ * @since 0.1.0
+ */
+export const stands = (instance: Instance, token: LeaseToken.LeaseTokenLike, nowMillis: number): boolean =>
+  standing(instance, nowMillis)?.token.version === token.version
+
+/**
  * The live lease's token when this owner holds it (an unreadable lease counts as not held): the token of
- * the last read while that read still stands (see {@link read}), else a new read. The claim that follows is
+ * the last read while that read still stands (see {@link read}) or of a renew of this owner's written since,
+ * else a new read. The claim that follows is
  * fenced by the token's version either way (R-CLAIM-2).
  *
  * @since 0.1.0
  */
 export const live = (instance: Instance): Effect.Effect<Option.Option<LeaseToken.LeaseToken>> =>
   Effect.clockWith((clock) => {
-    const horizon = instance.leaseHorizon
-    if (horizon !== undefined && stands(instance, horizon.token, clock.unsafeCurrentTimeMillis())) {
-      return Effect.succeed(Option.some(horizon.token))
-    }
+    const known = standing(instance, clock.unsafeCurrentTimeMillis())
+    if (known !== undefined) return Effect.succeed(Option.some(known.token))
     return Effect.map(read(instance), (found) => (found === "unknown" ? Option.none() : found))
   })
 
