@@ -7,8 +7,9 @@
  * cost), dynamodbThroughput (store vs raw SDK), drain, contention, brokers (NATS and RabbitMQ sinks vs a hand-written
  * relay), inbox (`Inbox.process` vs a raw loop on SQLite and PostgreSQL); `--quick` is passed on to every
  * benchmark; `--report` only regenerates the report. `latency` (delivery after idle, bench/latency.ts) runs
- * only when named: its full method takes over two hours; so does `steady` (the highest rate one relay
- * sustains, bench/steady.ts: half an hour). fairness: one relay over many partitions.
+ * only when named: its full method takes about 40 minutes with `--together` (every backend on one schedule),
+ * over two hours without; so does `steady` (the highest rate one relay sustains, bench/steady.ts: half an
+ * hour). fairness: one relay over many partitions.
  */
 import { spawn } from "node:child_process"
 import { existsSync } from "node:fs"
