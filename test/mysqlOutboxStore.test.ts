@@ -219,13 +219,16 @@ describe("MysqlOutboxStore", () => {
         // a MyISAM table (not rolled back with the transaction) counts every attempt of the claim update
         yield* sql.unsafe(`CREATE TABLE retrybound.attempts (n INT AUTO_INCREMENT PRIMARY KEY) ENGINE=MyISAM`)
           .unprepared
-        yield* sql.unsafe(`CREATE TRIGGER retrybound.fail BEFORE UPDATE ON ${t.outbox} FOR EACH ROW
-        BEGIN
-          IF NEW.status = 'claimed' THEN
-            INSERT INTO retrybound.attempts VALUES (NULL);
-            SIGNAL SQLSTATE '40001' SET MESSAGE_TEXT = 'injected', MYSQL_ERRNO = 1213;
-          END IF;
-        END`).unprepared
+        // every attempt of the claim update is counted, then fails with the given SQLSTATE and error number
+        const failClaims = (sqlstate: string, errno: number) =>
+          sql.unsafe(`CREATE TRIGGER retrybound.fail BEFORE UPDATE ON ${t.outbox} FOR EACH ROW
+          BEGIN
+            IF NEW.status = 'claimed' THEN
+              INSERT INTO retrybound.attempts VALUES (NULL);
+              SIGNAL SQLSTATE '${sqlstate}' SET MESSAGE_TEXT = 'injected', MYSQL_ERRNO = ${errno};
+            END IF;
+          END`).unprepared
+        yield* failClaims("40001", 1213)
         const error = yield* Effect.flip(store.claim("pe", token("w", 1), 10))
         expect(error._tag).toBe("TransactionConflict")
         const attempts = yield* sql<{ n: number }>`SELECT count(*) AS n FROM retrybound.attempts`
@@ -233,13 +236,7 @@ describe("MysqlOutboxStore", () => {
         // another failure than a conflict is not retried: one attempt, StoreUnavailable
         yield* sql.unsafe(`DROP TRIGGER retrybound.fail`).unprepared
         yield* sql.unsafe(`TRUNCATE TABLE retrybound.attempts`).unprepared
-        yield* sql.unsafe(`CREATE TRIGGER retrybound.fail BEFORE UPDATE ON ${t.outbox} FOR EACH ROW
-        BEGIN
-          IF NEW.status = 'claimed' THEN
-            INSERT INTO retrybound.attempts VALUES (NULL);
-            SIGNAL SQLSTATE '45000' SET MESSAGE_TEXT = 'injected', MYSQL_ERRNO = 1644;
-          END IF;
-        END`).unprepared
+        yield* failClaims("45000", 1644)
         const other = yield* Effect.flip(store.claim("pe", token("w", 1), 10))
         expect(other._tag).toBe("StoreUnavailable")
         const once = yield* sql<{ n: number }>`SELECT count(*) AS n FROM retrybound.attempts`
