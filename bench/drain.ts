@@ -628,7 +628,7 @@ const rawBaseline = (count: number): Throughput => {
     n++
     statementClock.perBatch = false
     tx(() => {
-      const [row] = st(statements.allocateSeq).all(partitionKey, batch.length)
+      const [row] = st(statements.allocateSeqs(1)).all(partitionKey, batch.length)
       let seq = Number(row?.["seq_counter"]) - batch.length + 1
       const values: Array<unknown> = []
       for (const record of batch) values.push(...SqliteOutboxSchema.insertValues(record, seq++))

@@ -109,7 +109,7 @@ class RawStore {
     return this.transaction(() => {
       const first = batchRecords[0]
       if (first === undefined) return []
-      const [row] = this.statement(statements.allocateSeq).all(first.partitionKey, batchRecords.length)
+      const [row] = this.statement(statements.allocateSeqs(1)).all(first.partitionKey, batchRecords.length)
       let seq = Number(row?.["seq_counter"]) - batchRecords.length + 1
       const values: Array<unknown> = []
       for (const record of batchRecords) SqliteOutboxSchema.pushInsertValues(values, record, seq++)
@@ -182,7 +182,7 @@ const handWrittenLoop = (sql: SqlClient.SqlClient) => {
       Effect.gen(function* () {
         const first = batchRecords[0]
         if (first === undefined) return
-        const seqRows = yield* sql.unsafe(statements.allocateSeq, [first.partitionKey, batchRecords.length])
+        const seqRows = yield* sql.unsafe(statements.allocateSeqs(1), [first.partitionKey, batchRecords.length])
         let seq = firstNumber(seqRows, "seq_counter") - batchRecords.length + 1
         const values: Array<unknown> = []
         for (const record of batchRecords) SqliteOutboxSchema.pushInsertValues(values, record, seq++)

@@ -170,11 +170,10 @@ export const insertChunk = 500
  * @since 0.1.0
  */
 export interface Statements extends SqlOutboxStatements.Statements {
-  /** Params: partitionKey, count. Returns `seq_counter` (the last seq of the allocated block). */
-  readonly allocateSeq: string
   /**
-   * {@link allocateSeq} for `partitions` partitions in one statement. Params: partitionKey, count for each
-   * (distinct partition keys). Returns `partition_key` and `seq_counter` (the last seq of its block) per partition.
+   * Allocates a seq block for each of `partitions` partitions in one statement. Params: partitionKey, count
+   * for each (distinct partition keys). Returns `partition_key` and `seq_counter` (the last seq of its
+   * block) per partition.
    */
   readonly allocateSeqs: (partitions: number) => string
   /** Multi-row insert of `rows` records (`insertWidth` params each); returns the inserted ids. */
@@ -204,9 +203,6 @@ export const statements = (t: TableNames, options: { readonly staleReclaim: bool
       },
       options
     ),
-    allocateSeq: `INSERT INTO ${t.fence} (partition_key, max_version, seq_counter) VALUES (?, 0, ?)
-ON CONFLICT (partition_key) DO UPDATE SET seq_counter = seq_counter + excluded.seq_counter
-RETURNING seq_counter`,
     allocateSeqs: SqlOutboxStatements.bySize(
       (
         partitions

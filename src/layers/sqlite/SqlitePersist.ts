@@ -12,7 +12,7 @@ import { StoreUnavailable } from "../../domain/OutboxError.js"
 import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import * as SqlPersist from "../sql/SqlPersist.js"
 import * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
-import { chunksOf, decodeIdentities, idsOf, run, select, seqBlocksOf, seqOf } from "./SqliteStatement.js"
+import { chunksOf, decodeIdentities, idsOf, run, select, seqBlocksOf } from "./SqliteStatement.js"
 
 /** Partitions per seq-allocation statement (two bound values each, well under SQLite's limit). */
 const seqChunk = 500
@@ -32,28 +32,19 @@ const insertRecords = (
     for (const record of records) {
       perPartition.set(record.partitionKey, (perPartition.get(record.partitionKey) ?? 0) + 1)
     }
+    // every partition's block in one statement per chunk of partitions
     const nextSeq = new Map<string, number>()
-    if (perPartition.size === 1) {
-      for (const [partitionKey, count] of perPartition) {
-        const last = (yield* select(seqOf, "persist", conn, st.allocateSeq, [partitionKey, count]))[0]
-        if (last === undefined) {
-          return yield* new StoreUnavailable({ operation: "persist", partitionKey, cause: "no seq allocated" })
-        }
-        nextSeq.set(partitionKey, last - count + 1)
+    for (const chunk of chunksOf(Array.from(perPartition), seqChunk)) {
+      const params: Array<unknown> = []
+      for (const [partitionKey, count] of chunk) params.push(partitionKey, count)
+      const rows = yield* select(seqBlocksOf, "persist", conn, st.allocateSeqs(chunk.length), params)
+      for (const { partitionKey, last } of rows) {
+        nextSeq.set(partitionKey, last - (perPartition.get(partitionKey) ?? 0) + 1)
       }
-    } else {
-      // a batch over several partitions allocates every partition's block in one statement
-      for (const chunk of chunksOf(Array.from(perPartition), seqChunk)) {
-        const params: Array<unknown> = []
-        for (const [partitionKey, count] of chunk) params.push(partitionKey, count)
-        const rows = yield* select(seqBlocksOf, "persist", conn, st.allocateSeqs(chunk.length), params)
-        for (const { partitionKey, last } of rows)
-          nextSeq.set(partitionKey, last - (perPartition.get(partitionKey) ?? 0) + 1)
-      }
-      for (const partitionKey of perPartition.keys()) {
-        if (!nextSeq.has(partitionKey)) {
-          return yield* new StoreUnavailable({ operation: "persist", partitionKey, cause: "no seq allocated" })
-        }
+    }
+    for (const partitionKey of perPartition.keys()) {
+      if (!nextSeq.has(partitionKey)) {
+        return yield* new StoreUnavailable({ operation: "persist", partitionKey, cause: "no seq allocated" })
       }
     }
     const inserted = new Set<string>()

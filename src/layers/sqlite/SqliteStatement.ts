@@ -20,7 +20,6 @@ import { decodeAll } from "../DecodeAll.js"
 /** Row decoders, compiled once: they only run to describe a row that failed its structural check. */
 const rowsOf = <A, I>(schema: Schema.Schema<A, I>) => Schema.decodeUnknownEither(Schema.Array(schema))
 const decodeFence = rowsOf(Schema.Struct({ max_version: Schema.Number }))
-const decodeSeq = rowsOf(Schema.Struct({ seq_counter: Schema.Number }))
 const decodePartitions = rowsOf(Schema.Struct({ partition_key: Schema.String }))
 const decodeIds = rowsOf(SqliteOutboxRows.IdRow)
 /** Decodes identity rows (`partition_key`, `envelope_id`, `binding_id`). */
@@ -59,8 +58,6 @@ const isNumber = (u: unknown): u is number => typeof u === "number"
 export const idsOf = columnOf("id", isString, decodeIds)
 /** Reads the `max_version` column of every row. */
 export const fenceOf = columnOf("max_version", isNumber, decodeFence)
-/** Reads the `seq_counter` column of every row. */
-export const seqOf = columnOf("seq_counter", isNumber, decodeSeq)
 /** Reads the `partition_key` column of every row. */
 export const partitionsOf = columnOf("partition_key", isString, decodePartitions)
 /** Reads the `n` column of every row. */
