@@ -24,6 +24,7 @@ import * as Sender from "../src/programs/drainer/Sender.js"
 import { settings } from "../src/programs/drainer/Settings.js"
 import * as SinkHealth from "../src/programs/drainer/SinkHealth.js"
 import * as Turns from "../src/programs/drainer/Turns.js"
+import * as OutboxMetrics from "../src/services/OutboxMetrics.js"
 import { SendError, type SinkService } from "../src/services/Sink.js"
 
 const record = (id: string, orderingKey?: string) =>
@@ -279,7 +280,7 @@ describe("bound metrics", () => {
         drainer.bound.latency.update(300, labels)
         expect((yield* Metric.value(plain.delivered)).count).toBe(5)
         expect((yield* Metric.value(routed.delivered)).count).toBe(7)
-        const latency = yield* Metric.value(drainer.latency)
+        const latency = yield* Metric.value(OutboxMetrics.tagged(OutboxMetrics.OutboxDrainLatency, partition, "orders"))
         expect([latency.count, latency.sum]).toEqual([2, 305])
         // under fiber metric labels, both reach the same labelled series, apart from the unlabelled one
         yield* Effect.sync(() => routed.bound.delivered.update(4, [MetricLabel.make("relay", "r1")])).pipe(

@@ -9,6 +9,7 @@
  */
 import * as Metric from "effect/Metric"
 import * as MetricBoundaries from "effect/MetricBoundaries"
+import * as MetricLabel from "effect/MetricLabel"
 
 /** Pending records of a partition (gauge, from `countPending`, read at the end of a drain cycle). @since 0.1.0 */
 export const OutboxDepth = Metric.gauge("OutboxDepth", { description: "pending records per partition" })
@@ -155,7 +156,17 @@ export const DynamoDBOutboxClaimTruncated = Metric.counter("DynamoDBOutboxClaimT
 })
 
 /**
- * Tags a metric with the partition (and route when given).
+ * The tags {@link tagged} puts on a metric, innermost first: the partition, then the route when given.
+ *
+ * @since 0.1.0
+ */
+export const tagsOf = (partitionKey: string, routeId?: string): ReadonlyArray<MetricLabel.MetricLabel> =>
+  routeId !== undefined && routeId.length > 0
+    ? [MetricLabel.make("partition", partitionKey), MetricLabel.make("route", routeId)]
+    : [MetricLabel.make("partition", partitionKey)]
+
+/**
+ * Tags a metric with the partition (and route when given): {@link tagsOf}.
  *
  * @since 0.1.0
  */
@@ -163,10 +174,8 @@ export const tagged = <Type, In, Out>(
   metric: Metric.Metric<Type, In, Out>,
   partitionKey: string,
   routeId?: string
-): Metric.Metric<Type, In, Out> => {
-  const withPartition = Metric.tagged(metric, "partition", partitionKey)
-  return routeId !== undefined && routeId.length > 0 ? Metric.tagged(withPartition, "route", routeId) : withPartition
-}
+): Metric.Metric<Type, In, Out> =>
+  tagsOf(partitionKey, routeId).reduce((tagged, label) => Metric.tagged(tagged, label.key, label.value), metric)
 
 /** Sends through a `SinkRouter`; tagged with `route` and `outcome` (`delivered`, `transient`, `permanent`, `paused`, `unrouted`). @since 0.2.0 */
 export const OutboxRouteSends = Metric.counter("OutboxRouteSends", {

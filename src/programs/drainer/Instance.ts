@@ -39,17 +39,15 @@ export const metricsFor = (partitionKey: string, routeId: string | undefined) =>
     batchSize: tag(OutboxMetrics.OutboxClaimBatchSize),
     depthFailures: tag(OutboxMetrics.OutboxDepthFailures),
     completions: tag(OutboxMetrics.OutboxCompletions),
-    replayCount: tag(OutboxMetrics.OutboxReplayCount),
     duplicateRisk: tag(OutboxMetrics.OutboxDuplicateRisk),
     deferred: tag(OutboxMetrics.OutboxDeferred),
     stalled: tag(OutboxMetrics.OutboxDrainStalled),
     noLease: tag(OutboxMetrics.DrainSkippedNoLease),
     expired: tag(OutboxMetrics.MessagesExpired),
-    latency: tag(OutboxMetrics.OutboxDrainLatency),
     /** The per-record and per-wave metrics, bound to their tags (see {@link bind}). */
     bound: {
-      latency: bind(OutboxMetrics.OutboxDrainLatency, tagsFor(partitionKey, routeId)),
-      replayCount: bind(OutboxMetrics.OutboxReplayCount, tagsFor(partitionKey, routeId))
+      latency: bind(OutboxMetrics.OutboxDrainLatency, OutboxMetrics.tagsOf(partitionKey, routeId)),
+      replayCount: bind(OutboxMetrics.OutboxReplayCount, OutboxMetrics.tagsOf(partitionKey, routeId))
     },
     dropped: {
       poison: Metric.tagged(tag(OutboxMetrics.MessagesDropped), "reason", "poison"),
@@ -72,8 +70,8 @@ export const routeMetricsFor = (partitionKey: string, routeId: string | undefine
     failures: tag(OutboxMetrics.OutboxRecordFailures),
     /** The per-wave counters, bound to their tags (see {@link bind}). */
     bound: {
-      delivered: bind(OutboxMetrics.OutboxDelivered, tagsFor(partitionKey, routeId)),
-      failures: bind(OutboxMetrics.OutboxRecordFailures, tagsFor(partitionKey, routeId))
+      delivered: bind(OutboxMetrics.OutboxDelivered, OutboxMetrics.tagsOf(partitionKey, routeId)),
+      failures: bind(OutboxMetrics.OutboxRecordFailures, OutboxMetrics.tagsOf(partitionKey, routeId))
     },
     dlq: {
       poison: Metric.tagged(tag(OutboxMetrics.DLQEntries), "category", "poison"),
@@ -128,23 +126,7 @@ export interface BoundMetric<In> {
 }
 
 /**
- * The tags `OutboxMetrics.tagged` puts on a metric (then `extra`), innermost first: the partition, the route
- * when there is one.
- *
- * @since 0.1.0
- */
-export const tagsFor = (
-  partitionKey: string,
-  routeId: string | undefined,
-  ...extra: ReadonlyArray<MetricLabel.MetricLabel>
-): ReadonlyArray<MetricLabel.MetricLabel> => [
-  MetricLabel.make("partition", partitionKey),
-  ...(routeId !== undefined && routeId.length > 0 ? [MetricLabel.make("route", routeId)] : []),
-  ...extra
-]
-
-/**
- * Binds an untagged metric to its tags (innermost first, as {@link tagsFor} lists them).
+ * Binds an untagged metric to its tags (innermost first, as `OutboxMetrics.tagsOf` lists them).
  *
  * @since 0.1.0
  */
