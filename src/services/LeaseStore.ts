@@ -263,30 +263,30 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
       : new InvalidArgument({ operation, argument: "partitionKey", reason: problem })
   }
 
-  /** Counts the write on the partition when it starts and when it ends (`LeaseWrites`). */
-  const counted = <A, E>(partitionKey: string, write: Effect.Effect<A, E>): Effect.Effect<A, E> =>
-    Effect.suspend(() => {
-      LeaseWrites.note(partitionKey)
-      return Effect.ensuring(
-        write,
-        Effect.sync(() => LeaseWrites.note(partitionKey))
-      )
-    })
-
   /**
-   * A renew, counted like every write; a renew that was written is noted with the end of its write
-   * (`LeaseWrites.noteRenewed`): it found the lease held at its version and moved the expiry.
+   * Counts the write on the partition when it starts and when it ends (`LeaseWrites`); `written`, when
+   * given, notes a write that succeeded in place of the end count (in the same step, so no other write of
+   * the partition can fall between the two).
    */
-  const countedRenew = <E>(partitionKey: string, write: Effect.Effect<Lease, E>): Effect.Effect<Lease, E> =>
+  const counted = <A, E>(
+    partitionKey: string,
+    write: Effect.Effect<A, E>,
+    written?: (value: A) => void
+  ): Effect.Effect<A, E> =>
     Effect.suspend(() => {
       LeaseWrites.note(partitionKey)
       return Effect.onExit(write, (exit) =>
-        Effect.sync(() => {
-          if (Exit.isFailure(exit)) return LeaseWrites.note(partitionKey)
-          LeaseWrites.noteRenewed(service, partitionKey, exit.value.token, DateTime.toEpochMillis(exit.value.expiresAt))
-        })
+        Effect.sync(() =>
+          written !== undefined && Exit.isSuccess(exit) ? written(exit.value) : LeaseWrites.note(partitionKey)
+        )
       )
     })
+
+  /** A renew that was written stands in for a read of the lease (`LeaseWrites.noteRenewed`). */
+  const renewed =
+    (partitionKey: string) =>
+    (lease: Lease): void =>
+      LeaseWrites.noteRenewed(service, partitionKey, lease.token, DateTime.toEpochMillis(lease.expiresAt))
 
   const service = LeaseStore.of({
     acquire: (partitionKey, owner, ttl) =>
@@ -327,7 +327,7 @@ export const make = (backend: LeaseBackend): LeaseStoreService => {
         const millis = yield* ttlMillis("renew", ttl)
         const now = Math.floor(yield* Clock.currentTimeMillis)
         return yield* holderWrite("renew", partitionKey, token, () => backend.extend(partitionKey, token, now + millis))
-      }).pipe((write) => countedRenew(partitionKey, write), span("LeaseStore.renew", partitionKey)),
+      }).pipe((write) => counted(partitionKey, write, renewed(partitionKey)), span("LeaseStore.renew", partitionKey)),
     release: (partitionKey, token) =>
       Effect.gen(function* () {
         if (!isNonEmptyString(partitionKey)) return yield* invalidKey("release")
