@@ -57,6 +57,8 @@ import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
 import * as MemorySink from "../src/layers/sinks/MemorySink.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteLeaseStore from "../src/layers/sqlite/SqliteLeaseStore.js"
+import * as SqlDialect from "../src/layers/sql/SqlDialect.js"
+import * as SqlOutboxStatements from "../src/layers/sql/SqlOutboxStatements.js"
 import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import * as Relay from "../src/programs/Relay.js"
@@ -575,6 +577,8 @@ const statementClock = {
 }
 const names = Either.getOrThrow(SqliteOutboxSchema.tableNames(""))
 const statements = SqliteOutboxSchema.statements(names, { staleReclaim: false })
+/** The store's own bind lists of those statements. */
+const bind = SqlOutboxStatements.binds(SqlDialect.sqlite)
 
 const rawBaseline = (count: number): Throughput => {
   const db = new RawSqlite(freshFile())
@@ -603,6 +607,7 @@ const rawBaseline = (count: number): Throughput => {
     }
   }
   const version = 1
+  const rawToken = { owner: "raw", version }
   const timeStatements = statementClock.installed
   if (timeStatements) statementClock.start()
   const startWall = performance.now()
@@ -637,21 +642,17 @@ const rawBaseline = (count: number): Throughput => {
     statementClock.perBatch = true
     const claimed = tx(() => {
       st(statements.raiseFence).all(partitionKey, version)
-      const candidates = st(statements.selectClaimable).all(partitionKey, version, version, 100)
-      const ids = candidates.map((row) => row["id"])
+      const candidates = st(statements.selectClaimable).all(
+        ...bind.selectClaimable(partitionKey, version, undefined, 100)
+      )
+      const ids = candidates.map((row) => String(row["id"]))
       if (ids.length === 0) return []
       return st(statements.claimUpdate(ids.length)).all(
-        "raw",
-        version,
-        Date.now(),
-        Date.now(),
-        ...ids,
-        partitionKey,
-        version
+        ...bind.claimUpdate(ids, rawToken, Date.now(), partitionKey, undefined)
       )
     })
-    const ids = claimed.map((row) => row["id"])
-    tx(() => st(statements.complete(ids.length)).all(Date.now(), Date.now(), ...ids, "raw", version))
+    const ids = claimed.map((row) => String(row["id"]))
+    tx(() => st(statements.complete(ids.length)).all(...bind.complete(ids, rawToken, Date.now())))
     done += ids.length
   }
   const wall = (performance.now() - startWall) / 1000

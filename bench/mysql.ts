@@ -43,11 +43,16 @@ import * as MysqlLeaseFence from "../src/layers/mysql/MysqlLeaseFence.js"
 import * as MysqlLeaseStore from "../src/layers/mysql/MysqlLeaseStore.js"
 import * as MysqlOutboxSchema from "../src/layers/mysql/MysqlOutboxSchema.js"
 import * as MysqlOutboxStore from "../src/layers/mysql/MysqlOutboxStore.js"
+import * as SqlDialect from "../src/layers/sql/SqlDialect.js"
+import * as SqlOutboxStatements from "../src/layers/sql/SqlOutboxStatements.js"
 import * as Relay from "../src/programs/Relay.js"
 import { OutboxStore, type OutboxStoreService } from "../src/services/OutboxStore.js"
 import { Sink } from "../src/services/Sink.js"
 import { clientLayer, createDatabase, databaseUrl, sharedClient, startMysql } from "../test/support/MysqlServer.js"
 import { relayBatch, relayOptions } from "./postgresRelayOptions.js"
+
+/** The store's own bind lists of its statements. */
+const bind = SqlOutboxStatements.binds(SqlDialect.mysql)
 
 const quick = process.argv.includes("--quick")
 const batch = 100
@@ -179,21 +184,19 @@ class RawStore {
         await this.conn.execute(this.st.raiseFence, [token.version, partitionKey])
       }
       const candidates = rowsOf(
-        await this.conn.execute(this.st.selectClaimable, [partitionKey, token.version, token.version, limit])
+        await this.conn.execute(
+          this.st.selectClaimable,
+          bind.selectClaimable(partitionKey, token.version, undefined, limit)
+        )
       )
       if (candidates.length === 0) return []
       const ids = candidates.map((row) => String(row["id"]))
       const now = Date.now()
       const claimed = header(
-        await this.conn.execute(this.st.claimUpdate(ids.length), [
-          token.owner,
-          token.version,
-          now,
-          now,
-          ...ids,
-          partitionKey,
-          token.version
-        ])
+        await this.conn.execute(
+          this.st.claimUpdate(ids.length),
+          bind.claimUpdate(ids, token, now, partitionKey, undefined)
+        )
       )
       if (claimed.affectedRows !== ids.length) throw new Error("claim mismatch")
       return ids
@@ -205,9 +208,7 @@ class RawStore {
         await this.conn.execute(this.st.lockClaimed(ids.length), [...ids, token.owner, token.version])
       ).map((row) => String(row["id"]))
       const now = Date.now()
-      const done = header(
-        await this.conn.execute(this.st.complete(held.length), [now, now, ...held, token.owner, token.version])
-      )
+      const done = header(await this.conn.execute(this.st.complete(held.length), bind.complete(held, token, now)))
       if (done.affectedRows !== ids.length) throw new Error("complete mismatch")
     })
   }
@@ -301,25 +302,15 @@ const handWrittenCycle = (sql: SqlClient.SqlClient, st: MysqlOutboxSchema.Statem
         if (Number(fence[0]?.max_version) < token.version) {
           yield* sql.unsafe(st.raiseFence, [token.version, "p"]).raw
         }
-        const candidates = yield* sql.unsafe<{ readonly id: unknown }>(st.selectClaimable, [
-          "p",
-          token.version,
-          token.version,
-          batch
-        ])
+        const candidates = yield* sql.unsafe<{ readonly id: unknown }>(
+          st.selectClaimable,
+          bind.selectClaimable("p", token.version, undefined, batch)
+        )
         if (candidates.length === 0) return []
         const chosen = candidates.map((row) => String(row.id))
         const now = Date.now()
         const claimed = writeHeader(
-          yield* sql.unsafe(st.claimUpdate(chosen.length), [
-            token.owner,
-            token.version,
-            now,
-            now,
-            ...chosen,
-            "p",
-            token.version
-          ]).raw
+          yield* sql.unsafe(st.claimUpdate(chosen.length), bind.claimUpdate(chosen, token, now, "p", undefined)).raw
         )
         if (claimed.affectedRows !== chosen.length) return yield* Effect.dieMessage("claim mismatch")
         return chosen
@@ -333,9 +324,7 @@ const handWrittenCycle = (sql: SqlClient.SqlClient, st: MysqlOutboxSchema.Statem
           token.version
         ])).map((row) => String(row.id))
         const now = Date.now()
-        const done = writeHeader(
-          yield* sql.unsafe(st.complete(held.length), [now, now, ...held, token.owner, token.version]).raw
-        )
+        const done = writeHeader(yield* sql.unsafe(st.complete(held.length), bind.complete(held, token, now)).raw)
         if (done.affectedRows !== ids.length) return yield* Effect.dieMessage("complete mismatch")
       })
     )

@@ -36,6 +36,8 @@ import * as path from "node:path"
 import { fileURLToPath } from "node:url"
 import { LeaseToken } from "../src/domain/LeaseToken.js"
 import { formatTimeOrderedId, type NewOutboxRecord, type PreparedRecord } from "../src/domain/OutboxRecord.js"
+import * as SqlDialect from "../src/layers/sql/SqlDialect.js"
+import * as SqlOutboxStatements from "../src/layers/sql/SqlOutboxStatements.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
@@ -74,6 +76,8 @@ const RawSqlite: RawDatabaseConstructor = requireModule("better-sqlite3")
 
 const names = Either.getOrThrow(SqliteOutboxSchema.tableNames(""))
 const statements = SqliteOutboxSchema.statements(names, { staleReclaim: false })
+/** The store's own bind lists of those statements. */
+const bind = SqlOutboxStatements.binds(SqlDialect.sqlite)
 
 /** The raw baseline: the store's statements in the store's transactions, prepared once. */
 class RawStore {
@@ -123,28 +127,19 @@ class RawStore {
         throw new Error("fenced")
       }
       const candidates = this.statement(statements.selectClaimable).all(
-        partitionKey,
-        token.version,
-        token.version,
-        limit
+        ...bind.selectClaimable(partitionKey, token.version, undefined, limit)
       )
       if (candidates.length === 0) return []
-      const ids = candidates.map((row) => row["id"])
+      const ids = candidates.map((row) => String(row["id"]))
       return this.statement(statements.claimUpdate(ids.length)).all(
-        token.owner,
-        token.version,
-        now,
-        now,
-        ...ids,
-        partitionKey,
-        token.version
+        ...bind.claimUpdate(ids, token, now, partitionKey, undefined)
       )
     })
   }
   complete(ids: ReadonlyArray<unknown>): void {
     this.transaction(() => {
       const now = Date.now()
-      const done = this.statement(statements.complete(ids.length)).all(now, now, ...ids, token.owner, token.version)
+      const done = this.statement(statements.complete(ids.length)).all(...bind.complete(ids.map(String), token, now))
       if (done.length !== ids.length) throw new Error("complete mismatch")
     })
   }
@@ -195,30 +190,23 @@ const handWrittenLoop = (sql: SqlClient.SqlClient) => {
         const now = Date.now()
         const fence = yield* sql.unsafe(statements.raiseFence, [partitionKey, token.version])
         if (fence.length === 0) return yield* Effect.dieMessage("fenced")
-        const candidates = yield* sql.unsafe(statements.selectClaimable, [
-          partitionKey,
-          token.version,
-          token.version,
-          limit
-        ])
+        const candidates = yield* sql.unsafe(
+          statements.selectClaimable,
+          bind.selectClaimable(partitionKey, token.version, undefined, limit)
+        )
         if (candidates.length === 0) return []
-        const ids = idsOfRows(candidates)
-        return yield* sql.unsafe(statements.claimUpdate(ids.length), [
-          token.owner,
-          token.version,
-          now,
-          now,
-          ...ids,
-          partitionKey,
-          token.version
-        ])
+        const ids = idsOfRows(candidates).map(String)
+        return yield* sql.unsafe(
+          statements.claimUpdate(ids.length),
+          bind.claimUpdate(ids, token, now, partitionKey, undefined)
+        )
       })
     )
   const complete = (ids: ReadonlyArray<unknown>) =>
     sql.withTransaction(
       Effect.gen(function* () {
         const now = Date.now()
-        const done = yield* sql.unsafe(statements.complete(ids.length), [now, now, ...ids, token.owner, token.version])
+        const done = yield* sql.unsafe(statements.complete(ids.length), bind.complete(ids.map(String), token, now))
         if (done.length !== ids.length) return yield* Effect.dieMessage("complete mismatch")
       })
     )
