@@ -17,7 +17,7 @@ import * as Schema from "effect/Schema"
 import * as Fence from "../../domain/Fence.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import { type CorruptRecord, type StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
-import * as OutboxRecord from "../../domain/OutboxRecord.js"
+import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import { belowHighWaterMark } from "../../services/OutboxStore.js"
 import { decodeAll } from "../DecodeAll.js"
 import * as SqlClaim from "../sql/SqlClaim.js"
@@ -136,14 +136,17 @@ export const fence = (
 export const makeClaim = (ctx: StoreContext) =>
   SqlClaim.claimWith<
     Connection,
-    OutboxRecord.OutboxRecord,
+    SqlOutboxRow.Candidate,
     SqlError | StoreUnavailable | StaleFencingToken | CorruptRecord
   >(
     {
       fence: (conn, partitionKey, token) => fence(ctx, conn, "claim", partitionKey, token),
       candidates: (conn, partitionKey, version, staleCutoff, limit) =>
-        records(ctx, conn, ctx.st.selectClaimable, ctx.bind.selectClaimable(partitionKey, version, staleCutoff, limit)),
-      idOf: (record) => record.id,
+        Effect.flatMap(
+          ctx.tx.run(conn, ctx.st.selectClaimable, ctx.bind.selectClaimable(partitionKey, version, staleCutoff, limit)),
+          (rows) => decodeAll(rows, SqlOutboxRow.decodeCandidate)
+        ),
+      idOf: (candidate) => candidate.row.id,
       update: (conn, ids, token, now, partitionKey, staleCutoff) =>
         Effect.flatMap(
           ctx.tx.write(
@@ -164,8 +167,7 @@ export const makeClaim = (ctx: StoreContext) =>
                   (rows) => new Set(rows.map((row) => row.id))
                 )
         ),
-      claimed: (record, token, at) =>
-        OutboxRecord.update(record, { ...Fence.stampClaim(record, token, at), status: "claimed" })
+      claimed: SqlOutboxRow.claimedRecord
     },
     ctx.staleMillis
   )

@@ -13,6 +13,9 @@ import * as Schema from "effect/Schema"
 import { CorruptRecord } from "../../domain/OutboxError.js"
 import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
+import type * as ClaimOrder from "../../domain/ClaimOrder.js"
+import * as Fence from "../../domain/Fence.js"
+import type * as LeaseToken from "../../domain/LeaseToken.js"
 
 /**
  * An integer column: a number, or decimal text (`pg` returns `bigint` so; `mysql2` past 2^53).
@@ -63,6 +66,23 @@ const instant = (millis: number | null): Option.Option<DateTime.Utc> =>
 const field = (row: unknown, name: string): unknown =>
   typeof row === "object" && row !== null ? Reflect.get(row, name) : undefined
 
+/** Decodes one stored row into its `Row` form, or a `CorruptRecord` naming the record. */
+const decodeRowForm = (input: unknown): Either.Either<Row, CorruptRecord> => {
+  const quick = quickRow(input)
+  if (quick !== undefined) return Either.right(quick)
+  const decoded = decodeRowEither(input)
+  if (Either.isRight(decoded)) return Either.right(decoded.right)
+  const id = field(input, "id")
+  const pk = field(input, "partition_key")
+  return Either.left(
+    new CorruptRecord({
+      recordId: typeof id === "string" ? id : "<unknown>",
+      partitionKey: typeof pk === "string" ? pk : undefined,
+      reason: SchemaIssues.describe(decoded.left)
+    })
+  )
+}
+
 /**
  * Decodes one stored row into an `OutboxRecord`; anything that does not decode is a `CorruptRecord`
  * naming the record. The payload is copied out of the driver's buffer. Well-formed rows are checked
@@ -70,26 +90,59 @@ const field = (row: unknown, name: string): unknown =>
  *
  * @since 0.1.0
  */
-export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxRecord, CorruptRecord> => {
-  const quick = quickRow(input)
-  if (quick !== undefined) return Either.right(toRecord(quick))
-  const decoded = decodeRowEither(input)
-  if (Either.isLeft(decoded)) {
-    const id = field(input, "id")
-    const pk = field(input, "partition_key")
-    return Either.left(
-      new CorruptRecord({
-        recordId: typeof id === "string" ? id : "<unknown>",
-        partitionKey: typeof pk === "string" ? pk : undefined,
-        reason: SchemaIssues.describe(decoded.left)
-      })
-    )
-  }
-  return Either.right(toRecord(decoded.right))
+export const decodeRow = (input: unknown): Either.Either<OutboxRecord.OutboxRecord, CorruptRecord> =>
+  Either.map(decodeRowForm(input), (row) => toRecord(row, undefined, DateTime.unsafeMake(row.created_at)))
+
+/**
+ * A claim candidate: a decoded row with the facts claim selection looks at, built into a record only
+ * when it is claimed ({@link claimedRecord}).
+ *
+ * @since 0.1.0
+ */
+export interface Candidate extends ClaimOrder.ClaimFacts {
+  readonly row: Row
 }
 
-const toRecord = (r: Row): OutboxRecord.OutboxRecord =>
-  OutboxRecord.makeUnvalidated({
+/**
+ * Decodes one stored row into a claim {@link Candidate} (validated as {@link decodeRow} validates it).
+ *
+ * @since 0.1.0
+ */
+export const decodeCandidate = (input: unknown): Either.Either<Candidate, CorruptRecord> =>
+  Either.map(decodeRowForm(input), (row): Candidate => ({
+    row,
+    createdAt: DateTime.unsafeMake(row.created_at),
+    seq: row.seq,
+    envelopeId: row.envelope_id,
+    status: row.status,
+    orderingKey: Option.fromNullable(row.ordering_key),
+    claimVersion: row.claim_version,
+    claimedAt: instant(row.claimed_at)
+  }))
+
+/**
+ * The record of a candidate the claim update changed: status `claimed` and the fields `Fence.stampClaim`
+ * stamps, built once (no second copy of the record to apply the claim).
+ *
+ * @since 0.1.0
+ */
+export const claimedRecord = (
+  candidate: Candidate,
+  token: LeaseToken.LeaseTokenLike,
+  at: DateTime.Utc
+): OutboxRecord.OutboxRecord => toRecord(candidate.row, { token, at }, candidate.createdAt)
+
+const toRecord = (
+  r: Row,
+  claim: { readonly token: LeaseToken.LeaseTokenLike; readonly at: DateTime.Utc } | undefined,
+  createdAt: DateTime.Utc
+): OutboxRecord.OutboxRecord => {
+  const firstAttemptedAt = instant(r.first_attempted_at)
+  const stamp =
+    claim === undefined
+      ? undefined
+      : Fence.stampClaim({ firstAttemptedAt, replayCount: r.replay_count }, claim.token, claim.at)
+  return OutboxRecord.makeUnvalidated({
     id: r.id,
     partitionKey: r.partition_key,
     envelopeId: r.envelope_id,
@@ -99,17 +152,18 @@ const toRecord = (r: Row): OutboxRecord.OutboxRecord =>
     payload: Uint8Array.from(r.payload),
     headers: r.headers,
     orderingKey: Option.fromNullable(r.ordering_key),
-    createdAt: DateTime.unsafeMake(r.created_at),
+    createdAt,
     expiresAt: instant(r.expires_at),
     seq: r.seq,
-    status: r.status,
-    claimedBy: Option.fromNullable(r.claimed_by),
-    claimVersion: r.claim_version,
-    claimedAt: instant(r.claimed_at),
-    firstAttemptedAt: instant(r.first_attempted_at),
-    replayCount: r.replay_count,
+    status: stamp === undefined ? r.status : "claimed",
+    claimedBy: stamp === undefined ? Option.fromNullable(r.claimed_by) : stamp.claimedBy,
+    claimVersion: stamp === undefined ? r.claim_version : stamp.claimVersion,
+    claimedAt: stamp === undefined ? instant(r.claimed_at) : stamp.claimedAt,
+    firstAttemptedAt: stamp === undefined ? firstAttemptedAt : stamp.firstAttemptedAt,
+    replayCount: stamp === undefined ? r.replay_count : stamp.replayCount,
     completedAt: instant(r.completed_at)
   })
+}
 
 // ---------------------------------------------------------------------------------------------------
 // The structural fast path: accepts a subset of what `Row` accepts (and yields what it would yield);
