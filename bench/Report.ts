@@ -530,6 +530,16 @@ const drainSection = (data: unknown): Array<string> => {
       formatNumber(num(l, "maxMillis"))
     ])
   }
+  const other = at(data, "sqlite", "latencyOtherProcess")
+  if (other !== undefined) {
+    latencyRows.push([
+      "sqlite, producer in a second process",
+      formatNumber(num(other, "offeredPerSecond")),
+      formatNumber(num(other, "p50Millis")),
+      formatNumber(num(other, "p99Millis")),
+      formatNumber(num(other, "maxMillis"))
+    ])
+  }
   if (latencyRows.length > 0) {
     out.push(
       "Delivery latency (createdAt → delivered) with a paced producer:",
@@ -542,6 +552,14 @@ const drainSection = (data: unknown): Array<string> => {
       out.push(
         `SQLite goal: ${str(goal, "target") ?? na} — ${metText(bool(goal, "met"))}. The producer and the relay share ` +
           `the process's one thread (better-sqlite3 runs every statement and fsync on it); ${ceiling.replace(/^sqlite latency ceiling: /, "")}.`,
+        ""
+      )
+    }
+    if (other !== undefined) {
+      out.push(
+        `With the producer in a second process (bench/drainProducer.ts) the relay has its thread to itself: ` +
+          `${metText(bool(other, "met"))} (p99 ≤ 250 ms); the relay's event loop was ` +
+          `${Math.round((num(other, "relayEventLoopUtilization") ?? 0) * 100)} % busy.`,
         ""
       )
     }

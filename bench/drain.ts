@@ -14,7 +14,9 @@
  *    while the relay runs; p50/p99 of enqueue-to-delivery (`createdAt` to the sink's delivery time). Producer
  *    and relay share the process's one thread (better-sqlite3 runs every statement and `fsync` on it), so the
  *    run also prints that thread's ceiling: the producer's cost per record (measured alone first), the relay's
- *    (the rest of the busy time), and the rate at which both keep the thread busy all the time.
+ *    (the rest of the busy time), and the rate at which both keep the thread busy all the time. On SQLite the
+ *    same run follows with the producer in a second OS process (bench/drainProducer.ts) on the same file and
+ *    the relay, with `SqliteWakeSignal`, alone on this process's thread.
  *
  * On SQLite the relay also runs with the store's group commit off (every complete its own commit), with
  * one lane per ordering key (`maxConcurrency` 16), and with the backlog interleaved record by record over
@@ -37,7 +39,9 @@
  * prints its figures without writing the results file, for profiling; `--only=sqlite-latency` runs one
  * throughput round, then the latency phase at half of it (or `--rate=N` records/s) with a diagnosis: the
  * two legs of the latency (to the claim, claim to delivery), persist times, the event loop's delay, and, in a
- * second run with every statement timed, SQLite's statements by kind (counts, time, rows per claim).
+ * second run with every statement timed, SQLite's statements by kind (counts, time, rows per claim);
+ * `--only=sqlite-latency-process` runs one throughput round, then the latency phase with the producer in a
+ * second process.
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -46,10 +50,12 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as DateTime from "effect/DateTime"
 import * as fs from "node:fs"
+import { spawn } from "node:child_process"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { monitorEventLoopDelay } from "node:perf_hooks"
+import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import { formatTimeOrderedId, NewOutboxRecord, type PreparedRecord } from "../src/domain/OutboxRecord.js"
 import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
@@ -57,6 +63,7 @@ import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
 import * as MemorySink from "../src/layers/sinks/MemorySink.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteLeaseStore from "../src/layers/sqlite/SqliteLeaseStore.js"
+import * as SqliteWakeSignal from "../src/layers/sqlite/SqliteWakeSignal.js"
 import * as SqlDialect from "../src/layers/sql/SqlDialect.js"
 import * as SqlOutboxStatements from "../src/layers/sql/SqlOutboxStatements.js"
 import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
@@ -65,13 +72,11 @@ import * as Relay from "../src/programs/Relay.js"
 import type { LeaseStore } from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { Sink } from "../src/services/Sink.js"
+import { keysPerPartition, partitions, payload, recordMaker } from "./DrainRecords.js"
 
 const quick = process.argv.includes("--quick")
 /** `--only=memory` or `--only=sqlite` runs one backend and prints its figures without writing results. */
 const only = process.argv.find((arg) => arg.startsWith("--only="))?.slice("--only=".length)
-const partitions = Array.from({ length: 8 }, (_, i) => `p${i}`)
-const keysPerPartition = 16
-const payload = new Uint8Array(64).fill(7)
 const here = path.dirname(fileURLToPath(import.meta.url))
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-drain-bench-"))
 let files = 0
@@ -93,32 +98,8 @@ const relayOptions = {
   }
 } satisfies Relay.RelayOptions
 
-let envelope = 0
-/** Records made so far per partition: within each partition every other record is keyed. */
-const madePerPartition = partitions.map(() => 0)
-/**
- * `count` records spread round-robin over the partitions; within each partition every other record has
- * an ordering key, cycling through `keysPerPartition` keys (so each partition is half keyed, over all of
- * its keys).
- */
-const makeRecords = (count: number): Array<NewOutboxRecord> =>
-  Array.from({ length: count }, (_, i) => {
-    const n = envelope++
-    const slot = i % partitions.length
-    const partitionKey = partitions[slot] ?? "p0"
-    const k = madePerPartition[slot] ?? 0
-    madePerPartition[slot] = k + 1
-    return new NewOutboxRecord(
-      {
-        partitionKey,
-        envelopeId: `e${n}`,
-        bindingId: "b",
-        payload,
-        ...(k % 2 === 0 ? { orderingKey: `k${(k >> 1) % keysPerPartition}` } : {})
-      },
-      true
-    )
-  })
+/** The records every run persists (see bench/DrainRecords.ts). */
+const makeRecords = recordMaker()
 
 /**
  * How the backlog is persisted: `"partition"` — transactions of 100 records of one partition, the partitions
@@ -673,6 +654,69 @@ const rawBaseline = (count: number): Throughput => {
  * The latency run's one-thread ceiling, as a sentence: the producer's and the relay's cost per record, the
  * rate that keeps the thread busy all the time, and the offered rate's share of it.
  */
+/** The latency run with the producer in a second OS process (see {@link latencyOtherProcess}). */
+interface OtherProcessLatency {
+  readonly records: number
+  readonly offeredPerSecond: number
+  readonly p50Millis: number
+  readonly p99Millis: number
+  readonly maxMillis: number
+  /** The relay process's event loop utilization over the run (the relay alone on its thread). */
+  readonly relayEventLoopUtilization: number
+  /** The producer process's event loop utilization over its persists. */
+  readonly producerEventLoopUtilization: number
+}
+
+/**
+ * The latency run of {@link latency} with the producer in a second OS process (bench/drainProducer.ts)
+ * persisting to the same SQLite file at `perSecond`, the relay here (with the library's defaults for a
+ * SQLite relay: `SqliteWakeSignal`) alone on this process's thread, as when an application's producers and
+ * its relay run in separate processes. Latency = the producer's `createdAt` to the sink's delivery time.
+ */
+const latencyOtherProcess = (perSecond: number, seconds: number): Effect.Effect<OtherProcessLatency> =>
+  Effect.gen(function* () {
+    const file = freshFile()
+    const stores = Layer.mergeAll(SqliteOutboxStore.layer, SqliteLeaseStore.layer, SqliteWakeSignal.layer).pipe(
+      Layer.provide(SqliteDatabase.layer({ filename: file })),
+      Layer.orDie
+    )
+    return yield* Effect.gen(function* () {
+      const recorder = yield* MemorySink.make()
+      const relay = yield* Effect.fork(Relay.run(relayOptions).pipe(Effect.provideService(Sink, recorder.sink)))
+      const child = spawn(
+        process.execPath,
+        ["--import", "tsx", path.join(here, "drainProducer.ts"), file, String(perSecond), String(seconds)],
+        { stdio: ["pipe", "pipe", "inherit"] }
+      )
+      const lines = readline.createInterface({ input: child.stdout })[Symbol.asyncIterator]()
+      const nextLine = Effect.promise(async () => {
+        const line = await lines.next()
+        return line.done === true ? "" : String(line.value)
+      })
+      if ((yield* nextLine) !== "ready") return yield* Effect.dieMessage("the producer process did not start")
+      const utilizationStart = performance.eventLoopUtilization()
+      child.stdin.write("go\n")
+      const [word, producedText, busyText] = (yield* nextLine).split(" ")
+      const total = Number(producedText)
+      if (word !== "done" || !(total > 0)) return yield* Effect.dieMessage("the producer process failed")
+      while ((yield* recorder.deliveredIds).length < total) yield* Effect.sleep("5 millis")
+      const utilization = performance.eventLoopUtilization(utilizationStart).utilization
+      yield* Fiber.interrupt(relay)
+      const deliveries = yield* recorder.deliveries
+      const samples = deliveries.map((d) => d.deliveredAtMillis - DateTime.toEpochMillis(d.record.createdAt))
+      const [p50, p99, max] = triple(samples)
+      return {
+        records: total,
+        offeredPerSecond: Math.round(perSecond),
+        p50Millis: p50,
+        p99Millis: p99,
+        maxMillis: max,
+        relayEventLoopUtilization: Number(utilization.toFixed(3)),
+        producerEventLoopUtilization: Number((Number(busyText) / (seconds * 1000)).toFixed(3))
+      }
+    }).pipe(Effect.provide(stores))
+  })
+
 const latencyCeiling = (run: Latency): string =>
   `sqlite latency ceiling: producer ${run.thread.producerMicrosPerRecord} µs + relay ${run.thread.relayMicrosPerRecord} µs ` +
   `of the one thread per record (event loop ${Math.round(run.thread.eventLoopUtilization * 100)} % busy); ` +
@@ -727,6 +771,15 @@ const main = Effect.gen(function* () {
     console.log("sqlite latency, statements timed", yield* latency(sqliteStores(), rate, seconds, show("diagnosis")))
     return
   }
+  if (only === "sqlite-latency-process") {
+    // the second-process latency run alone: one throughput round sets the pace (half of it, or `--rate=N`)
+    const rateArgument = process.argv.find((arg) => arg.startsWith("--rate="))?.slice("--rate=".length)
+    const measured = yield* throughput(sqliteStores(), sqliteCount, "noop")
+    console.log("sqlite relay", measured)
+    const rate = rateArgument !== undefined ? Number(rateArgument) : measured.recordsPerSecondWall / 2
+    console.log("sqlite latency, producer in a second process", yield* latencyOtherProcess(rate, quick ? 1 : 3))
+    return
+  }
   if (only === "sqlite") {
     console.log("sqlite relay, warm-up (not counted)", yield* throughput(sqliteStores(), sqliteCount, "noop"))
     for (let r = 0; r < sqliteRounds; r++) {
@@ -771,6 +824,8 @@ const main = Effect.gen(function* () {
   const sqliteLatency = yield* latency(sqliteStores(), latencyRate, quick ? 1 : 3, undefined, producerMicros)
   console.log("sqlite latency", sqliteLatency)
   console.log(latencyCeiling(sqliteLatency))
+  const sqliteLatencyOtherProcess = yield* latencyOtherProcess(latencyRate, quick ? 1 : 3)
+  console.log("sqlite latency, producer in a second process", sqliteLatencyOtherProcess)
 
   // the same with one lane per ordering key (maxConcurrency = keys per partition): shows how much of the
   // gap is the keyed chain (a complete, i.e. a commit, per wave of keyed records) rather than the drainer
@@ -847,6 +902,14 @@ const main = Effect.gen(function* () {
           "producer and relay share the process's one thread (better-sqlite3 runs every statement and fsync on it): " +
           "producerMicrosPerRecord is the paced producer's busy time alone (a fresh store, no relay), relayMicrosPerRecord the rest of the busy time of the latency run; " +
           "saturatedPerSecond = the rate at which both keep the thread busy all the time"
+      },
+      latencyOtherProcess: {
+        ...sqliteLatencyOtherProcess,
+        target: "p99 ≤ 250 ms with a steady producer at half the measured throughput, the producer in a second process",
+        met: sqliteLatencyOtherProcess.p99Millis <= 250,
+        note:
+          "the same paced producer (batches of 100) in a second OS process on the same file, the relay (with SqliteWakeSignal) alone on its process's thread; " +
+          "createdAt (the producer's clock) to the sink's delivery time"
       },
       rawBaseline: {
         best: raw,

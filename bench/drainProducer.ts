@@ -1,0 +1,45 @@
+/**
+ * The producer process of the relay benchmark's second latency run (bench/drain.ts): persists the bench's
+ * records (bench/DrainRecords.ts) to a SQLite file in batches of 100 at a steady pace, from a second OS
+ * process, so the relay has its process's thread to itself. Prints `ready` once its store is open, starts
+ * on a `go` line on stdin, and prints `done <records> <busy milliseconds>` when the last batch committed.
+ *
+ * Usage: `node --import tsx bench/drainProducer.ts <file> <records per second> <seconds>`
+ */
+import * as Effect from "effect/Effect"
+import * as Layer from "effect/Layer"
+import * as ManagedRuntime from "effect/ManagedRuntime"
+import * as readline from "node:readline"
+import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
+import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
+import { OutboxStore } from "../src/services/OutboxStore.js"
+import { recordMaker } from "./DrainRecords.js"
+
+const [file, rateText, secondsText] = process.argv.slice(2)
+const perSecond = Number(rateText)
+const seconds = Number(secondsText)
+if (file === undefined || !(perSecond > 0) || !(seconds > 0)) {
+  process.stderr.write("usage: drainProducer <file> <records per second> <seconds>\n")
+  process.exit(2)
+}
+
+const runtime = ManagedRuntime.make(Layer.provide(SqliteOutboxStore.layer, SqliteDatabase.layer({ filename: file })))
+const store = await runtime.runPromise(OutboxStore)
+// the other process's relay persists nothing: its envelope ids cannot meet these
+const makeRecords = recordMaker("x")
+const lines = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]()
+process.stdout.write("ready\n")
+await lines.next()
+const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
+const interval = (seconds * 1000) / batches
+const utilizationStart = performance.eventLoopUtilization()
+const start = performance.now()
+for (let i = 0; i < batches; i++) {
+  const wait = start + i * interval - performance.now()
+  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
+  await runtime.runPromise(Effect.asVoid(store.persist(makeRecords(100))))
+}
+const busy = performance.eventLoopUtilization(utilizationStart).active
+process.stdout.write(`done ${batches * 100} ${busy.toFixed(1)}\n`)
+await runtime.dispose()
+process.exit(0)
