@@ -831,10 +831,13 @@ const mysqlCeilingLines = (data: unknown): Array<string> => {
   if (hand === undefined) return []
   const ratio = (key: string): string => {
     const value = num(e2e, key, "ratio")
+    const best = num(e2e, key, "bestToBest")
     const rounds = list(e2e, key, "perRound").filter((r): r is number => typeof r === "number")
     return value === undefined
       ? na
-      : `${value.toFixed(2)}×` + (rounds.length > 0 ? ` (per round ${rounds.map(formatNumber).join(", ")})` : "")
+      : `${value.toFixed(2)}×` +
+          (best === undefined ? "" : `, best ${best.toFixed(2)}×`) +
+          (rounds.length > 0 ? ` (per round ${rounds.map(formatNumber).join(", ")})` : "")
   }
   const perHundred = (key: string, side: string) => formatNumber(num(e2e, key, side))
   return [

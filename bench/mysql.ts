@@ -12,8 +12,8 @@
  *    batches (the order rotating), each in its own database, so all see the same machine load: raw
  *    `mysql2`, the same statements written by hand on `@effect/sql-mysql2` (`sql.unsafe` in
  *    `sql.withTransaction`: the client the store must run on, so its ratio to raw is the store's ceiling)
- *    and the store; median of the rounds; statements (round trips) and the process's CPU time per 100
- *    records counted per side;
+ *    and the store; five rounds: median against median, best against best and the median of the per-round
+ *    ratios; statements (round trips) and the process's CPU time per 100 records counted per side;
  * 2. relay with a no-op sink draining a backlog of 4 partitions (leases, discovery, claims of 100, lease
  *    checks, completes) against a raw loop claiming and completing the same backlog partition by
  *    partition on one connection: one untimed relay round first, then raw and relay rounds alternating,
@@ -57,7 +57,7 @@ const bind = SqlOutboxStatements.binds(SqlDialect.mysql)
 const quick = process.argv.includes("--quick")
 const batch = 100
 const records = quick ? 3_000 : 10_000
-const rounds = quick ? 1 : 3
+const rounds = quick ? 1 : 5
 const latencySamples = quick ? 30 : 100
 const only = process.argv.find((arg) => arg.startsWith("--only="))?.slice("--only=".length)
 const relayRecords = quick ? 6_000 : 20_000
@@ -343,10 +343,15 @@ interface SideTally {
   statements: number
 }
 
-/** A ratio of two sides: median of the rounds' medians, and per round. */
+/** A ratio of two sides: median against median, best against best, and per round (with its median). */
 const ratioOf = (top: ReadonlyArray<number>, bottom: ReadonlyArray<number>) => {
   const perRound = top.map((t, r) => round3(t / (bottom[r] ?? t)))
-  return { ratio: round3(median(top) / median(bottom)), perRound, medianOfRounds: median(perRound) }
+  return {
+    ratio: round3(median(top) / median(bottom)),
+    bestToBest: round3(Math.max(...top) / Math.max(...bottom)),
+    perRound,
+    medianOfRounds: median(perRound)
+  }
 }
 
 /**
@@ -470,7 +475,7 @@ const endToEndRounds = async (url: string) => {
       "persist 100, claim 100, complete 100 in three transactions; raw mysql2, hand-written @effect/sql-mysql2 and " +
       "the store take turns every 10 batches, each in its own database; median of the rounds",
     target: "store end to end >= 0.8x raw mysql2 in the same run",
-    met: storeToRaw.ratio >= 0.8
+    met: storeToRaw.ratio >= 0.8 && storeToRaw.medianOfRounds >= 0.8
   }
 }
 
