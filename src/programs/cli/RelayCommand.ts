@@ -132,22 +132,24 @@ const listFlag = (values: ReadonlyArray<string>): Option.Option<string> =>
   values.length === 0 ? Option.none() : Option.some(values.join("\n"))
 
 /**
- * The idle back-off bound of the relay's drainers: the setting, else 1 second on DynamoDB (no wake-up
- * from other processes there, so the bound is the latency of an idle relay; see docs/operations.md),
- * else the drainer's default (other backends wake the relay, SPEC §13).
+ * The idle back-off bound of the relay's drainers: the setting, else 1 second on DynamoDB and MySQL (no
+ * wake-up from other processes there, so the bound is the latency of an idle relay; see
+ * docs/operations.md), else the drainer's default (SQLite and PostgreSQL wake the relay, SPEC §13).
  */
 const idleBackoff = (settings: RelaySettings, backend: BackendName | undefined) => {
-  const max = Option.getOrUndefined(settings.idleBackoffMax) ?? (backend === "dynamodb" ? dynamoIdleMax : undefined)
+  const max =
+    Option.getOrUndefined(settings.idleBackoffMax) ??
+    (backend === "dynamodb" || backend === "mysql" ? pollingIdleMax : undefined)
   if (max === undefined) return {}
   return { idleBackoffMax: max, idleBackoffMin: Duration.min(max, Duration.millis(100)) }
 }
 
 /**
- * The idle poll bound of a CLI relay on DynamoDB.
+ * The idle poll bound of a CLI relay on the backends without a change signal (DynamoDB, MySQL).
  *
  * @since 0.1.0
  */
-export const dynamoIdleMax: Duration.Duration = Duration.seconds(1)
+export const pollingIdleMax: Duration.Duration = Duration.seconds(1)
 
 const describeSink = (sink: SinkSettings): string =>
   sink._tag === "stdout"
@@ -287,7 +289,7 @@ export const command = Command.make(
     ),
     idleBackoffMax: Options.text("idle-backoff-max").pipe(
       Options.withDescription(
-        'Longest idle pause of a drainer (default "1 second" on DynamoDB, else "30 seconds"; SQLite and PostgreSQL relays are woken by new records)'
+        'Longest idle pause of a drainer (default "1 second" on DynamoDB and MySQL, which have no wake-up, else "30 seconds"; SQLite and PostgreSQL relays are woken by new records)'
       ),
       Options.optional
     ),
