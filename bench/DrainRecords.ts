@@ -2,7 +2,9 @@
  * The records of the relay benchmark (bench/drain.ts) and of its producer process (bench/drainProducer.ts):
  * 8 partitions, in each every other record keyed (16 keys per partition), a 64-byte payload.
  */
+import * as Effect from "effect/Effect"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
+import type { OutboxStoreService } from "../src/services/OutboxStore.js"
 
 /** The partitions the records are spread over. */
 export const partitions = Array.from({ length: 8 }, (_, i) => `p${i}`)
@@ -38,3 +40,27 @@ export const recordMaker = (prefix = "e"): ((count: number) => Array<NewOutboxRe
       )
     })
 }
+
+/**
+ * Persists batches of 100 from `makeRecords` at `perSecond` for `seconds` (each batch due at its slot of
+ * the schedule, never before); returns the records persisted and the event loop's busy milliseconds
+ * meanwhile.
+ */
+export const pacedPersist = (
+  store: OutboxStoreService,
+  makeRecords: (count: number) => Array<NewOutboxRecord>,
+  perSecond: number,
+  seconds: number
+) =>
+  Effect.gen(function* () {
+    const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
+    const interval = (seconds * 1000) / batches
+    const utilizationStart = performance.eventLoopUtilization()
+    const start = performance.now()
+    for (let i = 0; i < batches; i++) {
+      const wait = start + i * interval - performance.now()
+      if (wait > 0) yield* Effect.sleep(`${Math.ceil(wait)} millis`)
+      yield* store.persist(makeRecords(100))
+    }
+    return { records: batches * 100, busyMillis: performance.eventLoopUtilization(utilizationStart).active }
+  })

@@ -72,7 +72,7 @@ import * as Relay from "../src/programs/Relay.js"
 import type { LeaseStore } from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { Sink } from "../src/services/Sink.js"
-import { keysPerPartition, partitions, payload, recordMaker } from "./DrainRecords.js"
+import { keysPerPartition, pacedPersist, partitions, payload, recordMaker } from "./DrainRecords.js"
 
 const quick = process.argv.includes("--quick")
 /** `--only=memory` or `--only=sqlite` runs one backend and prints its figures without writing results. */
@@ -290,18 +290,8 @@ const triple = (values: ReadonlyArray<number>): readonly [number, number, number
  */
 const producerCost = (stores: Stores, perSecond: number, seconds: number): Effect.Effect<number> =>
   Effect.gen(function* () {
-    const store = yield* OutboxStore
-    const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
-    const interval = (seconds * 1000) / batches
-    const utilizationStart = performance.eventLoopUtilization()
-    const start = performance.now()
-    for (let i = 0; i < batches; i++) {
-      const wait = start + i * interval - performance.now()
-      if (wait > 0) yield* Effect.sleep(`${Math.ceil(wait)} millis`)
-      yield* store.persist(makeRecords(100))
-    }
-    const busy = performance.eventLoopUtilization(utilizationStart)
-    return Number(((busy.active * 1000) / (batches * 100)).toFixed(1))
+    const { records, busyMillis } = yield* pacedPersist(yield* OutboxStore, makeRecords, perSecond, seconds)
+    return Number(((busyMillis * 1000) / records).toFixed(1))
   }).pipe(Effect.provide(stores), Effect.orDie)
 
 /**

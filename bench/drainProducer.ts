@@ -6,14 +6,13 @@
  *
  * Usage: `node --import tsx bench/drainProducer.ts <file> <records per second> <seconds>`
  */
-import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as readline from "node:readline"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
-import { recordMaker } from "./DrainRecords.js"
+import { pacedPersist, recordMaker } from "./DrainRecords.js"
 
 const [file, rateText, secondsText] = process.argv.slice(2)
 const perSecond = Number(rateText)
@@ -30,16 +29,7 @@ const makeRecords = recordMaker("x")
 const lines = readline.createInterface({ input: process.stdin })[Symbol.asyncIterator]()
 process.stdout.write("ready\n")
 await lines.next()
-const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
-const interval = (seconds * 1000) / batches
-const utilizationStart = performance.eventLoopUtilization()
-const start = performance.now()
-for (let i = 0; i < batches; i++) {
-  const wait = start + i * interval - performance.now()
-  if (wait > 0) await new Promise((resolve) => setTimeout(resolve, wait))
-  await runtime.runPromise(Effect.asVoid(store.persist(makeRecords(100))))
-}
-const busy = performance.eventLoopUtilization(utilizationStart).active
-process.stdout.write(`done ${batches * 100} ${busy.toFixed(1)}\n`)
+const { records, busyMillis } = await runtime.runPromise(pacedPersist(store, makeRecords, perSecond, seconds))
+process.stdout.write(`done ${records} ${busyMillis.toFixed(1)}\n`)
 await runtime.dispose()
 process.exit(0)

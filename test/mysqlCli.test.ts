@@ -17,7 +17,7 @@ import * as MysqlDeadLetterStore from "../src/layers/mysql/MysqlDeadLetterStore.
 import * as MysqlOutboxStore from "../src/layers/mysql/MysqlOutboxStore.js"
 import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
 import { buildCli } from "./support/CliBundle.js"
-import { baseEnv, cliRunner } from "./support/CliProcess.js"
+import { baseEnv, cliRunner, startStdoutRelay, waitFor } from "./support/CliProcess.js"
 import { clientLayer, createDatabase } from "./support/MysqlServer.js"
 
 const bundle = await buildCli()
@@ -203,36 +203,20 @@ describe("CLI on MySQL", () => {
     const flags = ["--backend", "mysql", "--mysql-url", url]
     // the partition exists before the relay starts: its drainer runs from the first discovery round on
     expect((await cli(["enqueue", ...flags], line("idle", 1))).code).toBe(0)
-    const relay = spawn(process.execPath, bundle.argv(["relay", "stdout", ...flags]), {
-      env: baseEnv(),
-      stdio: ["ignore", "pipe", "pipe"]
-    })
-    let stdout = ""
-    let stderr = ""
-    relay.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
-    relay.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
-    const exited = new Promise<number | null>((resolve) => relay.on("close", resolve))
-    const delivered = () => stdout.split("\n").filter((l) => l.length > 0).length
-    const waitFor = async (what: string, check: () => boolean, withinMillis = 30_000) => {
-      const deadline = Date.now() + withinMillis
-      while (!check()) {
-        if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMillis} ms\n${stderr}`)
-        await new Promise((resolve) => setTimeout(resolve, 10))
-      }
-    }
+    const relay = startStdoutRelay(bundle, flags)
+    const stderr = () => relay.output.stderr
     try {
-      await waitFor("the first record delivered", () => delivered() >= 1)
+      await waitFor("the first record delivered", () => relay.delivered() >= 1, 30_000, stderr)
       // idle long enough for the drainer's default back-off (100 ms doubling up to 30 s) to pass 4 s
       await new Promise((resolve) => setTimeout(resolve, 8_000))
       const result = await cli(["enqueue", ...flags], line("idle", 2))
       expect(result.code, result.stderr).toBe(0)
       const committed = Date.now()
-      await waitFor("the second record delivered", () => delivered() >= 2)
+      await waitFor("the second record delivered", () => relay.delivered() >= 2, 30_000, stderr)
       // loosely: without the bound, the pause running 8 s into the idle time would end 2 to 5 s later
       expect(Date.now() - committed).toBeLessThan(2_000)
     } finally {
-      relay.kill("SIGINT")
-      expect(await exited).toBe(0)
+      expect(await relay.stop()).toBe(0)
     }
   })
 })

@@ -8,14 +8,13 @@ import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
-import { spawn } from "node:child_process"
 import { afterAll, inject } from "vitest"
 import { DeadLetterEntry } from "../src/domain/DeadLetterEntry.js"
 import * as PostgresDeadLetterStore from "../src/layers/postgres/PostgresDeadLetterStore.js"
 import * as PostgresOutboxStore from "../src/layers/postgres/PostgresOutboxStore.js"
 import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
 import { buildCli } from "./support/CliBundle.js"
-import { baseEnv, cliRunner } from "./support/CliProcess.js"
+import { cliRunner, startStdoutRelay, waitFor } from "./support/CliProcess.js"
 import { clientLayer, createDatabase } from "./support/PostgresServer.js"
 
 const bundle = await buildCli()
@@ -144,36 +143,17 @@ describe("CLI on PostgreSQL", () => {
     const url = await createDatabase(inject("postgresUrl"), "cli_wake")
     const flags = ["--backend", "postgres", "--postgres-url", url]
     // discovery every 30 s: only the wake-up brings the new partition forward, and the idle drainer's record
-    const relay = spawn(
-      process.execPath,
-      bundle.argv(["relay", "stdout", ...flags, "--discovery-interval", "30 seconds"]),
-      {
-        env: baseEnv(),
-        stdio: ["ignore", "pipe", "pipe"]
-      }
-    )
-    let stdout = ""
-    let stderr = ""
-    relay.stdout.on("data", (chunk: Buffer) => (stdout += chunk.toString("utf8")))
-    relay.stderr.on("data", (chunk: Buffer) => (stderr += chunk.toString("utf8")))
-    const exited = new Promise<number | null>((resolve) => relay.on("close", resolve))
-    const waitFor = async (what: string, check: () => boolean, withinMillis = 30_000) => {
-      const deadline = Date.now() + withinMillis
-      while (!check()) {
-        if (Date.now() > deadline) throw new Error(`${what}: not within ${withinMillis} ms\n${stderr}`)
-        await new Promise((resolve) => setTimeout(resolve, 10))
-      }
-    }
+    const relay = startStdoutRelay(bundle, [...flags, "--discovery-interval", "30 seconds"])
+    const stderr = () => relay.output.stderr
     try {
-      await waitFor("relay started", () => stderr.includes('message="relay started"'))
+      await waitFor("relay started", () => stderr().includes('message="relay started"'), 30_000, stderr)
       // the listener is up once the first check of its connection came back; give it that moment
       await new Promise((resolve) => setTimeout(resolve, 1_000))
-      const delivered = () => stdout.split("\n").filter((l) => l.length > 0).length
       const enqueueAndTime = async (n: number) => {
         const result = await cli(["enqueue", ...flags], line("idle", n))
         expect(result.code, result.stderr).toBe(0)
         const committed = Date.now()
-        await waitFor(`record ${n} delivered`, () => delivered() >= n)
+        await waitFor(`record ${n} delivered`, () => relay.delivered() >= n, 30_000, stderr)
         return Date.now() - committed
       }
       const first = await enqueueAndTime(1)
@@ -184,8 +164,7 @@ describe("CLI on PostgreSQL", () => {
       expect(first).toBeLessThan(2_000)
       expect(second).toBeLessThan(2_000)
     } finally {
-      relay.kill("SIGINT")
-      expect(await exited).toBe(0)
+      expect(await relay.stop()).toBe(0)
     }
   })
 })

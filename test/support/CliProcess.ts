@@ -37,11 +37,35 @@ export const cliRunner = (bundle: CliBundle, cwd: string) => {
   return { spawnCli, run }
 }
 
-/** Polls `check` every 25 ms until it holds; throws after `withinMillis`. */
-export const waitFor = async (what: string, check: () => boolean | Promise<boolean>, withinMillis = 60_000) => {
+/** Polls `check` every 25 ms until it holds; throws after `withinMillis` (with `detail()` in the message). */
+export const waitFor = async (
+  what: string,
+  check: () => boolean | Promise<boolean>,
+  withinMillis = 60_000,
+  detail?: () => string
+) => {
   const deadline = Date.now() + withinMillis
   while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`gave up waiting for ${what}`)
+    if (Date.now() > deadline)
+      throw new Error(`gave up waiting for ${what}${detail === undefined ? "" : `\n${detail()}`}`)
     await new Promise((resolve) => setTimeout(resolve, 25))
   }
+}
+
+/**
+ * `relay stdout …` started in the background: every line it prints is a delivered record. `stop` sends
+ * SIGINT and resolves with the exit code.
+ */
+export const startStdoutRelay = (bundle: CliBundle, args: ReadonlyArray<string>) => {
+  const child = spawn(process.execPath, bundle.argv(["relay", "stdout", ...args]), {
+    env: baseEnv(),
+    stdio: ["ignore", "pipe", "pipe"]
+  })
+  const { output, exited } = finish(child)
+  const delivered = (): number => output.stdout.split("\n").filter((line) => line.length > 0).length
+  const stop = (): Promise<number | null> => {
+    child.kill("SIGINT")
+    return exited
+  }
+  return { output, delivered, stop }
 }
