@@ -557,8 +557,9 @@ const drainSection = (data: unknown): Array<string> => {
     }
     if (other !== undefined) {
       out.push(
-        `With the producer in a second process (bench/drainProducer.ts) the relay has its thread to itself: ` +
-          `${metText(bool(other, "met"))} (p99 ≤ 250 ms); the relay's event loop was ` +
+        `With the producer in a second process (bench/drainProducer.ts) on the same file, the relay has its ` +
+          `thread to itself but the two processes take turns at SQLite's one write lock (each commit an fsync): ` +
+          `p99 ≤ 250 ms ${metText(bool(other, "met"))}; the relay's event loop, its waits for the lock included, was ` +
           `${Math.round((num(other, "relayEventLoopUtilization") ?? 0) * 100)} % busy.`,
         ""
       )
