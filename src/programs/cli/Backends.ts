@@ -126,6 +126,21 @@ export const backends: { readonly [B in BackendName]: BackendLayer } = {
 }
 
 /**
+ * Whether records committed by other processes wake an idle relay of the backend (SPEC §13): SQLite and
+ * PostgreSQL provide their `WakeSignal` when opened with `wake`; memory has no other process. DynamoDB and
+ * MySQL have no change signal: their relays poll, and the CLI bounds the idle pause (`RelayCommand`).
+ *
+ * @since 0.1.0
+ */
+export const wakesRelay: { readonly [B in BackendName]: boolean } = {
+  memory: true,
+  sqlite: true,
+  dynamodb: false,
+  postgres: true,
+  mysql: false
+}
+
+/**
  * The stores and inspection for the settings. Building the layer runs the backend's migrations or table
  * checks; failures become a {@link CliFailure}.
  *

@@ -4,7 +4,8 @@
  * each drainer finish or release its in-flight batch, and releases every lease before the process exits.
  * A stdout relay whose reader goes away (`relay stdout | head -n 3`) stops the same way and exits 0.
  * Records other processes commit wake the idle relay (SPEC §13): on SQLite through `SqliteWakeSignal`,
- * on PostgreSQL through `PostgresWakeSignal`; DynamoDB relays poll with the idle back-off.
+ * on PostgreSQL through `PostgresWakeSignal`; DynamoDB and MySQL relays poll, the idle back-off bounded at
+ * 1 second.
  *
  * Each sink (with its client: HTTP, `nats`, `amqplib`) is imported only when a relay delivers to it.
  *
@@ -27,6 +28,7 @@ import * as StdoutSink from "../../layers/sinks/StdoutSink.js"
 import type { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { Sink } from "../../services/Sink.js"
 import * as Relay from "../Relay.js"
+import * as Backends from "./Backends.js"
 import { httpFlagEntries, httpOptions, opsApp, serve } from "./HttpOptions.js"
 import { stderrLogger } from "./Logging.js"
 import * as StdoutWatch from "./StdoutWatch.js"
@@ -132,14 +134,14 @@ const listFlag = (values: ReadonlyArray<string>): Option.Option<string> =>
   values.length === 0 ? Option.none() : Option.some(values.join("\n"))
 
 /**
- * The idle back-off bound of the relay's drainers: the setting, else 1 second on DynamoDB and MySQL (no
- * wake-up from other processes there, so the bound is the latency of an idle relay; see
- * docs/operations.md), else the drainer's default (SQLite and PostgreSQL wake the relay, SPEC §13).
+ * The idle back-off bound of the relay's drainers: the setting, else 1 second on a backend whose relay
+ * other processes' commits do not wake (`Backends.wakesRelay`: DynamoDB, MySQL; the bound is then the
+ * latency of an idle relay, see docs/operations.md), else the drainer's default (SPEC §13).
  */
 const idleBackoff = (settings: RelaySettings, backend: BackendName | undefined) => {
   const max =
     Option.getOrUndefined(settings.idleBackoffMax) ??
-    (backend === "dynamodb" || backend === "mysql" ? pollingIdleMax : undefined)
+    (backend !== undefined && !Backends.wakesRelay[backend] ? pollingIdleMax : undefined)
   if (max === undefined) return {}
   return { idleBackoffMax: max, idleBackoffMin: Duration.min(max, Duration.millis(100)) }
 }
