@@ -138,9 +138,16 @@ const toRecord = (
   createdAt: DateTime.Utc
 ): OutboxRecord.OutboxRecord => {
   const firstAttemptedAt = instant(r.first_attempted_at)
-  const stamp =
+  // the claim fields as stored, or as the claim stamps them (one object either way)
+  const fields: Fence.ClaimFields<DateTime.Utc> =
     claim === undefined
-      ? undefined
+      ? {
+          claimedBy: Option.fromNullable(r.claimed_by),
+          claimVersion: r.claim_version,
+          claimedAt: instant(r.claimed_at),
+          firstAttemptedAt,
+          replayCount: r.replay_count
+        }
       : Fence.stampClaim({ firstAttemptedAt, replayCount: r.replay_count }, claim.token, claim.at)
   return OutboxRecord.makeUnvalidated({
     id: r.id,
@@ -155,12 +162,12 @@ const toRecord = (
     createdAt,
     expiresAt: instant(r.expires_at),
     seq: r.seq,
-    status: stamp === undefined ? r.status : "claimed",
-    claimedBy: stamp === undefined ? Option.fromNullable(r.claimed_by) : stamp.claimedBy,
-    claimVersion: stamp === undefined ? r.claim_version : stamp.claimVersion,
-    claimedAt: stamp === undefined ? instant(r.claimed_at) : stamp.claimedAt,
-    firstAttemptedAt: stamp === undefined ? firstAttemptedAt : stamp.firstAttemptedAt,
-    replayCount: stamp === undefined ? r.replay_count : stamp.replayCount,
+    status: claim === undefined ? r.status : "claimed",
+    claimedBy: fields.claimedBy,
+    claimVersion: fields.claimVersion,
+    claimedAt: fields.claimedAt,
+    firstAttemptedAt: fields.firstAttemptedAt,
+    replayCount: fields.replayCount,
     completedAt: instant(r.completed_at)
   })
 }
