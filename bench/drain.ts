@@ -728,6 +728,16 @@ const median = (values: ReadonlyArray<number>): number => {
   return sorted[Math.floor(sorted.length / 2)] ?? 0
 }
 
+/** The pace of a latency-only run: `--rate=N` records/s, else half of one SQLite throughput round's. */
+const latencyPace = (count: number): Effect.Effect<number> =>
+  Effect.gen(function* () {
+    const rateArgument = process.argv.find((arg) => arg.startsWith("--rate="))?.slice("--rate=".length)
+    if (rateArgument !== undefined) return Number(rateArgument)
+    const measured = yield* throughput(sqliteStores(), count, "noop")
+    console.log("sqlite relay", measured)
+    return measured.recordsPerSecondWall / 2
+  })
+
 const main = Effect.gen(function* () {
   const rounds = quick ? 1 : 3
   // the goal's rounds: more of them, as the machine's run-to-run spread is large (best against best)
@@ -745,12 +755,9 @@ const main = Effect.gen(function* () {
     return
   }
   if (only === "sqlite-latency") {
-    // the latency phase alone, with its diagnosis: one throughput round sets the pace (half of it, or
-    // `--rate=N` records/s), then a latency run without and one with every statement timed
-    const rateArgument = process.argv.find((arg) => arg.startsWith("--rate="))?.slice("--rate=".length)
-    const measured = yield* throughput(sqliteStores(), sqliteCount, "noop")
-    console.log("sqlite relay", measured)
-    const rate = rateArgument !== undefined ? Number(rateArgument) : measured.recordsPerSecondWall / 2
+    // the latency phase alone, with its diagnosis, at `latencyPace`: a latency run without and one with
+    // every statement timed
+    const rate = yield* latencyPace(sqliteCount)
     const seconds = quick ? 2 : 3
     const show = (label: string) => (diagnosis: LatencyDiagnosis) =>
       console.log(label, JSON.stringify(diagnosis, null, 1))
@@ -762,11 +769,8 @@ const main = Effect.gen(function* () {
     return
   }
   if (only === "sqlite-latency-process") {
-    // the second-process latency run alone: one throughput round sets the pace (half of it, or `--rate=N`)
-    const rateArgument = process.argv.find((arg) => arg.startsWith("--rate="))?.slice("--rate=".length)
-    const measured = yield* throughput(sqliteStores(), sqliteCount, "noop")
-    console.log("sqlite relay", measured)
-    const rate = rateArgument !== undefined ? Number(rateArgument) : measured.recordsPerSecondWall / 2
+    // the second-process latency run alone, at `latencyPace`
+    const rate = yield* latencyPace(sqliteCount)
     console.log("sqlite latency, producer in a second process", yield* latencyOtherProcess(rate, quick ? 1 : 3))
     return
   }

@@ -109,6 +109,18 @@ const setup = (
 
 const layer = Layer.mergeAll(MemoryOutboxStore.layer)
 
+/**
+ * Lets the lease expire, then has another process (`relay-b`) take it over, written straight to the
+ * storage as that process would: this process counts no write.
+ */
+const takenOverElsewhere = (leases: CountingLeases, partitionKey: string) =>
+  Effect.gen(function* () {
+    yield* TestClock.adjust(`${TTL_MILLIS} millis`)
+    const now = yield* TestClock.currentTimeMillis
+    const taken = yield* leases.backend.tryAcquire(partitionKey, "relay-b", now, now + TTL_MILLIS)
+    expect(taken._tag).toBe("Written")
+  })
+
 describe("Drainer lease checks between waves", () => {
   it.effect("a batch of 30 records sent in 6 waves reads its lease once", () =>
     Effect.gen(function* () {
@@ -152,15 +164,7 @@ describe("Drainer lease checks between waves", () => {
 
   it.effect("another process takes the lease over after its expiry during a wave: the next wave is not sent", () =>
     Effect.gen(function* () {
-      const { drainer, sink } = yield* setup("h-expired", (leases) =>
-        Effect.gen(function* () {
-          yield* TestClock.adjust(`${TTL_MILLIS} millis`)
-          const now = yield* TestClock.currentTimeMillis
-          // written straight to the storage, as another process would: this process counts no write
-          const taken = yield* leases.backend.tryAcquire("h-expired", "relay-b", now, now + TTL_MILLIS)
-          expect(taken._tag).toBe("Written")
-        })
-      )
+      const { drainer, sink } = yield* setup("h-expired", (leases) => takenOverElsewhere(leases, "h-expired"))
       const error = yield* Effect.flip(drainer.drainOnce())
       expect(error._tag).toBe("StaleFencingToken")
       expect(yield* sink.attempts).toEqual(["r00", "r01", "r02", "r03", "r04"])
@@ -192,11 +196,7 @@ describe("Drainer lease checks between waves", () => {
     Effect.gen(function* () {
       const { drainer, sink } = yield* setup("h-renew-refused", (leases, lease) =>
         Effect.gen(function* () {
-          yield* TestClock.adjust(`${TTL_MILLIS} millis`)
-          const now = yield* TestClock.currentTimeMillis
-          // another process takes the expired lease over, straight in the storage
-          const taken = yield* leases.backend.tryAcquire("h-renew-refused", "relay-b", now, now + TTL_MILLIS)
-          expect(taken._tag).toBe("Written")
+          yield* takenOverElsewhere(leases, "h-renew-refused")
           const renewed = yield* Effect.flip(leases.store.renew("h-renew-refused", lease.token, `${TTL_MILLIS} millis`))
           expect(renewed._tag).toBe("StaleFencingToken")
         })
