@@ -715,13 +715,14 @@ describe("Drainer", () => {
       const sink = yield* MemorySink.make()
       // keyless, one at a time: each wave's records complete at the end of the batch, so no store call
       // follows a wave's second check: 1 read for the cycle, 1 before the first wave's sends, then 1 per
-      // wave after its sends: three waves of one
+      // wave after its sends; the memory sink's sends finish at once, so after the first wave (x1) the
+      // second offers every lane (x2 and x3): two waves
       const p = "d-reads-keyless"
       yield* setup(p, [rec(p, "x1"), rec(p, "x2"), rec(p, "x3")])
       const d = yield* drainer(p, { maxConcurrency: 1 }).pipe(Effect.provideService(Sink, sink.sink))
       const before = yield* reads.count
       expect(yield* d.drainOnce()).toMatchObject({ claimed: 3, delivered: 3 })
-      expect((yield* reads.count) - before).toBe(1 + 1 + 3)
+      expect((yield* reads.count) - before).toBe(1 + 1 + 2)
       // one key: every record but the last is completed inside its wave, so every wave reads before its
       // sends too; the end-of-batch complete (k3) follows the last wave's check with nothing between
       const q = "d-reads-keyed"
@@ -764,6 +765,88 @@ describe("Drainer", () => {
       expect((yield* reads.count) - before).toBe(1 + 3 * 2)
       expect(yield* claimedCount(p)).toBe(0)
     }).pipe(Effect.provide(watchedLayer))
+  )
+
+  /** A sink whose sends of the `waiting` ids have to wait (a turn of the scheduler); counts sends in flight. */
+  const pacedSink = (waiting: ReadonlySet<string>) => {
+    const attempts: Array<string> = []
+    let inFlight = 0
+    let maxInFlight = 0
+    const sink = Sink.of({
+      send: (record) =>
+        Effect.suspend(() => {
+          attempts.push(record.id)
+          if (!waiting.has(record.id)) return Effect.void
+          inFlight += 1
+          maxInFlight = Math.max(maxInFlight, inFlight)
+          return Effect.yieldNow().pipe(
+            Effect.ensuring(
+              Effect.sync(() => {
+                inFlight -= 1
+              })
+            )
+          )
+        })
+    })
+    return { sink, attempts, maxInFlight: () => maxInFlight }
+  }
+
+  it.effect("while sends finish at once, a wave offers every lane: fewer waves, fewer lease checks", () =>
+    Effect.gen(function* () {
+      const reads = yield* LeaseReads
+      const p = "d-wide"
+      const ids = ["x1", "x2", "x3", "x4", "x5", "x6"]
+      yield* setup(
+        p,
+        ids.map((id) => rec(p, id))
+      )
+      const paced = pacedSink(new Set())
+      const d = yield* drainer(p, { maxConcurrency: 2 }).pipe(Effect.provideService(Sink, paced.sink))
+      const before = yield* reads.count
+      expect(yield* d.drainOnce()).toMatchObject({ claimed: 6, delivered: 6 })
+      expect(paced.attempts).toEqual(ids)
+      // the first wave (x1 x2) finished at once, so the second took the other four: the cycle's read, the
+      // first wave's check before its sends, one check after each wave's sends (three waves of two before)
+      expect((yield* reads.count) - before).toBe(1 + 1 + 2)
+      expect(yield* completeCalls).toEqual([ids])
+      expect(yield* claimedCount(p)).toBe(0)
+    }).pipe(Effect.provide(watchedLayer))
+  )
+
+  it.effect(
+    "a wide wave stops starting sends when maxConcurrency of them wait; the rest keep their turn, in order",
+    () =>
+      Effect.gen(function* () {
+        const p = "d-wide-capped"
+        // x3, x4, x5 and k2 wait; the others finish at once
+        yield* setup(p, [
+          rec(p, "x1"),
+          rec(p, "x2"),
+          rec(p, "k1", { orderingKey: "K" }),
+          rec(p, "x3"),
+          rec(p, "x4"),
+          rec(p, "k2", { orderingKey: "K" }),
+          rec(p, "x5"),
+          rec(p, "x6"),
+          rec(p, "k3", { orderingKey: "K" })
+        ])
+        const paced = pacedSink(new Set(["x3", "x4", "x5", "k2"]))
+        const d = yield* drainer(p, { maxConcurrency: 2 }).pipe(Effect.provideService(Sink, paced.sink))
+        expect(yield* d.drainOnce()).toMatchObject({ claimed: 9, delivered: 9, deferred: 0, leftClaimed: 0 })
+        expect(paced.maxInFlight()).toBeLessThanOrEqual(2)
+        expect([...paced.attempts].sort()).toEqual(["k1", "k2", "k3", "x1", "x2", "x3", "x4", "x5", "x6"])
+        expect(paced.attempts.filter((id) => id.startsWith("k"))).toEqual(["k1", "k2", "k3"])
+        // the keyless records keep their age order across the waves: nothing untried is overtaken
+        expect(paced.attempts.filter((id) => id.startsWith("x"))).toEqual(["x1", "x2", "x3", "x4", "x5", "x6"])
+        // k1 and k2 were completed in their waves, before their successor was sent
+        const calls = yield* completeCalls
+        const k2Call = calls.findIndex((call) => call.includes("k2"))
+        expect(calls.findIndex((call) => call.includes("k1"))).toBeLessThan(k2Call)
+        expect(k2Call).toBeGreaterThanOrEqual(0)
+        expect(paced.attempts.indexOf("k3")).toBeGreaterThan(paced.attempts.indexOf("k2"))
+        expect(yield* claimedCount(p)).toBe(0)
+        expect(yield* pendingIds(p)).toEqual([])
+      }).pipe(Effect.provide(watchedLayer))
   )
 
   /** Before the `nth` lease read from now, another relay takes the lease over (release, then acquire). */

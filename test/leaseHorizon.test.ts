@@ -73,7 +73,8 @@ const rec = (partitionKey: string, id: string) =>
 type CountingLeases = Effect.Effect.Success<typeof countingLeases>
 
 /**
- * A partition with 30 keyless records, its lease held by `OWNER`; a drainer sending 5 at a time (6 waves).
+ * A partition with 30 keyless records, its lease held by `OWNER`; a drainer sending 5 at a time (6 waves: the
+ * sink's sends wait, so no wave is wide).
  * `duringFirstSend` runs once, inside the send of the first record.
  */
 const setup = (
@@ -87,12 +88,17 @@ const setup = (
     yield* store.persist(Array.from({ length: 30 }, (_, i) => rec(partitionKey, `r${String(i).padStart(2, "0")}`)))
     let acted = false
     const sink = yield* MemorySink.make({
+      // every send waits a turn of the scheduler, so the waves stay at five (a sink whose sends finish at
+      // once would get wide waves after the first: see drainer/Waves)
       onSend: () =>
-        Effect.suspend(() => {
-          if (acted) return Effect.void
-          acted = true
-          return Effect.orDie(duringFirstSend(leases, lease))
-        })
+        Effect.zipRight(
+          Effect.suspend(() => {
+            if (acted) return Effect.void
+            acted = true
+            return Effect.orDie(duringFirstSend(leases, lease))
+          }),
+          Effect.yieldNow()
+        )
     })
     const drainer = yield* Drainer.make({
       partitionKey,

@@ -211,6 +211,11 @@ export interface Instance extends Services {
   readonly sinkHealth: SinkHealth.SinkHealth
   /** The claim size of the next cycle. */
   currentBatchSize: number
+  /**
+   * Every send of the last wave finished without waiting: the next wave offers every lane (a wide wave),
+   * still with at most `maxConcurrency` sends in flight (see `Waves`).
+   */
+  sendsAtOnce: boolean
   /** Complete, release and dead-letter write calls so far (see `BatchState.leaseHeldAt`). */
   storeCalls: number
   /**
@@ -249,6 +254,7 @@ export const make = (config: DrainerSettings, services: Services): Instance => (
   watchdog: Duration.sum(config.batchTimeout, config.watchdogGrace),
   sinkHealth: SinkHealth.make(config.partitionKey),
   currentBatchSize: config.batchSize,
+  sendsAtOnce: false,
   storeCalls: 0,
   leaseHorizon: undefined,
   lastGaugeAt: Number.NEGATIVE_INFINITY,

@@ -1,8 +1,9 @@
 /**
  * The order in which a batch's groups are sent (SPEC §6 step 4): at most `maxConcurrency` groups per
  * wave, each group strictly one record after another. Groups of several records all start at once and
- * take turns (round robin, in age order of their heads); groups of one only fill the waves. `take` may be
- * given a larger width; the lanes whose send did not start go back to the front of the queue (`putBack`).
+ * take turns (round robin, in age order of their heads); groups of one only fill the waves. A wide wave
+ * (`take` with a larger width, used while the sink's sends finish at once) offers more lanes; the lanes
+ * whose send did not start go back to the front of the queue (`putBack`).
  *
  * @since 0.1.0
  */

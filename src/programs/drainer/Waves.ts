@@ -1,8 +1,10 @@
 /**
  * The waves of a batch (SPEC §6 steps 4-6). A wave is the next record of up to `maxConcurrency` groups
- * (see `Turns`); its sends start together right after the wave's lease check, at most `maxConcurrency` of
- * them in flight, and a lane whose send did not start keeps its turn for the next wave. Expired and poison
- * records are disposed of without a send; the rest are sent after one
+ * (see `Turns`); while the sink's sends finish at once (without waiting: in-memory, buffered and no-op
+ * sinks), a wave offers every lane instead, so a batch needs as many waves as its longest key chain rather
+ * than one per `maxConcurrency` lanes. Either way a wave's sends start together right after its lease
+ * check, at most `maxConcurrency` of them in flight, and a lane whose send did not start keeps its turn for
+ * the next wave. Expired and poison records are disposed of without a send; the rest are sent after one
  * lease check (none when the lease moved: the batch stops `StaleFencingToken`) and checked again after
  * their sends (lost: not completed, `OutboxDuplicateRisk`). A record with a younger sibling is completed
  * inside its wave, before that sibling is sent; the others' completes wait for one call at the end of the
@@ -421,7 +423,11 @@ const send = (
 ): Effect.Effect<number> =>
   Effect.map(
     Sender.sendAll(instance.sink, toSend, state, batch, instance.config.sendTimeout, instance.config.maxConcurrency),
-    (result) => result.started
+    (result) => {
+      // the width of the next wave: every lane while sends finish at once (see the module doc)
+      instance.sendsAtOnce = result.atOnce
+      return result.started
+    }
   )
 
 /**
@@ -544,7 +550,7 @@ export const runWaves = (
         yield* Settle.release(instance, turns.untried(), token, state)
         break
       }
-      const lanes = turns.take()
+      const lanes = turns.take(instance.sendsAtOnce ? Number.POSITIVE_INFINITY : instance.config.maxConcurrency)
       const { notStarted, stillRunning } = yield* runWave(instance, lanes, token, state, batch, turns.exhausted())
       turns.putBack(notStarted)
       turns.requeue(stillRunning)
