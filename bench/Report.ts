@@ -1102,6 +1102,18 @@ const latencySection = (data: unknown): Array<string> => {
   out.push(
     ...table(["backend", "wake-up", "p50 ms", "p99 ms", "max ms", "persist p50 ms", "p99 goal ms", "goal met"], rows)
   )
+  // backends re-measured on their own (`--merge`): each names its run
+  for (const [key, label] of measured) {
+    const run = at(data, key, "run")
+    if (run === undefined) continue
+    const alone = (at(run, "backends") as ReadonlyArray<string> | undefined) ?? []
+    out.push(
+      `${label}: re-measured in a run of its own (${alone.join(", ")}), ${measuredLine(run).replace(/^_|\._$/g, "")}; ` +
+        `${formatNumber(num(run, "method", "records"))} records, idle ${formatNumber(num(run, "method", "idleMillis"))} ms before each; ` +
+        `schedule: ${str(run, "method", "schedule") ?? na}.`,
+      ""
+    )
+  }
   const ours = num(data, "postgres", "latency", "p99Millis")
   const peer = num(data, "peer", "latency", "p99Millis")
   if (ours !== undefined && peer !== undefined) {

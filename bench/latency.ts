@@ -27,7 +27,9 @@
  * period (`--idle` + 1.5 s), the backends a fraction of the period apart, so no two records are in flight
  * together and each relay is idle at least `--idle` before each of its records (as long as its previous
  * delivery took under 1.5 s) — the issue's method for every backend in about 40 minutes instead of three
- * hours. Writes bench/results/latency.json.
+ * hours. Writes bench/results/latency.json; with `--merge`, the backends measured replace only their own entries
+ * in it, each marked with its own run (date, load, method, schedule), and the rest of the file stays as it was —
+ * for re-measuring some backends alone, away from the others' load.
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
@@ -81,6 +83,8 @@ const dynamoIdleSeconds = quick ? 10 : 30
 const dynamoIdleMax = Duration.seconds(1)
 const partitionKey = "latency"
 const together = args.includes("--together")
+/** `--merge`: the measured backends replace their own entries in the existing results file (see the module doc). */
+const merge = args.includes("--merge")
 /** `--together`: one record per backend per period, the backends `period / backends` apart. */
 const periodMillis = idleMillis + 1500
 
@@ -595,7 +599,7 @@ const main = async (): Promise<void> => {
   } finally {
     fs.rmSync(directory, { recursive: true, force: true })
   }
-  const output = {
+  const run = {
     date: new Date().toISOString(),
     loadAverage1m: { before: loadBefore, after: os.loadavg()[0] ?? 0 },
     seconds: Math.round((performance.now() - started) / 1000),
@@ -608,11 +612,20 @@ const main = async (): Promise<void> => {
         ? `backends together: one record per backend every ${periodMillis} ms, the backends ${Math.round(periodMillis / backends.length)} ms apart`
         : "backends one after another",
       producer: "a second OS process (memory: the same process)"
-    },
-    goalsP99Millis: goals,
-    ...result
+    }
   }
   const file = path.join(here, "results", "latency.json")
+  const output = merge
+    ? {
+        ...(JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, unknown>),
+        ...Object.fromEntries(
+          Object.entries(result).map(([backend, entry]) => [
+            backend,
+            { ...(entry as Record<string, unknown>), run: { ...run, backends } }
+          ])
+        )
+      }
+    : { ...run, goalsP99Millis: goals, ...result }
   fs.writeFileSync(file, `${JSON.stringify(output, null, 2)}\n`)
   console.log(`written ${file}`)
   process.exit(0)

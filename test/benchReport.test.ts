@@ -299,6 +299,34 @@ describe("bench report", () => {
       /\| peer: `pg-transactional-outbox` 0\.5\.7 on PostgreSQL \(second process\) .*\| 5 +\| 15 +\|/
     )
     expect(withPeer).toContain("p99 30 ms against the peer's 15 ms: 2.00× the peer's p99")
+    expect(withPeer).not.toContain("re-measured in a run of its own")
+  })
+
+  it("renders a backend re-measured in a run of its own (`--merge`) with that run's date, load and method", () => {
+    const run = {
+      date: "2026-12-04T19:00:00.000Z",
+      loadAverage1m: { before: 0.4, after: 0.6 },
+      seconds: 2300,
+      method: { records: 200, idleMillis: 10000, schedule: "backends together: one record per backend every 11500 ms" },
+      backends: ["postgres", "peer"]
+    }
+    const latency = {
+      date: "2026-12-03T19:00:00.000Z",
+      method: { records: 200, idleMillis: 10000, issueMethod: true },
+      goalsP99Millis: { memory: 10, postgres: 15 },
+      memory: { latency: { p50Millis: 0.5, p99Millis: 2, maxMillis: 3 } },
+      postgres: { latency: { p50Millis: 6, p99Millis: 12, maxMillis: 14 }, run },
+      peer: { latency: { p50Millis: 2, p99Millis: 6, maxMillis: 7 }, run }
+    }
+    const readme = renderReadme({ latency }, false)
+    expect(readme).toContain(
+      "PostgreSQL (second process): re-measured in a run of its own (postgres, peer), measured 2026-12-04T19:00:00.000Z; " +
+        "load average 0.4 → 0.6; run took 2,300 s; 200 records, idle 10,000 ms before each; " +
+        "schedule: backends together: one record per backend every 11500 ms."
+    )
+    expect(readme).toMatch(/peer: `pg-transactional-outbox` 0\.5\.7 on PostgreSQL \(second process\): re-measured/)
+    expect(readme).not.toMatch(/memory \(same process\): re-measured/)
+    expect(readme).toMatch(/\| PostgreSQL \(second process\) .*\| 12 +\| 14 +\| n\/a +\| ≤ 15 +\| met/)
   })
 
   it("renders the steady-state section: the highest sustained rate per target with a bar, latency at 50 % and 80 %", () => {
