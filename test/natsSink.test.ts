@@ -20,6 +20,7 @@ import {
   disposeThrough,
   expectOrdered,
   keyedRecords,
+  holdAfter,
   relayUntil
 } from "./support/BrokerRelay.js"
 import { killedRelayTakenOver } from "./support/BrokerCrash.js"
@@ -155,8 +156,13 @@ describe("NatsSink", { timeout: 120_000 }, () => {
             const partitions = ["a", "b", "c", "d"]
             const records = keyedRecords(partitions, 60)
             const atRestart = { stored: 0 }
-            const left = yield* relayUntil(
+            // sends after the first 30 wait for the server to be stopped, so the restart always comes mid-drain
+            const held = yield* holdAfter(
               NatsSink.layer({ servers: server.url, subject: `${prefix}.{partitionKey}`, timeout: "1 second" }),
+              30
+            )
+            const left = yield* relayUntil(
+              held.layer,
               records,
               Effect.map(messageCount(jsm, prefix).pipe(Effect.timeout("2 seconds"), Effect.option), (n) =>
                 Option.exists(n, (count) => count >= 240)
@@ -166,6 +172,8 @@ describe("NatsSink", { timeout: 120_000 }, () => {
                   Effect.repeat({ until: (ok) => ok, schedule: Schedule.spaced("20 millis") })
                 )
                 atRestart.stored = yield* messageCount(jsm, prefix)
+                yield* Effect.promise(() => server.stop())
+                yield* held.open
                 yield* Effect.promise(() => server.restart())
               })
             )

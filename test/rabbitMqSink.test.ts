@@ -20,6 +20,7 @@ import {
   disposeThrough,
   expectOrdered,
   keyedRecords,
+  holdAfter,
   relayUntil
 } from "./support/BrokerRelay.js"
 import { killedRelayTakenOver } from "./support/BrokerCrash.js"
@@ -219,8 +220,13 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
       const queue = yield* freshQueue()
       const partitions = ["a", "b", "c", "d"]
       const atRestart = { stored: 0, down: undefined as unknown }
-      const left = yield* relayUntil(
+      // sends after the first 30 wait for the broker to be stopped, so the restart always comes mid-drain
+      const held = yield* holdAfter(
         RabbitMqSink.layer({ url: rabbit.url, routingKey: queue, timeout: "2 seconds" }),
+        30
+      )
+      const left = yield* relayUntil(
+        held.layer,
         keyedRecords(partitions, 60),
         allCompleted(partitions),
         Effect.gen(function* () {
@@ -229,6 +235,7 @@ describe("RabbitMqSink", { timeout: 180_000 }, () => {
           )
           atRestart.stored = yield* depth(queue)
           yield* Effect.sync(() => rabbit.stopApp())
+          yield* held.open
           const sink = yield* RabbitMqSink.make({ url: rabbit.url })
           atRestart.down = yield* Effect.either(sink.send(record("down", queue)))
           yield* Effect.sleep("300 millis")

@@ -4,6 +4,7 @@
  */
 import { expect } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
@@ -16,7 +17,7 @@ import * as MemoryOutboxStore from "../../src/layers/memory/MemoryOutboxStore.js
 import * as Relay from "../../src/programs/Relay.js"
 import { DeadLetterStore } from "../../src/services/DeadLetterStore.js"
 import { OutboxStore } from "../../src/services/OutboxStore.js"
-import type { Sink } from "../../src/services/Sink.js"
+import { Sink } from "../../src/services/Sink.js"
 
 /** `count` records per partition, keyed `k0`/`k1` alternately, ids `<partition>-<nnnn>`. */
 export const keyedRecords = (partitions: ReadonlyArray<string>, count: number): ReadonlyArray<NewOutboxRecord> =>
@@ -113,6 +114,32 @@ export const disposeThrough = <E>(
       )
     )
   )
+
+/**
+ * `sink` with its sends held back once `after` of them succeeded, until `open` runs: a test that stops its
+ * broker after `after` deliveries then always has sends still to come, however fast the relay drains (the
+ * held sends go on against the broker as it is when `open` runs).
+ */
+export const holdAfter = <E>(sink: Layer.Layer<Sink, E>, after: number) =>
+  Effect.map(Deferred.make<void>(), (gate) => ({
+    layer: Layer.effect(
+      Sink,
+      Effect.map(Sink, (inner) => {
+        let succeeded = 0
+        return Sink.of({
+          send: (record) =>
+            Effect.suspend(() =>
+              succeeded >= after
+                ? Effect.zipRight(Deferred.await(gate), inner.send(record))
+                : Effect.tap(inner.send(record), () => {
+                    succeeded += 1
+                  })
+            )
+        })
+      })
+    ).pipe(Layer.provide(sink)),
+    open: Deferred.succeed(gate, undefined)
+  }))
 
 /** Whether every record of these partitions is completed (none pending or claimed). */
 export const allCompleted = (partitions: ReadonlyArray<string>) =>
