@@ -1102,13 +1102,19 @@ const latencySection = (data: unknown): Array<string> => {
   out.push(
     ...table(["backend", "wake-up", "p50 ms", "p99 ms", "max ms", "persist p50 ms", "p99 goal ms", "goal met"], rows)
   )
-  // backends re-measured on their own (`--merge`): each names its run
+  // backends re-measured on their own (`--merge`): one line per such run, naming its backends
+  const runs = new Map<string, { readonly run: unknown; readonly labels: Array<string> }>()
   for (const [key, label] of measured) {
     const run = at(data, key, "run")
     if (run === undefined) continue
-    const alone = (at(run, "backends") as ReadonlyArray<string> | undefined) ?? []
+    const id = JSON.stringify(run)
+    const seen = runs.get(id)
+    if (seen === undefined) runs.set(id, { run, labels: [label] })
+    else seen.labels.push(label)
+  }
+  for (const { labels, run } of runs.values()) {
     out.push(
-      `${label}: re-measured in a run of its own (${alone.join(", ")}), ${measuredLine(run).replace(/^_|\._$/g, "")}; ` +
+      `Re-measured in a run of their own: ${labels.join("; ")} — ${measuredLine(run).replace(/^_|\._$/g, "")}; ` +
         `${formatNumber(num(run, "method", "records"))} records, idle ${formatNumber(num(run, "method", "idleMillis"))} ms before each; ` +
         `schedule: ${str(run, "method", "schedule") ?? na}.`,
       ""

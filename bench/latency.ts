@@ -29,7 +29,8 @@
  * delivery took under 1.5 s) — the issue's method for every backend in about 40 minutes instead of three
  * hours. Writes bench/results/latency.json; with `--merge`, the backends measured replace only their own entries
  * in it, each marked with its own run (date, load, method, schedule), and the rest of the file stays as it was —
- * for re-measuring some backends alone, away from the others' load.
+ * for re-measuring some backends alone, away from the others' load (without a results file, the run is written
+ * whole).
  */
 import * as PgClient from "@effect/sql-pg/PgClient"
 import * as Duration from "effect/Duration"
@@ -615,17 +616,19 @@ const main = async (): Promise<void> => {
     }
   }
   const file = path.join(here, "results", "latency.json")
-  const output = merge
-    ? {
-        ...(JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, unknown>),
-        ...Object.fromEntries(
-          Object.entries(result).map(([backend, entry]) => [
-            backend,
-            { ...(entry as Record<string, unknown>), run: { ...run, backends } }
-          ])
-        )
-      }
-    : { ...run, goalsP99Millis: goals, ...result }
+  // with nothing to merge into (no results file yet), the run is written whole
+  const output =
+    merge && fs.existsSync(file)
+      ? {
+          ...(JSON.parse(fs.readFileSync(file, "utf8")) as Record<string, unknown>),
+          ...Object.fromEntries(
+            Object.entries(result).map(([backend, entry]) => [
+              backend,
+              { ...(entry as Record<string, unknown>), run: { ...run, backends } }
+            ])
+          )
+        }
+      : { ...run, goalsP99Millis: goals, ...result }
   fs.writeFileSync(file, `${JSON.stringify(output, null, 2)}\n`)
   console.log(`written ${file}`)
   process.exit(0)

@@ -299,7 +299,7 @@ describe("bench report", () => {
       /\| peer: `pg-transactional-outbox` 0\.5\.7 on PostgreSQL \(second process\) .*\| 5 +\| 15 +\|/
     )
     expect(withPeer).toContain("p99 30 ms against the peer's 15 ms: 2.00× the peer's p99")
-    expect(withPeer).not.toContain("re-measured in a run of its own")
+    expect(withPeer).not.toContain("Re-measured in a run of their own")
   })
 
   it("renders a backend re-measured in a run of its own (`--merge`) with that run's date, load and method", () => {
@@ -319,13 +319,14 @@ describe("bench report", () => {
       peer: { latency: { p50Millis: 2, p99Millis: 6, maxMillis: 7 }, run }
     }
     const readme = renderReadme({ latency }, false)
-    expect(readme).toContain(
-      "PostgreSQL (second process): re-measured in a run of its own (postgres, peer), measured 2026-12-04T19:00:00.000Z; " +
-        "load average 0.4 → 0.6; run took 2,300 s; 200 records, idle 10,000 ms before each; " +
-        "schedule: backends together: one record per backend every 11500 ms."
-    )
-    expect(readme).toMatch(/peer: `pg-transactional-outbox` 0\.5\.7 on PostgreSQL \(second process\): re-measured/)
-    expect(readme).not.toMatch(/memory \(same process\): re-measured/)
+    // one line for the run, naming both backends it measured
+    const line =
+      "Re-measured in a run of their own: PostgreSQL (second process); peer: `pg-transactional-outbox` 0.5.7 on " +
+      "PostgreSQL (second process) — measured 2026-12-04T19:00:00.000Z; load average 0.4 → 0.6; run took 2,300 s; " +
+      "200 records, idle 10,000 ms before each; schedule: backends together: one record per backend every 11500 ms."
+    expect(readme).toContain(line)
+    expect(readme.split("Re-measured in a run of their own").length).toBe(2)
+    expect(readme).not.toMatch(/Re-measured in a run of their own: memory/)
     expect(readme).toMatch(/\| PostgreSQL \(second process\) .*\| 12 +\| 14 +\| n\/a +\| ≤ 15 +\| met/)
   })
 
