@@ -286,12 +286,15 @@ const hex = (n: number, width: number): string => n.toString(16).padStart(width,
  *
  * @since 0.1.0
  */
-export const formatTimeOrderedId = (millis: number, randA: number, randB: number, randC: number): string => {
+export const formatTimeOrderedId = (millis: number, randA: number, randB: number, randC: number): string =>
+  idPrefix(millis, randA, randB) + hex(randC >>> 0, 8)
+
+/** The id up to its last 8 hex digits (the 32 bits of `randC`): what the ids of one generator share. */
+const idPrefix = (millis: number, randA: number, randB: number): string => {
   const ms = hex(Math.max(0, Math.floor(millis)) % 2 ** 48, 12)
   const a = hex(0x7000 | (randA & 0x0fff), 4)
   const b = hex((0x80000000 | (randB & 0x3fffffff)) >>> 0, 8)
-  const c = hex(randC >>> 0, 8)
-  return `${ms.slice(0, 8)}-${ms.slice(8, 12)}-${a}-${b.slice(0, 4)}-${b.slice(4, 8)}${c}`
+  return `${ms.slice(0, 8)}-${ms.slice(8, 12)}-${a}-${b.slice(0, 4)}-${b.slice(4, 8)}`
 }
 
 /**
@@ -306,12 +309,15 @@ export const idGenerator: Effect.Effect<() => string> = Effect.gen(function* () 
   const a = yield* Random.nextIntBetween(0, 0x1000)
   let b = yield* Random.nextIntBetween(0, 0x40000000)
   let c = (yield* Random.nextIntBetween(0, 0x7fffffff)) * 2 + (millis & 1)
+  // the prefix is formatted once, again only when the low bits wrap into `b`
+  let prefix = idPrefix(millis, a, b)
   return () => {
-    const id = formatTimeOrderedId(millis, a, b, c)
+    const id = prefix + hex(c >>> 0, 8)
     c = c + 1
     if (c > 0xffffffff) {
       c = 0
       b = (b + 1) & 0x3fffffff
+      prefix = idPrefix(millis, a, b)
     }
     return id
   }
