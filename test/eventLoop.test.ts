@@ -1,13 +1,14 @@
 /**
  * `groupPerTurn` and `groupLookupsPerTurn`: the calls made in the same turn of the event loop form one group; a group that fails
- * anyway fails its calls instead of leaving them waiting.
+ * anyway fails its calls instead of leaving them waiting; a lone caller stops waiting for the turn, and calls
+ * of several fibers in one turn make it wait again.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import { groupLookupsPerTurn, groupPerTurn } from "../src/services/EventLoop.js"
+import { aloneBeforeImmediate, groupLookupsPerTurn, groupPerTurn } from "../src/services/EventLoop.js"
 
 interface Call {
   readonly n: number
@@ -50,6 +51,65 @@ describe("groupPerTurn", () => {
       }
       broken = false
       expect(yield* call(join, 5)).toBe(5)
+    })
+  )
+})
+
+/** Whether `effect` returned before an immediate scheduled just before it ran (it did not wait for the turn). */
+const withoutWaiting = <A, E>(effect: Effect.Effect<A, E>) =>
+  Effect.flatMap(
+    Effect.sync(() => {
+      const turn = { passed: false }
+      setImmediate(() => {
+        turn.passed = true
+      })
+      return turn
+    }),
+    (turn) => Effect.map(effect, (a) => [a, !turn.passed] as const)
+  )
+
+describe("groupPerTurn with a lone caller", () => {
+  const recorder = () => {
+    const groups: Array<Array<number>> = []
+    const join = groupPerTurn<Call, number, string>((group) => {
+      groups.push(group.map((member) => member.n))
+      return Effect.forEach(group, (member) => Deferred.succeed(member.done, member.n), { discard: true })
+    })
+    return { groups, join }
+  }
+
+  it.effect("after groups of one in a row, one fiber's calls run at once, one after another in one turn", () =>
+    Effect.gen(function* () {
+      const { groups, join } = recorder()
+      const waited: Array<boolean> = []
+      for (let n = 1; n <= aloneBeforeImmediate + 3; n++) {
+        const [answer, atOnce] = yield* withoutWaiting(call(join, n))
+        expect(answer).toBe(n)
+        waited.push(!atOnce)
+      }
+      expect(waited).toEqual([...Array.from({ length: aloneBeforeImmediate }, () => true), false, false, false])
+      // every call was a group of its own
+      expect(groups).toEqual(Array.from({ length: aloneBeforeImmediate + 3 }, (_, i) => [i + 1]))
+      // two calls of the same fiber in one turn (no wait between them) do not count as callers side by side
+      const [[a, b], atOnce] = yield* withoutWaiting(Effect.all([call(join, 100), call(join, 101)]))
+      expect([a, b, atOnce]).toEqual([100, 101, true])
+    })
+  )
+
+  it.effect("calls of several fibers in one turn are grouped again, and the next lone call waits for the turn", () =>
+    Effect.gen(function* () {
+      const { groups, join } = recorder()
+      for (let n = 1; n <= aloneBeforeImmediate; n++) yield* call(join, n)
+      groups.length = 0
+      const answers = yield* Effect.all(
+        [10, 11, 12].map((n) => call(join, n)),
+        { concurrency: "unbounded" }
+      )
+      expect(answers).toEqual([10, 11, 12])
+      // the first ran at once, alone; the others, of other fibers in the same turn, waited and shared a group
+      expect(groups).toEqual([[10], [11, 12]])
+      const [answer, atOnce] = yield* withoutWaiting(call(join, 13))
+      expect([answer, atOnce]).toEqual([13, false])
     })
   )
 })

@@ -62,7 +62,8 @@ export interface SqliteOutboxStoreOptions extends StoreOptions, SqlSweep.SweepOp
    * completes may share a commit with the next claims. Every call still gets its own outcome: a claim its
    * own (in its own savepoint), a complete or release its matching ids applied and the others named in its
    * `StaleFencingToken`; a call's result is returned once the shared `COMMIT` succeeded. Persists are never
-   * grouped. False runs each call as its own statement or transaction.
+   * grouped. A lone caller's calls stop waiting for the turn (see `EventLoop.groupPerTurn`). False runs each
+   * call as its own statement or transaction.
    */
   readonly groupCommit?: boolean | undefined
 }
