@@ -121,31 +121,39 @@ const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSaf
 const isNonNegativeInt = (u: unknown): u is number => isInt(u) && u >= 0
 const isIntOrNull = (u: unknown): u is number | null => u === null || isInt(u)
 
-/** True when `input` has exactly what {@link Row} requires of every column. */
+/** An object whose properties can be read (as `unknown`): what a driver returns as a row. */
+const isObject = (input: unknown): input is Readonly<Record<string, unknown>> =>
+  typeof input === "object" && input !== null
+
+/**
+ * True when `input` has exactly what {@link Row} requires of every column. Plain property reads, not
+ * `Reflect.get`: the rows of one statement share a shape, and a read through the inline cache costs a tenth
+ * of a `Reflect.get` (this runs for every row a claim reads).
+ */
 const isRow = (input: unknown): input is Row => {
-  if (typeof input !== "object" || input === null) return false
-  const orderingKey: unknown = Reflect.get(input, "ordering_key")
-  const claimedBy: unknown = Reflect.get(input, "claimed_by")
+  if (!isObject(input)) return false
+  const orderingKey = input.ordering_key
+  const claimedBy = input.claimed_by
   return (
-    isNonEmpty(Reflect.get(input, "id")) &&
-    isNonEmpty(Reflect.get(input, "partition_key")) &&
-    isNonEmpty(Reflect.get(input, "envelope_id")) &&
-    isNonEmpty(Reflect.get(input, "binding_id")) &&
-    isText(Reflect.get(input, "route_id")) &&
-    isText(Reflect.get(input, "address")) &&
-    Reflect.get(input, "payload") instanceof Uint8Array &&
-    isText(Reflect.get(input, "headers")) &&
+    isNonEmpty(input.id) &&
+    isNonEmpty(input.partition_key) &&
+    isNonEmpty(input.envelope_id) &&
+    isNonEmpty(input.binding_id) &&
+    isText(input.route_id) &&
+    isText(input.address) &&
+    input.payload instanceof Uint8Array &&
+    isText(input.headers) &&
     (orderingKey === null || isNonEmpty(orderingKey)) &&
-    isInt(Reflect.get(input, "created_at")) &&
-    isIntOrNull(Reflect.get(input, "expires_at")) &&
-    isNonNegativeInt(Reflect.get(input, "seq")) &&
-    isText(Reflect.get(input, "status")) &&
+    isInt(input.created_at) &&
+    isIntOrNull(input.expires_at) &&
+    isNonNegativeInt(input.seq) &&
+    isText(input.status) &&
     (claimedBy === null || isNonEmpty(claimedBy)) &&
-    isNonNegativeInt(Reflect.get(input, "claim_version")) &&
-    isIntOrNull(Reflect.get(input, "claimed_at")) &&
-    isIntOrNull(Reflect.get(input, "first_attempted_at")) &&
-    isNonNegativeInt(Reflect.get(input, "replay_count")) &&
-    isIntOrNull(Reflect.get(input, "completed_at"))
+    isNonNegativeInt(input.claim_version) &&
+    isIntOrNull(input.claimed_at) &&
+    isIntOrNull(input.first_attempted_at) &&
+    isNonNegativeInt(input.replay_count) &&
+    isIntOrNull(input.completed_at)
   )
 }
 
