@@ -42,8 +42,8 @@ export type GroupMember<R, A, E> = R & { readonly done: Deferred.Deferred<A, E> 
  * calls waiting for the next one fail with its cause, and the next call starts a new runner.
  *
  * A lone caller does not wait for the turn: after {@link aloneBeforeImmediate} groups in a row of one call
- * each, a call runs at once (the wait would have found no one to group with, and costs a lone caller about
- * a tenth of a millisecond per call). A call of another fiber in the same turn ends that: it waits for the
+ * each, a call runs at once (the wait would have found no one to group with, and costs a lone caller a tenth
+ * of a millisecond or more per call). A call of another fiber in the same turn ends that: it waits for the
  * turn again, and so do the calls after it until groups of one are again the rule.
  *
  * @since 0.1.0
@@ -54,7 +54,7 @@ export const groupPerTurn = <R extends object, A, E>(
   let waiting: Array<GroupMember<R, A, E>> = []
   let running: ReadonlyArray<GroupMember<R, A, E>> = []
   let scheduled = false
-  /** Groups of one call in a row (reset by a larger group, or by two calls in one turn). */
+  /** Groups of one call in a row (reset by a larger group, or by calls of two fibers in one turn). */
   let alone = 0
   const turn = turnMarker()
   const runQueued: Effect.Effect<void> = Effect.suspend(function next(): Effect.Effect<void> {
@@ -96,8 +96,8 @@ export const groupPerTurn = <R extends object, A, E>(
 }
 
 /**
- * Groups of one call in a row after which {@link groupPerTurn} runs a call that is the first of its turn at
- * once instead of waiting for the turn.
+ * Groups of one call in a row after which {@link groupPerTurn} runs a call at once instead of waiting for the
+ * turn (as long as no other fiber called in the same turn).
  *
  * @since 0.2.0
  */
