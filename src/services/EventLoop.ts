@@ -1,6 +1,7 @@
 /**
  * A turn of the event loop as an effect, shared by the drainer (so an in-memory cycle does not starve
- * timers) and the SQLite stores' grouping of concurrent calls ({@link groupPerTurn}).
+ * timers) and the stores' grouping of concurrent calls ({@link groupPerTurn}: the SQLite group commit, the
+ * SQL lease stores' grouped reads).
  *
  * @since 0.1.0
  */
@@ -8,19 +9,24 @@ import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 
+/** Runs `run` on the next turn of the event loop (`setImmediate`, else a 0 ms timer); returns its cancel. */
+const onNextTurn = (run: () => void): (() => void) => {
+  if (typeof setImmediate === "function") {
+    const handle = setImmediate(run)
+    return () => clearImmediate(handle)
+  }
+  const handle = setTimeout(run, 0)
+  return () => clearTimeout(handle)
+}
+
 /**
  * Resolves on the next turn of the event loop (a macrotask), whatever the `Clock`; interruptible.
  *
  * @since 0.1.0
  */
 export const yieldToEventLoop: Effect.Effect<void> = Effect.async<void>((resume) => {
-  const done = () => resume(Effect.void)
-  if (typeof setImmediate === "function") {
-    const handle = setImmediate(done)
-    return Effect.sync(() => clearImmediate(handle))
-  }
-  const handle = setTimeout(done, 0)
-  return Effect.sync(() => clearTimeout(handle))
+  const cancel = onNextTurn(() => resume(Effect.void))
+  return Effect.sync(cancel)
 })
 
 /**
@@ -119,8 +125,7 @@ const turnMarker = (): { readonly mark: (fiber: object) => boolean } => {
     mark: (fiber) => {
       if (caller === undefined) {
         caller = fiber
-        if (typeof setImmediate === "function") setImmediate(clear)
-        else setTimeout(clear, 0)
+        onNextTurn(clear)
         return false
       }
       if (fiber !== caller) several = true
