@@ -203,30 +203,38 @@ const quickHeaders = (u: unknown): OutboxRecord.Headers | undefined => {
   return out
 }
 
+/**
+ * An object whose properties can be read (as `unknown`): what a driver returns as a row. The row checks read
+ * columns as plain properties through it rather than with `Reflect.get`: the rows of one statement share a
+ * shape, and a read through the inline cache costs about a tenth of a `Reflect.get` (the checks run for every
+ * row a claim reads).
+ *
+ * @since 0.2.0
+ */
+export const isRowObject = (input: unknown): input is Readonly<Record<string, unknown>> =>
+  typeof input === "object" && input !== null
+
 const quickRow = (u: unknown): Row | undefined => {
-  if (typeof u !== "object" || u === null) return undefined
-  const get = (name: string): unknown => Reflect.get(u, name)
-  const [id, pk, env, bind, route, addr, payload, okey, status, by] = [
-    get("id"),
-    get("partition_key"),
-    get("envelope_id"),
-    get("binding_id"),
-    get("route_id"),
-    get("address"),
-    get("payload"),
-    get("ordering_key"),
-    get("status"),
-    get("claimed_by")
-  ]
-  const headers = quickHeaders(get("headers"))
-  const createdAt = int(get("created_at"))
-  const expiresAt = nullableInt(get("expires_at"))
-  const seq = int(get("seq"))
-  const version = int(get("claim_version"))
-  const claimedAt = nullableInt(get("claimed_at"))
-  const firstAttemptedAt = nullableInt(get("first_attempted_at"))
-  const replayCount = int(get("replay_count"))
-  const completedAt = nullableInt(get("completed_at"))
+  if (!isRowObject(u)) return undefined
+  const id = u.id
+  const pk = u.partition_key
+  const env = u.envelope_id
+  const bind = u.binding_id
+  const route = u.route_id
+  const addr = u.address
+  const payload = u.payload
+  const okey = u.ordering_key
+  const status = u.status
+  const by = u.claimed_by
+  const headers = quickHeaders(u.headers)
+  const createdAt = int(u.created_at)
+  const expiresAt = nullableInt(u.expires_at)
+  const seq = int(u.seq)
+  const version = int(u.claim_version)
+  const claimedAt = nullableInt(u.claimed_at)
+  const firstAttemptedAt = nullableInt(u.first_attempted_at)
+  const replayCount = int(u.replay_count)
+  const completedAt = nullableInt(u.completed_at)
   if (
     !nonEmpty(id) ||
     !nonEmpty(pk) ||

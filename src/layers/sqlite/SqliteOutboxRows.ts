@@ -12,6 +12,7 @@ import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import * as Fence from "../../domain/Fence.js"
 import { CorruptRecord } from "../../domain/OutboxError.js"
+import { isRowObject } from "../sql/SqlOutboxRow.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
 
 /**
@@ -121,17 +122,9 @@ const isInt = (u: unknown): u is number => typeof u === "number" && Number.isSaf
 const isNonNegativeInt = (u: unknown): u is number => isInt(u) && u >= 0
 const isIntOrNull = (u: unknown): u is number | null => u === null || isInt(u)
 
-/** An object whose properties can be read (as `unknown`): what a driver returns as a row. */
-const isObject = (input: unknown): input is Readonly<Record<string, unknown>> =>
-  typeof input === "object" && input !== null
-
-/**
- * True when `input` has exactly what {@link Row} requires of every column. Plain property reads, not
- * `Reflect.get`: the rows of one statement share a shape, and a read through the inline cache costs a tenth
- * of a `Reflect.get` (this runs for every row a claim reads).
- */
+/** True when `input` has exactly what {@link Row} requires of every column (plain reads: `isRowObject`). */
 const isRow = (input: unknown): input is Row => {
-  if (!isObject(input)) return false
+  if (!isRowObject(input)) return false
   const orderingKey = input.ordering_key
   const claimedBy = input.claimed_by
   return (
