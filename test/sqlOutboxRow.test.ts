@@ -8,29 +8,17 @@ import * as DateTime from "effect/DateTime"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { isRowObject, decodeRow } from "../src/layers/sql/SqlOutboxRow.js"
+import { storedRow } from "./support/StoredRow.js"
 
-const row = (changes: Record<string, unknown> = {}): Record<string, unknown> => ({
-  id: "01a242ff-2f88-7001-8000-000000000001",
-  partition_key: "p",
-  envelope_id: "e1",
-  binding_id: "b",
-  route_id: "",
-  address: "",
-  payload: new Uint8Array([1, 2, 3]),
-  headers: '{"h":"v"}',
-  ordering_key: "k",
-  created_at: 1_700_000_000_000,
-  expires_at: null,
-  seq: 7,
-  status: "pending",
-  claimed_by: null,
-  claim_version: 0,
-  claimed_at: null,
-  first_attempted_at: null,
-  replay_count: 0,
-  completed_at: null,
-  ...changes
-})
+const row = (changes: Record<string, unknown> = {}) =>
+  storedRow({
+    envelope_id: "e1",
+    payload: new Uint8Array([1, 2, 3]),
+    headers: '{"h":"v"}',
+    ordering_key: "k",
+    seq: 7,
+    ...changes
+  })
 
 describe("SqlOutboxRow.decodeRow", () => {
   it("reads a well-formed row, string integers included (as PostgreSQL's bigint columns arrive)", () => {

@@ -18,28 +18,9 @@ import * as SqliteOutboxRows from "../src/layers/sqlite/SqliteOutboxRows.js"
 import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
+import { storedRow } from "./support/StoredRow.js"
 
-const good = {
-  id: "r1",
-  partition_key: "p",
-  envelope_id: "e",
-  binding_id: "b",
-  route_id: "",
-  address: "",
-  payload: new Uint8Array([1, 2]),
-  headers: "{}",
-  ordering_key: null,
-  created_at: 1_700_000_000_000,
-  expires_at: null,
-  seq: 1,
-  status: "pending",
-  claimed_by: null,
-  claim_version: 0,
-  claimed_at: null,
-  first_attempted_at: null,
-  replay_count: 0,
-  completed_at: null
-}
+const good = storedRow()
 
 /** What the schemas alone say about a row (the reference the structural path must agree with). */
 const schemaAccepts = (row: unknown): boolean => {
