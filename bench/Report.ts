@@ -1059,20 +1059,13 @@ const brokersSection = (data: unknown): Array<string> => {
         "relay rec/s",
         "hand-written relay rec/s",
         "relay / hand-written",
-        "CPU µs/record relay",
-        "CPU µs/record hand-written"
+        "CPU µs/record relay, hand-written"
       ],
       (label, key) => {
-        const relay = num(data, key, "settled", "relayRecordsPerSecond")
-        const handWritten = num(data, key, "settled", "handWrittenRecordsPerSecond")
-        return [
-          label,
-          formatNumber(relay),
-          formatNumber(handWritten),
-          formatRatio(relay, handWritten),
-          formatNumber(num(data, key, "settled", "cpuMicrosPerRecord", "relay")),
-          formatNumber(num(data, key, "settled", "cpuMicrosPerRecord", "handWritten"))
-        ]
+        const settled = (...path: ReadonlyArray<string>) => num(data, key, "settled", ...path)
+        const cpu = (side: string) => formatNumber(settled("cpuMicrosPerRecord", side))
+        const rates = [settled("relayRecordsPerSecond"), settled("handWrittenRecordsPerSecond")] as const
+        return [label, ...rates.map(formatNumber), formatRatio(...rates), `${cpu("relay")}, ${cpu("handWritten")}`]
       }
     )
   )
