@@ -975,25 +975,68 @@ describe("Drainer", () => {
       }).pipe(Effect.provide(watchedLayer))
   )
 
-  it.effect("a wedged sink: the watchdog fires, the drainer fails and the stall is counted", () =>
+  /** Two records of one key whose head hangs in the sink; a drainer whose watchdog fires 70 s into a batch. */
+  const wedged = (p: string, persistNow: boolean) =>
     Effect.gen(function* () {
-      const p = "d-wedged"
-      yield* setup(p, [rec(p, "k1", { orderingKey: "K" }), rec(p, "k2", { orderingKey: "K" })])
+      const records = [rec(p, "k1", { orderingKey: "K" }), rec(p, "k2", { orderingKey: "K" })]
+      const { store } = yield* setup(p, persistNow ? records : [])
       const sink = yield* recorder
       yield* sink.failRecord("k1", { failure: "hang" })
       const d = yield* drainer(p, { batchTimeout: "1 minute", watchdogGrace: "10 seconds", sendTimeout: "1 hour" })
-      const fiber = yield* Effect.fork(d.run)
-      yield* sink.awaitAttempts(1)
-      yield* TestClock.adjust("70 seconds")
+      return { d, sink, persist: store.persist(records) }
+    })
+
+  /** The drainer (or its cycle) failed with `DrainStalled`, counted once; the untried tail was released. */
+  const expectStalled = (p: string, fiber: Fiber.RuntimeFiber<unknown, { readonly _tag: string }>) =>
+    Effect.gen(function* () {
       const exit = yield* Fiber.await(fiber)
-      expect(Exit.isFailure(exit)).toBe(true)
-      if (Exit.isFailure(exit)) {
-        const error = exit.cause._tag === "Fail" ? exit.cause.error : undefined
-        expect(error?._tag).toBe("DrainStalled")
-      }
+      expect(Exit.isFailure(exit) && exit.cause._tag === "Fail" ? exit.cause.error._tag : undefined).toBe(
+        "DrainStalled"
+      )
       expect(yield* counter(OutboxMetrics.OutboxDrainStalled, p)).toBe(1)
       // the untried tail was released; the wedged head stays claimed for the next epoch
       expect(yield* pendingIds(p)).toEqual(["k2"])
+    })
+
+  it.effect("a wedged sink: the watchdog fires, the drainer fails and the stall is counted", () =>
+    Effect.gen(function* () {
+      const p = "d-wedged"
+      const { d, sink } = yield* wedged(p, true)
+      const fiber = yield* Effect.fork(d.run)
+      yield* sink.awaitAttempts(1)
+      yield* TestClock.adjust("70 seconds")
+      yield* expectStalled(p, fiber)
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("the loop's watchdog timer fires a batch that started after an idle spell exactly at its deadline", () =>
+    Effect.gen(function* () {
+      const p = "d-wedged-later"
+      const { d, sink, persist } = yield* wedged(p, false)
+      const fiber = yield* Effect.fork(d.run)
+      // 30 s idle: the loop's timer is part-way through a 70 s sleep with nothing armed
+      yield* TestClock.adjust("30 seconds")
+      yield* persist
+      yield* sink.awaitAttempts(1)
+      // the batch's deadline is 70 s after it started: the timer wakes at 70 s, finds it ahead, sleeps on
+      yield* TestClock.adjust("69 seconds")
+      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+      expect(yield* counter(OutboxMetrics.OutboxDrainStalled, p)).toBe(0)
+      yield* TestClock.adjust("1 second")
+      yield* expectStalled(p, fiber)
+    }).pipe(Effect.provide(withSink))
+  )
+
+  it.effect("drainOnce on its own keeps the watchdog: a wedged batch fails with DrainStalled at its deadline", () =>
+    Effect.gen(function* () {
+      const p = "d-wedged-once"
+      const { d, sink } = yield* wedged(p, true)
+      const fiber = yield* Effect.fork(d.drainOnce())
+      yield* sink.awaitAttempts(1)
+      yield* TestClock.adjust("69 seconds")
+      expect(Option.isNone(yield* Fiber.poll(fiber))).toBe(true)
+      yield* TestClock.adjust("1 second")
+      yield* expectStalled(p, fiber)
     }).pipe(Effect.provide(withSink))
   )
 

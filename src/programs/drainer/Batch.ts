@@ -1,6 +1,7 @@
 /**
  * One claimed batch under its watchdog (SPEC §6 step 8): the waves run in a fiber of their own; a batch
- * that outlives `batchTimeout + watchdogGrace` is abandoned (`OutboxDrainStalled`, {@link DrainStalled}),
+ * that outlives `batchTimeout + watchdogGrace` (timed by the loop's `Watchdog` timer, or by a race outside
+ * the loop) is abandoned (`OutboxDrainStalled`, {@link DrainStalled}),
  * and an interrupted batch stops taking records, lets in-flight sends finish within `finalDrainBudget`
  * and releases everything still held.
  *
@@ -21,6 +22,7 @@ import { groupByKey } from "./Settings.js"
 import * as Settle from "./Settle.js"
 import * as Turns from "./Turns.js"
 import * as Waves from "./Waves.js"
+import * as Watchdog from "./Watchdog.js"
 
 /** Releases whatever the batch still holds (bounded by the final-drain budget). */
 const releaseHeld = (
@@ -107,7 +109,7 @@ export const run = (
       const work = Waves.runWaves(instance, groups, token, state)
       // a daemon: interrupting the cycle must not interrupt the batch before the final drain ran
       const fiber = yield* Effect.forkDaemon(restore(work))
-      const finished = yield* restore(Fiber.await(fiber).pipe(Effect.timeoutOption(instance.watchdog))).pipe(
+      const finished = yield* restore(Watchdog.awaitFiber(instance.watchdogTimer, fiber, instance.watchdog)).pipe(
         Effect.onInterrupt(() => finalDrain(instance, state, fiber, token))
       )
       if (Option.isNone(finished)) return yield* abandon(instance, state, fiber, token, startedAt)

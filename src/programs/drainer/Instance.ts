@@ -23,6 +23,7 @@ import type { WakeHubService } from "../../services/WakeHub.js"
 import type { WakeSignalService } from "../../services/WakeSignal.js"
 import type { DrainerSettings } from "./Settings.js"
 import * as SinkHealth from "./SinkHealth.js"
+import type * as Watchdog from "./Watchdog.js"
 
 /**
  * The metrics of one partition (and the drainer's route), tagged once; deliveries, send failures and dead
@@ -207,6 +208,8 @@ export interface Instance extends Services {
   readonly gaugeIntervalMillis: number
   readonly expireIntervalMillis: number
   readonly watchdog: Duration.Duration
+  /** The watchdog's timer of the running loop (`Watchdog.start`); none outside the loop (`drainOnce`). */
+  watchdogTimer: Watchdog.Timer | undefined
   /** Transient send failures in a row, and when they were last logged. */
   readonly sinkHealth: SinkHealth.SinkHealth
   /** The claim size of the next cycle. */
@@ -252,6 +255,7 @@ export const make = (config: DrainerSettings, services: Services): Instance => (
   gaugeIntervalMillis: Duration.toMillis(config.gaugeInterval),
   expireIntervalMillis: Duration.toMillis(config.expireInterval),
   watchdog: Duration.sum(config.batchTimeout, config.watchdogGrace),
+  watchdogTimer: undefined,
   sinkHealth: SinkHealth.make(config.partitionKey),
   currentBatchSize: config.batchSize,
   sendsAtOnce: false,

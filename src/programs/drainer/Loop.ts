@@ -23,6 +23,7 @@ import * as Cycle from "./Cycle.js"
 import { type Instance, routeMetricsFor } from "./Instance.js"
 import { type DrainerSettings, nextBatchSize } from "./Settings.js"
 import * as SinkHealth from "./SinkHealth.js"
+import * as Watchdog from "./Watchdog.js"
 
 /**
  * Errors that end the loop: the lease was lost, or the watchdog fired.
@@ -109,6 +110,21 @@ export type TurnEnd = (result: Cycle.CycleResult | undefined, stranded: number) 
  * @since 0.1.0
  */
 export const runTurn = (instance: Instance, endTurn: TurnEnd): Effect.Effect<void, DrainError> =>
+  // the batches of the turn share one watchdog timer (see `Watchdog`), stopped when the turn ends
+  Effect.scoped(
+    Effect.flatMap(Watchdog.start(instance.watchdog), (timer) => {
+      instance.watchdogTimer = timer
+      return Effect.ensuring(
+        cycles(instance, endTurn),
+        Effect.sync(() => {
+          if (instance.watchdogTimer === timer) instance.watchdogTimer = undefined
+        })
+      )
+    })
+  )
+
+/** The cycles of a turn (see {@link runTurn}). */
+const cycles = (instance: Instance, endTurn: TurnEnd): Effect.Effect<void, DrainError> =>
   Effect.gen(function* () {
     const config = instance.config
     yield* startCounters(instance)

@@ -1,0 +1,106 @@
+/**
+ * The batch watchdog's wait (`Watchdog.awaitFiber`): with a loop's timer and without one (a race), the
+ * fiber's exit when it ends in time, none exactly at the deadline, the fiber left running either way, and
+ * no deadline left armed once the wait is over or interrupted.
+ */
+import { describe, expect, it } from "@effect/vitest"
+import * as Deferred from "effect/Deferred"
+import * as Duration from "effect/Duration"
+import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
+import * as Option from "effect/Option"
+import * as TestClock from "effect/TestClock"
+import * as Watchdog from "../src/programs/drainer/Watchdog.js"
+
+const watchdog = Duration.minutes(1)
+
+/**
+ * Whether the wait is over with none (the deadline passed), once the fibers the clock woke have run (a few
+ * turns of the scheduler): false while it still waits, so a late deadline fails the test at once.
+ */
+const timedOut = <A, E>(waiting: Fiber.Fiber<Option.Option<Exit.Exit<A, E>>>) =>
+  Effect.gen(function* () {
+    for (let i = 0; i < 20 && Option.isNone(yield* Fiber.poll(waiting)); i++) yield* Effect.yieldNow()
+    const polled = yield* Fiber.poll(waiting)
+    return Option.isSome(polled) && Exit.isSuccess(polled.value) && Option.isNone(polled.value.value)
+  })
+
+/** A fiber that ends with `value` once `gate` opens. */
+const gated = (gate: Deferred.Deferred<void>, value: number) => Effect.fork(Effect.as(Deferred.await(gate), value))
+
+describe("Watchdog.awaitFiber", () => {
+  for (const withTimer of [true, false]) {
+    const label = withTimer ? "with the loop's timer" : "without a timer (a race)"
+
+    it.scoped(`${label}: the fiber's exit when it ends before the deadline`, () =>
+      Effect.gen(function* () {
+        const timer = withTimer ? yield* Watchdog.start(watchdog) : undefined
+        const gate = yield* Deferred.make<void>()
+        const fiber = yield* gated(gate, 7)
+        const waiting = yield* Effect.fork(Watchdog.awaitFiber(timer, fiber, watchdog))
+        yield* TestClock.adjust("59 seconds")
+        yield* Deferred.succeed(gate, undefined)
+        const result = yield* Fiber.join(waiting)
+        expect(Option.map(result, Exit.isSuccess)).toEqual(Option.some(true))
+        if (Option.isSome(result) && Exit.isSuccess(result.value)) expect(result.value.value).toBe(7)
+        if (timer !== undefined) expect(timer.armed.size).toBe(0)
+      })
+    )
+
+    it.scoped(`${label}: none exactly at the deadline, not a moment before; the fiber keeps running`, () =>
+      Effect.gen(function* () {
+        const timer = withTimer ? yield* Watchdog.start(watchdog) : undefined
+        // the timer has slept part of a period with nothing armed when the wait starts
+        yield* TestClock.adjust("25 seconds")
+        const gate = yield* Deferred.make<void>()
+        const fiber = yield* gated(gate, 1)
+        const waiting = yield* Effect.fork(Watchdog.awaitFiber(timer, fiber, watchdog))
+        yield* TestClock.adjust("59999 millis")
+        expect(yield* Fiber.poll(waiting)).toEqual(Option.none())
+        yield* TestClock.adjust("1 millis")
+        expect(yield* timedOut(waiting)).toBe(true)
+        expect(yield* Fiber.poll(fiber)).toEqual(Option.none())
+        if (timer !== undefined) expect(timer.armed.size).toBe(0)
+        yield* Deferred.succeed(gate, undefined)
+        expect(yield* Fiber.join(fiber)).toBe(1)
+      })
+    )
+  }
+
+  it.scoped(
+    "an interrupted wait disarms its deadline and leaves the fiber running; the timer serves the next wait",
+    () =>
+      Effect.gen(function* () {
+        const timer = yield* Watchdog.start(watchdog)
+        const gate = yield* Deferred.make<void>()
+        const fiber = yield* gated(gate, 3)
+        const waiting = yield* Effect.fork(Watchdog.awaitFiber(timer, fiber, watchdog))
+        yield* Effect.yieldNow()
+        expect(timer.armed.size).toBe(1)
+        yield* Fiber.interrupt(waiting)
+        expect(timer.armed.size).toBe(0)
+        expect(yield* Fiber.poll(fiber)).toEqual(Option.none())
+        // a later wait on the same timer still gets its deadline, exactly
+        yield* TestClock.adjust("40 seconds")
+        const next = yield* Effect.fork(Watchdog.awaitFiber(timer, fiber, watchdog))
+        yield* TestClock.adjust("59 seconds")
+        expect(yield* Fiber.poll(next)).toEqual(Option.none())
+        yield* TestClock.adjust("1 second")
+        expect(yield* Fiber.join(next)).toEqual(Option.none())
+        yield* Deferred.succeed(gate, undefined)
+        expect(yield* Fiber.join(fiber)).toBe(3)
+      })
+  )
+
+  it.scoped("a fiber that already ended: its exit at once, nothing armed", () =>
+    Effect.gen(function* () {
+      const timer = yield* Watchdog.start(watchdog)
+      const fiber = yield* Effect.fork(Effect.succeed(5))
+      yield* Fiber.await(fiber)
+      const result = yield* Watchdog.awaitFiber(timer, fiber, watchdog)
+      expect(Option.map(result, Exit.isSuccess)).toEqual(Option.some(true))
+      expect(timer.armed.size).toBe(0)
+    })
+  )
+})
