@@ -24,8 +24,9 @@ import * as Sender from "../src/programs/drainer/Sender.js"
 import { settings } from "../src/programs/drainer/Settings.js"
 import * as SinkHealth from "../src/programs/drainer/SinkHealth.js"
 import * as Turns from "../src/programs/drainer/Turns.js"
+import * as Watchdog from "../src/programs/drainer/Watchdog.js"
 import * as OutboxMetrics from "../src/services/OutboxMetrics.js"
-import { SendError, type SinkService } from "../src/services/Sink.js"
+import { fromRegister, SendError, type SinkService } from "../src/services/Sink.js"
 
 const record = (id: string, orderingKey?: string) =>
   new OutboxRecord({
@@ -259,6 +260,136 @@ describe("Sender", () => {
       yield* Effect.yieldNow()
       expect(interrupted.sort()).toEqual(["later", "slow"])
       expect(slots.map((s) => s.result)).toEqual([undefined, undefined, undefined])
+    })
+  )
+})
+
+/** A sink in `register` form whose open sends the test resumes by hand (`resumes`), counting its cancels. */
+const handResumed = (refuse: (id: string) => SendError | "ok" | undefined) => {
+  const started: Array<string> = []
+  const resumes = new Map<string, (result: Effect.Effect<void, SendError>) => void>()
+  const cancelled: Array<string> = []
+  const sink = fromRegister((r, resume) => {
+    started.push(r.id)
+    const now = refuse(r.id)
+    if (now === "ok") return resume(Effect.void)
+    if (now !== undefined) return resume(Effect.fail(now))
+    resumes.set(r.id, resume)
+    return Effect.sync(() => void cancelled.push(r.id))
+  })
+  return { sink, started, resumes, cancelled }
+}
+
+const outcomes = (slots: ReadonlyArray<BatchState.Slot>) =>
+  slots.map((s) => (s.result === undefined ? "none" : Either.isRight(s.result) ? "ok" : s.result.left.code))
+
+describe("Sender, a sink in register form (no fiber per send)", () => {
+  for (const withTimer of [false, true]) {
+    const label = withTimer ? "with the loop's send timer" : "with a race"
+    it.scoped(
+      `${label}: sends resumed at once are done on the spot; the others are in flight together until the deadline, then cancelled`,
+      () =>
+        Effect.gen(function* () {
+          const refused = new SendError({ retryable: false, code: "400", message: "no" })
+          const { sink, started, resumes, cancelled } = handResumed((id) =>
+            id === "quick" ? "ok" : id === "refused" ? refused : undefined
+          )
+          const timer = withTimer ? yield* Watchdog.start(Duration.seconds(5)) : undefined
+          const records = ["slow", "quick", "stuck", "refused"].map((id) => record(id))
+          const slots = slotsOf(records)
+          const state = BatchState.make(records)
+          const fiber = yield* Effect.fork(
+            Sender.sendAll(sink, slots, state, yield* batchRuntime, timer ?? Duration.seconds(5))
+          )
+          yield* TestClock.adjust("1 second")
+          expect(started).toEqual(["slow", "quick", "stuck", "refused"])
+          expect([...state.inFlight].sort()).toEqual(["slow", "stuck"])
+          resumes.get("slow")?.(Effect.void)
+          expect([...state.inFlight]).toEqual(["stuck"])
+          yield* TestClock.adjust("3999 millis")
+          expect(yield* Fiber.poll(fiber)).toEqual(Option.none())
+          yield* TestClock.adjust("1 millis")
+          expect(yield* Fiber.join(fiber)).toEqual({ started: 4, atOnce: false })
+          // the stuck send outlived the deadline: cancelled, no result (the wave counts it as a timeout)
+          expect(cancelled).toEqual(["stuck"])
+          resumes.get("stuck")?.(Effect.void)
+          expect(outcomes(slots)).toEqual(["ok", "ok", "none", "400"])
+          if (timer !== undefined) expect(timer.armed.size).toBe(0)
+        })
+    )
+  }
+
+  it.effect("every send resumed at once: all started, the wave done at once; a cap counts only open sends", () =>
+    Effect.gen(function* () {
+      const { sink, started, resumes } = handResumed((id) => (id.startsWith("q") ? "ok" : undefined))
+      const quick = ["q1", "q2", "q3"].map((id) => record(id))
+      expect(
+        yield* Sender.sendAll(sink, slotsOf(quick), BatchState.make(quick), yield* batchRuntime, Duration.seconds(5), 1)
+      ).toEqual({ started: 3, atOnce: true })
+      const records = ["q4", "w1", "q5", "w2", "q6", "w3"].map((id) => record(id))
+      const slots = slotsOf(records)
+      const fiber = yield* Effect.fork(
+        Sender.sendAll(sink, slots, BatchState.make(records), yield* batchRuntime, Duration.seconds(5), 2)
+      )
+      yield* Effect.yieldNow()
+      for (const resume of resumes.values()) resume(Effect.void)
+      expect(yield* Fiber.join(fiber)).toEqual({ started: 4, atOnce: false })
+      // two sends were open, so q6 and w3 were not tried, not even after w1 and w2 were resumed
+      expect(started.slice(3)).toEqual(["q4", "w1", "q5", "w2"])
+      expect(outcomes(slots)).toEqual(["ok", "ok", "ok", "ok", "none", "none"])
+    })
+  )
+
+  it.effect(
+    "a send resumed with an effect that is not yet its result: the effect runs, its failure is the result",
+    () =>
+      Effect.gen(function* () {
+        const { sink, resumes } = handResumed(() => undefined)
+        const records = [record("later"), record("fails")]
+        const slots = slotsOf(records)
+        const fiber = yield* Effect.fork(
+          Sender.sendAll(sink, slots, BatchState.make(records), yield* batchRuntime, Duration.seconds(30))
+        )
+        yield* Effect.yieldNow()
+        resumes.get("later")?.(Effect.sleep("2 seconds"))
+        resumes.get("fails")?.(
+          Effect.zipRight(
+            Effect.sleep("1 second"),
+            Effect.fail(new SendError({ retryable: true, code: "reconnecting", message: "later" }))
+          )
+        )
+        yield* TestClock.adjust("1 second")
+        expect(yield* Fiber.poll(fiber)).toEqual(Option.none())
+        yield* TestClock.adjust("1 second")
+        yield* Fiber.join(fiber)
+        expect(outcomes(slots)).toEqual(["ok", "reconnecting"])
+      })
+  )
+
+  it.effect("a defect (register throws, or a resumed effect dies) stops the wave and cancels the open sends", () =>
+    Effect.gen(function* () {
+      const throwing = fromRegister(() => {
+        throw new Error("sink bug")
+      })
+      const one = [record("r1"), record("r2")]
+      const thrown = yield* Effect.exit(
+        Sender.sendAll(throwing, slotsOf(one), BatchState.make(one), yield* batchRuntime, Duration.seconds(5))
+      )
+      expect(Exit.isFailure(thrown) && Cause.isDie(thrown.cause)).toBe(true)
+
+      const { sink, resumes, cancelled } = handResumed(() => undefined)
+      const records = [record("slow"), record("buggy")]
+      const slots = slotsOf(records)
+      const fiber = yield* Effect.fork(
+        Effect.exit(Sender.sendAll(sink, slots, BatchState.make(records), yield* batchRuntime, Duration.seconds(30)))
+      )
+      yield* Effect.yieldNow()
+      resumes.get("buggy")?.(Effect.zipRight(Effect.sleep("1 second"), Effect.dieMessage("sink bug")))
+      yield* TestClock.adjust("1 second")
+      const exit = yield* Fiber.join(fiber)
+      expect(Exit.isFailure(exit) && Cause.isDie(exit.cause)).toBe(true)
+      expect(cancelled).toEqual(["slow"])
+      expect(outcomes(slots)).toEqual(["none", "none"])
     })
   )
 })

@@ -1,7 +1,8 @@
 /**
- * The batch watchdog's wait (`Watchdog.awaitFiber`): with a loop's timer and without one (a race), the
- * fiber's exit when it ends in time, none exactly at the deadline, the fiber left running either way, and
- * no deadline left armed once the wait is over or interrupted.
+ * The drainer's deadline waits: the batch watchdog's (`Watchdog.awaitFiber`) and a wave's for its sends
+ * (`Watchdog.awaitSignal`). With a loop's timer and without one (a race): the fiber's exit (or the signal)
+ * when it comes in time, none exactly at the deadline, the fiber left running either way, and no deadline
+ * left armed once the wait is over or interrupted.
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Deferred from "effect/Deferred"
@@ -100,6 +101,54 @@ describe("Watchdog.awaitFiber", () => {
       yield* Fiber.await(fiber)
       const result = yield* Watchdog.awaitFiber(timer, fiber)
       expect(Option.map(result, Exit.isSuccess)).toEqual(Option.some(true))
+      expect(timer.armed.size).toBe(0)
+    })
+  )
+})
+
+describe("Watchdog.awaitSignal", () => {
+  for (const withTimer of [true, false]) {
+    const label = withTimer ? "with the loop's timer" : "without a timer (a race)"
+
+    it.scoped(`${label}: true when the signal comes before the deadline, at once or later`, () =>
+      Effect.gen(function* () {
+        const timer = withTimer ? yield* Watchdog.start(watchdog) : undefined
+        expect(yield* Watchdog.awaitSignal(timer ?? watchdog, (signal) => signal())).toBe(true)
+        const signals: Array<() => void> = []
+        const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer ?? watchdog, (signal) => signals.push(signal)))
+        yield* TestClock.adjust("59 seconds")
+        expect(signals.length).toBe(1)
+        signals[0]?.()
+        expect(yield* Fiber.join(waiting)).toBe(true)
+        if (timer !== undefined) expect(timer.armed.size).toBe(0)
+      })
+    )
+
+    it.scoped(`${label}: false exactly at the deadline, not a moment before; a later signal changes nothing`, () =>
+      Effect.gen(function* () {
+        const timer = withTimer ? yield* Watchdog.start(watchdog) : undefined
+        yield* TestClock.adjust("25 seconds")
+        const signals: Array<() => void> = []
+        const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer ?? watchdog, (signal) => signals.push(signal)))
+        yield* TestClock.adjust("59999 millis")
+        expect(yield* Fiber.poll(waiting)).toEqual(Option.none())
+        yield* TestClock.adjust("1 millis")
+        for (let i = 0; i < 20 && Option.isNone(yield* Fiber.poll(waiting)); i++) yield* Effect.yieldNow()
+        expect(yield* Fiber.poll(waiting)).toEqual(Option.some(Exit.succeed(false)))
+        signals[0]?.()
+        expect(yield* Fiber.join(waiting)).toBe(false)
+        if (timer !== undefined) expect(timer.armed.size).toBe(0)
+      })
+    )
+  }
+
+  it.scoped("an interrupted wait disarms its deadline", () =>
+    Effect.gen(function* () {
+      const timer = yield* Watchdog.start(watchdog)
+      const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer, () => undefined))
+      yield* Effect.yieldNow()
+      expect(timer.armed.size).toBe(1)
+      yield* Fiber.interrupt(waiting)
       expect(timer.armed.size).toBe(0)
     })
   )

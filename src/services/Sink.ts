@@ -5,7 +5,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
-import type * as Effect from "effect/Effect"
+import * as Effect from "effect/Effect"
 import * as Schema from "effect/Schema"
 import type { OutboxRecord } from "../domain/OutboxRecord.js"
 
@@ -39,7 +39,37 @@ export const RoutePausedCode = "route-paused"
 export interface SinkService {
   /** Delivers one record. Must be idempotent on `record.id` where the destination allows. */
   readonly send: (record: OutboxRecord) => Effect.Effect<void, SendError>
+  /**
+   * Optional: `send` in the form `Effect.async` takes. Starts delivering `record` and calls `resume` once
+   * with the send's result — an `Exit` (`Effect.void`, `Effect.fail(error)`), or an effect to run for it —
+   * and may return a canceler, run when the caller gives up on the send. When present, `send(record)` is
+   * `Effect.async((resume) => register(record, resume))`: build both with {@link fromRegister}. A drainer
+   * waits for such sends without a fiber per send.
+   *
+   * @since 0.2.0
+   */
+  readonly register?: Register | undefined
 }
+
+/**
+ * A send in the form `Effect.async` takes (see {@link SinkService.register}).
+ *
+ * @since 0.2.0
+ */
+export type Register = (
+  record: OutboxRecord,
+  resume: (result: Effect.Effect<void, SendError>) => void
+) => void | Effect.Effect<void>
+
+/**
+ * A sink from its send in `Effect.async` form: `send` and `register` agree by construction.
+ *
+ * @since 0.2.0
+ */
+export const fromRegister = (register: Register): SinkService => ({
+  send: (record) => Effect.async<void, SendError>((resume) => register(record, resume)),
+  register
+})
 
 /**
  * The `Sink` service tag.

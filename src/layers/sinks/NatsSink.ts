@@ -32,7 +32,7 @@ import { connect, headers as natsHeaders, type JetStreamManager, type MsgHdrs, t
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import * as Topic from "../../domain/Topic.js"
-import { SendError, Sink } from "../../services/Sink.js"
+import { fromRegister, type Register, SendError, Sink } from "../../services/Sink.js"
 import * as BrokerUrl from "./BrokerUrl.js"
 
 /**
@@ -114,6 +114,14 @@ const failureOf = (error: unknown): NatsFailure => {
   const permission = code === "PERMISSIONS_VIOLATION" || code === "AUTHORIZATION_VIOLATION"
   return { code, message, apiCode, permission }
 }
+
+/** A publish answered by something other than a JetStream publish acknowledgement (permanent). */
+const noPubAck = (subject: string): SendError =>
+  new SendError({
+    retryable: false,
+    code: "no-pub-ack",
+    message: `NATS publish to ${subject}: the answer was not a JetStream publish acknowledgement`
+  })
 
 const permanentCodes = new Set(["BAD_SUBJECT", "BAD_HEADER", "BAD_PAYLOAD", "INVALID_PAYLOAD", "MAX_PAYLOAD_EXCEEDED"])
 
@@ -223,21 +231,26 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
       return Effect.fail(new SendError({ retryable: true, code: failure.code.toLowerCase(), message }))
     }
 
-    const send = (record: OutboxRecord): Effect.Effect<void, SendError> => {
+    /** One publish: refused at once (resumed before it returns), or resumed on the stream's answer. */
+    const register: Register = (record, resume) => {
       const template = record.address.length > 0 ? record.address : options.subject
       if (template === undefined) {
-        return Effect.fail(
-          new SendError({ retryable: false, code: "no-address", message: `record ${record.id} has no subject` })
+        return resume(
+          Effect.fail(
+            new SendError({ retryable: false, code: "no-address", message: `record ${record.id} has no subject` })
+          )
         )
       }
       const subject = subjectFor(template, record)
       if (isSystemSubject(subject)) {
-        return Effect.fail(
-          new SendError({
-            retryable: false,
-            code: "system-subject",
-            message: `record ${record.id}: ${JSON.stringify(subject)} is a $-prefixed NATS system subject; records never publish there`
-          })
+        return resume(
+          Effect.fail(
+            new SendError({
+              retryable: false,
+              code: "system-subject",
+              message: `record ${record.id}: ${JSON.stringify(subject)} is a $-prefixed NATS system subject; records never publish there`
+            })
+          )
         )
       }
       if (
@@ -245,54 +258,44 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
         prefixes !== undefined &&
         !prefixes.some((prefix) => subject.startsWith(prefix))
       ) {
-        return Effect.fail(
-          new SendError({
-            retryable: false,
-            code: "subject-not-allowed",
-            message: `record ${record.id}: subject ${JSON.stringify(subject)} is outside the allowed subject prefixes`
-          })
+        return resume(
+          Effect.fail(
+            new SendError({
+              retryable: false,
+              code: "subject-not-allowed",
+              message: `record ${record.id}: subject ${JSON.stringify(subject)} is outside the allowed subject prefixes`
+            })
+          )
         )
       }
       if (!isValidSubject(subject)) {
-        return Effect.fail(
-          new SendError({
-            retryable: false,
-            code: "invalid-subject",
-            message: `record ${record.id}: ${JSON.stringify(subject)} is not a valid NATS subject`
-          })
+        return resume(
+          Effect.fail(
+            new SendError({
+              retryable: false,
+              code: "invalid-subject",
+              message: `record ${record.id}: ${JSON.stringify(subject)} is not a valid NATS subject`
+            })
+          )
         )
       }
       // one callback pair per publish: resumed with success on the ack, or with the classified failure
-      return Effect.async<void, SendError>((resume) => {
-        let published: Promise<unknown>
-        try {
-          published = js.publish(subject, record.payload, {
-            msgID: record.id,
-            headers: headersOf(record),
-            timeout: timeoutMillis
-          })
-        } catch (error) {
-          resume(classify(error, subject))
-          return
-        }
-        published.then(
-          (ack) =>
-            resume(
-              isPubAck(ack)
-                ? Effect.void
-                : Effect.fail(
-                    new SendError({
-                      retryable: false,
-                      code: "no-pub-ack",
-                      message: `NATS publish to ${subject}: the answer was not a JetStream publish acknowledgement`
-                    })
-                  )
-            ),
-          (error: unknown) => resume(classify(error, subject))
-        )
-      })
+      let published: Promise<unknown>
+      try {
+        published = js.publish(subject, record.payload, {
+          msgID: record.id,
+          headers: headersOf(record),
+          timeout: timeoutMillis
+        })
+      } catch (error) {
+        return resume(classify(error, subject))
+      }
+      published.then(
+        (ack) => resume(isPubAck(ack) ? Effect.void : Effect.fail(noPubAck(subject))),
+        (error: unknown) => resume(classify(error, subject))
+      )
     }
-    return Sink.of({ send })
+    return Sink.of(fromRegister(register))
   })
 
 /**

@@ -34,7 +34,7 @@ import { type ChannelModel, type ConfirmChannel, connect, type Message } from "a
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import * as Topic from "../../domain/Topic.js"
-import { SendError, Sink } from "../../services/Sink.js"
+import { fromRegister, type Register, SendError, Sink } from "../../services/Sink.js"
 import * as BrokerUrl from "./BrokerUrl.js"
 
 /**
@@ -224,61 +224,68 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
       Effect.repeat(sweep, Schedule.spaced(Duration.millis(Math.max(10, Math.floor(timeoutMillis / 4)))))
     )
 
-    /** One publish awaiting its confirm (or its deadline, found by the sweep). */
+    /**
+     * One publish awaiting its confirm (or its deadline, found by the sweep); returns its canceler.
+     */
     const publish = (
       live: Live,
       record: OutboxRecord,
       target: { readonly exchange: string; readonly routingKey: string },
-      headers: Record<string, string>
-    ): Effect.Effect<void, SendError> =>
-      Effect.async<void, SendError>((resume) => {
-        returned.delete(record.id)
-        const entry = {
-          deadline: clock.unsafeCurrentTimeMillis() + timeoutMillis,
-          expire: () => settle(Effect.fail(transient("timeout", `no confirm within ${Duration.format(timeout)}`)))
-        }
-        const settle = (result: Effect.Effect<void, SendError>) => {
-          if (awaiting.delete(entry)) resume(result)
-        }
-        awaiting.add(entry)
-        try {
-          live.channel.publish(
-            target.exchange,
-            target.routingKey,
-            Buffer.from(record.payload),
-            { persistent: true, mandatory: true, messageId: record.id, headers },
-            (error: unknown) => {
-              if (error !== null && error !== undefined) return settle(Effect.fail(closedError(broker, live, error)))
-              if (returned.delete(record.id)) {
-                return settle(Effect.fail(unroutable(target)))
-              }
-              settle(Effect.void)
+      headers: Record<string, string>,
+      resume: (result: Effect.Effect<void, SendError>) => void
+    ): Effect.Effect<void> => {
+      returned.delete(record.id)
+      const entry = {
+        deadline: clock.unsafeCurrentTimeMillis() + timeoutMillis,
+        expire: () => settle(Effect.fail(transient("timeout", `no confirm within ${Duration.format(timeout)}`)))
+      }
+      const settle = (result: Effect.Effect<void, SendError>) => {
+        if (awaiting.delete(entry)) resume(result)
+      }
+      awaiting.add(entry)
+      try {
+        live.channel.publish(
+          target.exchange,
+          target.routingKey,
+          Buffer.from(record.payload),
+          { persistent: true, mandatory: true, messageId: record.id, headers },
+          (error: unknown) => {
+            if (error !== null && error !== undefined) return settle(Effect.fail(closedError(broker, live, error)))
+            if (returned.delete(record.id)) {
+              return settle(Effect.fail(unroutable(target)))
             }
-          )
-        } catch (error) {
-          drop(live)
-          settle(Effect.fail(closedError(broker, live, error)))
-        }
-        return Effect.sync(() => {
-          awaiting.delete(entry)
-        })
+            settle(Effect.void)
+          }
+        )
+      } catch (error) {
+        drop(live)
+        settle(Effect.fail(closedError(broker, live, error)))
+      }
+      return Effect.sync(() => {
+        awaiting.delete(entry)
       })
+    }
 
     const allowed = new Set([exchange, ...(options.allowedExchanges ?? [])])
-    const send = (record: OutboxRecord): Effect.Effect<void, SendError> => {
+    /** One send: refused at once (resumed before it returns), or resumed on the broker's confirm. */
+    const register: Register = (record, resume) => {
       const target = targetFor(record, exchange, options.routingKey)
       if (target === undefined) {
-        return Effect.fail(
-          new SendError({ retryable: false, code: "no-address", message: `record ${record.id} has no routing key` })
+        return resume(
+          Effect.fail(
+            new SendError({ retryable: false, code: "no-address", message: `record ${record.id} has no routing key` })
+          )
         )
       }
       if (!allowed.has(target.exchange)) {
-        return Effect.fail(
-          new SendError({
-            retryable: false,
-            code: "exchange-not-allowed",
-            message: `record ${record.id}: exchange ${JSON.stringify(target.exchange)} is not configured (sink exchange or allowed exchanges)`
-          })
+        return resume(
+          Effect.fail(
+            new SendError({
+              retryable: false,
+              code: "exchange-not-allowed",
+              message: `record ${record.id}: exchange ${JSON.stringify(target.exchange)} is not configured (sink exchange or allowed exchanges)`
+            })
+          )
         )
       }
       // the wire metadata (SPEC §11) overrides a record header of the same name
@@ -287,14 +294,16 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
         ...Topic.wireHeaders(record),
         [Topic.EnvelopeIdHeader]: Topic.encodeHeaderValue(record.envelopeId)
       }
-      return Effect.suspend(() => {
-        const live = state.live
-        return live !== undefined && !live.closed
-          ? publish(live, record, target, headers)
-          : Effect.flatMap(reconnect, (fresh) => publish(fresh, record, target, headers))
-      })
+      const live = state.live
+      if (live !== undefined && !live.closed) return publish(live, record, target, headers, resume)
+      // no live connection: the send reconnects first (an effect the caller runs)
+      resume(
+        Effect.flatMap(reconnect, (fresh) =>
+          Effect.async<void, SendError>((inner) => publish(fresh, record, target, headers, inner))
+        )
+      )
     }
-    return Sink.of({ send })
+    return Sink.of(fromRegister(register))
   })
 
 /**

@@ -210,6 +210,8 @@ export interface Instance extends Services {
   readonly watchdog: Duration.Duration
   /** The watchdog's timer of the running loop (`Watchdog.start`); none outside the loop (`drainOnce`). */
   watchdogTimer: Watchdog.Timer | undefined
+  /** The `sendTimeout` timer of the running loop (`Watchdog.start`); none outside the loop (`drainOnce`). */
+  sendTimer: Watchdog.Timer | undefined
   /** Transient send failures in a row, and when they were last logged. */
   readonly sinkHealth: SinkHealth.SinkHealth
   /** The claim size of the next cycle. */
@@ -256,6 +258,7 @@ export const make = (config: DrainerSettings, services: Services): Instance => (
   expireIntervalMillis: Duration.toMillis(config.expireInterval),
   watchdog: Duration.sum(config.batchTimeout, config.watchdogGrace),
   watchdogTimer: undefined,
+  sendTimer: undefined,
   sinkHealth: SinkHealth.make(config.partitionKey),
   currentBatchSize: config.batchSize,
   sendsAtOnce: false,

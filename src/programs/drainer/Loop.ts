@@ -110,17 +110,23 @@ export type TurnEnd = (result: Cycle.CycleResult | undefined, stranded: number) 
  * @since 0.1.0
  */
 export const runTurn = (instance: Instance, endTurn: TurnEnd): Effect.Effect<void, DrainError> =>
-  // the batches of the turn share one watchdog timer (see `Watchdog`), stopped when the turn ends
+  // the batches of the turn share one watchdog timer and the waves one send timer (see `Watchdog`),
+  // stopped when the turn ends
   Effect.scoped(
-    Effect.flatMap(Watchdog.start(instance.watchdog), (timer) => {
-      instance.watchdogTimer = timer
-      return Effect.ensuring(
-        cycles(instance, endTurn),
-        Effect.sync(() => {
-          if (instance.watchdogTimer === timer) instance.watchdogTimer = undefined
-        })
-      )
-    })
+    Effect.flatMap(
+      Effect.zip(Watchdog.start(instance.watchdog), Watchdog.start(instance.config.sendTimeout)),
+      ([watchdog, send]) => {
+        instance.watchdogTimer = watchdog
+        instance.sendTimer = send
+        return Effect.ensuring(
+          cycles(instance, endTurn),
+          Effect.sync(() => {
+            if (instance.watchdogTimer === watchdog) instance.watchdogTimer = undefined
+            if (instance.sendTimer === send) instance.sendTimer = undefined
+          })
+        )
+      }
+    )
   )
 
 /** The cycles of a turn (see {@link runTurn}). */

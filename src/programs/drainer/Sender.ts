@@ -1,14 +1,23 @@
 /**
  * Sends the records of one wave (SPEC §6 step 5), each send starting at once, in wave order, under one
- * deadline of `sendTimeout`. Sends run one after another on a sender fiber until one of them has to
- * wait; that one keeps running in the background while a new sender starts the next, so the waiting sends
- * of a wave are in flight together, and a send that finishes without waiting (in-memory, buffered sinks)
- * costs no fiber or timer of its own. Starting stops once `maxInFlight` sends wait (at most that many are
- * ever in flight); every send starts in that one stretch, right after the wave's lease check — a send that
- * ends later never starts another. The wave waits once for all of them: each sender reports its end to
- * a shared count, and the last one wakes the wave. A send still running at the deadline is interrupted and
- * left without a result (a transient `timeout`). A sink defect stops the wave, interrupting the sends
- * still running.
+ * deadline of `sendTimeout` (armed with the loop's send timer, see `Watchdog`, or a race outside the loop).
+ * Starting stops once `maxInFlight` sends wait (at most that many are ever in flight); every send starts in
+ * that one stretch, right after the wave's lease check — a send that ends later never starts another. The
+ * wave waits once for all of them: the last one to end wakes it. A send still running at the deadline is
+ * cancelled and left without a result (a transient `timeout`). A sink defect stops the wave, cancelling
+ * the sends still running.
+ *
+ * Two ways to run a send, by what the sink offers:
+ *
+ * - A sink with `register` (`Sink.fromRegister`; the NATS and RabbitMQ sinks): each send is started by
+ *   calling it, with a resume of the wave's own — no fiber per send. A send resumed with its result (an
+ *   `Exit`) is done there; one resumed with another effect (a reconnect first) runs it on a fiber of its
+ *   own. Broker sends all wait for an acknowledgement, and a fiber per send cost the relay about 10 µs of
+ *   CPU per record.
+ * - Otherwise sends run one after another on a sender fiber until one of them has to wait; that one keeps
+ *   running in the background while a new sender starts the next, so the waiting sends of a wave are in
+ *   flight together, and a send that finishes without waiting (in-memory, buffered sinks) costs no fiber or
+ *   timer of its own.
  *
  * @since 0.1.0
  */
@@ -19,8 +28,9 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import type * as Duration from "effect/Duration"
-import type { SendError, SinkService } from "../../services/Sink.js"
+import type { Register, SendError, SinkService } from "../../services/Sink.js"
 import type { BatchRuntime, BatchState, Slot } from "./BatchState.js"
+import * as Watchdog from "./Watchdog.js"
 
 /**
  * What {@link sendAll} did: how many slots of `toSend` (from the first) it started — the others were not
@@ -37,15 +47,40 @@ export interface SendAllResult {
 const succeeded: Either.Either<void, SendError> = Either.right(undefined)
 
 /**
+ * What a wave's waits share: a sink defect that stops the wave, and the wake-up of the wave once none of
+ * its sends is open (or a defect came).
+ */
+abstract class Wave {
+  defect: Cause.Cause<never> | undefined = undefined
+  wake: (() => void) | undefined = undefined
+  /** How many sends are still open. */
+  abstract get open(): number
+
+  wakeIfDone(): void {
+    if (this.wake === undefined || (this.open > 0 && this.defect === undefined)) return
+    const resume = this.wake
+    this.wake = undefined
+    resume()
+  }
+
+  arm(resume: () => void): void {
+    this.wake = resume
+    this.wakeIfDone()
+  }
+
+  outcome(result: SendAllResult): Effect.Effect<SendAllResult> {
+    return this.defect === undefined ? Effect.succeed(result) : Effect.failCause(this.defect)
+  }
+}
+
+/**
  * One wave's sends: the state the senders share. Its methods are made once per class, so a wave builds
  * no closures of its own; a send that finishes without waiting costs no allocation but its result.
  */
-class WaveSends {
+class WaveSends extends Wave {
   started = 0
   /** The senders that wait, each with the slot whose send it waits in. */
   readonly waiting = new Map<Fiber.RuntimeFiber<unknown, unknown>, Slot | undefined>()
-  defect: Cause.Cause<never> | undefined = undefined
-  wake: (() => void) | undefined = undefined
   /** Sends start only in the starting stretch of {@link sendAll}, never when a waiting send ends later. */
   starting = true
   /** The slot whose send the running sender fiber is in. */
@@ -62,6 +97,7 @@ class WaveSends {
     readonly toSend: ReadonlyArray<Slot>,
     readonly state: BatchState
   ) {
+    super()
     // the continuations of every send of the wave: bound once per wave
     this.handlers = { onFailure: this.failed.bind(this), onSuccess: this.succeeded.bind(this) }
     this.sender = Effect.suspend(() => this.next())
@@ -103,26 +139,14 @@ class WaveSends {
     return Option.isSome(fiber) ? this.waiting.get(fiber.value) : undefined
   }
 
-  wakeIfDone(): void {
-    if (this.wake === undefined || (this.waiting.size > 0 && this.defect === undefined)) return
-    const resume = this.wake
-    this.wake = undefined
-    resume()
+  get open(): number {
+    return this.waiting.size
   }
 
   ended(fiber: Fiber.RuntimeFiber<void>, exit: Exit.Exit<void>): void {
     this.waiting.delete(fiber)
     if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) this.defect ??= exit.cause
     this.wakeIfDone()
-  }
-
-  arm(resume: () => void): void {
-    this.wake = resume
-    this.wakeIfDone()
-  }
-
-  outcome(result: SendAllResult): Effect.Effect<SendAllResult> {
-    return this.defect === undefined ? Effect.succeed(result) : Effect.failCause(this.defect)
   }
 }
 
@@ -137,8 +161,20 @@ export const sendAll = (
   toSend: ReadonlyArray<Slot>,
   state: BatchState,
   batch: BatchRuntime,
-  sendTimeout: Duration.Duration,
+  deadline: Watchdog.Timer | Duration.Duration,
   maxInFlight: number = Number.POSITIVE_INFINITY
+): Effect.Effect<SendAllResult> =>
+  sink.register !== undefined
+    ? sendAllRegistered(sink.register, toSend, state, batch, deadline, maxInFlight)
+    : sendAllForked(sink, toSend, state, batch, deadline, maxInFlight)
+
+const sendAllForked = (
+  sink: SinkService,
+  toSend: ReadonlyArray<Slot>,
+  state: BatchState,
+  batch: BatchRuntime,
+  deadline: Watchdog.Timer | Duration.Duration,
+  maxInFlight: number
 ): Effect.Effect<SendAllResult> =>
   Effect.suspend(() => {
     const sends = new WaveSends(sink, toSend, state)
@@ -159,7 +195,7 @@ export const sendAll = (
     sends.starting = false
     const result: SendAllResult = { started: sends.started, atOnce: waiting.size === 0 }
     if (waiting.size === 0) return sends.outcome(result)
-    return awaitAll(waiting, (resume) => sends.arm(resume), sendTimeout).pipe(
+    return awaitAll(waiting, (resume) => sends.arm(resume), deadline).pipe(
       Effect.zipRight(Effect.suspend(() => sends.outcome(result)))
     )
   })
@@ -170,12 +206,9 @@ export const sendAll = (
 const awaitAll = (
   waiting: ReadonlyMap<Fiber.RuntimeFiber<unknown, unknown>, unknown>,
   arm: (resume: () => void) => void,
-  sendTimeout: Duration.Duration
+  deadline: Watchdog.Timer | Duration.Duration
 ): Effect.Effect<void> =>
-  Effect.async<void>((resume) => {
-    arm(() => resume(Effect.void))
-  }).pipe(
-    Effect.timeoutOption(sendTimeout),
+  Watchdog.awaitSignal(deadline, arm).pipe(
     Effect.onExit(() =>
       waiting.size === 0
         ? Effect.void
@@ -183,3 +216,111 @@ const awaitAll = (
     ),
     Effect.asVoid
   )
+
+/** Whether an effect is already its result (`Effect.void` and `Effect.fail(error)` are exits). */
+const isExitOf = <A, E>(effect: Effect.Effect<A, E>): effect is Exit.Exit<A, E> => Exit.isExit(effect)
+
+/** One registered send: open until its result is in. */
+interface Pending {
+  readonly slot: Slot
+  open: boolean
+  cancel: Effect.Effect<void> | undefined
+  fiber: Fiber.RuntimeFiber<void, SendError> | undefined
+}
+
+/** One wave's sends through a sink's `register`: the open ones, each with its canceler or its fiber. */
+class RegisteredWave extends Wave {
+  readonly pending = new Set<Pending>()
+  constructor(
+    readonly register: Register,
+    readonly state: BatchState,
+    readonly batch: BatchRuntime
+  ) {
+    super()
+  }
+
+  get open(): number {
+    return this.pending.size
+  }
+
+  start(slot: Slot): void {
+    const entry: Pending = { slot, open: true, cancel: undefined, fiber: undefined }
+    let cancel: void | Effect.Effect<void>
+    try {
+      cancel = this.register(slot.record, (result) => this.resumed(entry, result))
+    } catch (error) {
+      this.defect ??= Cause.die(error)
+      return
+    }
+    if (!entry.open) return
+    if (cancel !== undefined) entry.cancel = cancel
+    this.pending.add(entry)
+    this.state.inFlight.add(slot.record.id)
+  }
+
+  resumed(entry: Pending, result: Effect.Effect<void, SendError>): void {
+    if (!entry.open || entry.fiber !== undefined) return
+    if (isExitOf(result)) return this.settle(entry, result)
+    const fiber = this.batch.fork(result)
+    const exit = fiber.unsafePoll()
+    if (exit !== null) return this.settle(entry, exit)
+    entry.fiber = fiber
+    fiber.addObserver((exit) => this.settle(entry, exit))
+  }
+
+  settle(entry: Pending, exit: Exit.Exit<void, SendError>): void {
+    if (!entry.open) return
+    entry.open = false
+    if (Exit.isSuccess(exit)) entry.slot.result = succeeded
+    else {
+      const failure = Cause.failureOption(exit.cause)
+      if (Option.isSome(failure)) entry.slot.result = Either.left(failure.value)
+      else if (!Cause.isInterruptedOnly(exit.cause)) this.defect ??= Cause.stripFailures(exit.cause)
+    }
+    if (this.pending.delete(entry)) {
+      this.state.inFlight.delete(entry.slot.record.id)
+      this.wakeIfDone()
+    }
+  }
+
+  /** Gives up on the sends still pending: their results stay unset. */
+  abandon(): Effect.Effect<void> {
+    if (this.pending.size === 0) return Effect.void
+    const left = Array.from(this.pending)
+    this.pending.clear()
+    return Effect.forEach(
+      left,
+      (entry) => {
+        entry.open = false
+        if (entry.fiber !== undefined) return Fiber.interruptFork(entry.fiber)
+        return entry.cancel ?? Effect.void
+      },
+      { discard: true }
+    )
+  }
+}
+
+const sendAllRegistered = (
+  register: Register,
+  toSend: ReadonlyArray<Slot>,
+  state: BatchState,
+  batch: BatchRuntime,
+  deadline: Watchdog.Timer | Duration.Duration,
+  maxInFlight: number
+): Effect.Effect<SendAllResult> =>
+  Effect.suspend(() => {
+    const wave = new RegisteredWave(register, state, batch)
+    let started = 0
+    while (started < toSend.length && wave.defect === undefined && wave.pending.size < maxInFlight) {
+      const slot = toSend[started]
+      if (slot === undefined) break
+      started += 1
+      wave.start(slot)
+    }
+    const result: SendAllResult = { started, atOnce: wave.pending.size === 0 }
+    if (wave.pending.size === 0) return wave.outcome(result)
+    return Watchdog.awaitSignal(deadline, (signal) => wave.arm(signal)).pipe(
+      Effect.onExit(() => wave.abandon()),
+      Effect.zipRight(Effect.suspend(() => wave.outcome(result)))
+    )
+  })

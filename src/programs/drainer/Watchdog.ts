@@ -1,15 +1,16 @@
 /**
- * The batch watchdog's timer (SPEC §6 step 8). A drainer's loop keeps one timer fiber for as long as it
- * runs; each batch arms a deadline `watchdog` ahead with it and waits for its waves' fiber or the deadline,
- * whichever comes first. Without the loop's timer (a drainer's `drainOnce` called on its own) the wait is a
- * race of the fiber against a sleep, as it was for every batch before: a race forks two fibers, starts a timer
- * and interrupts the loser, which cost a cycle of one record about a third of its time.
+ * The drainer's deadline timers: the batch watchdog's (SPEC §6 step 8) and the waves' `sendTimeout`. A
+ * drainer's loop keeps one timer fiber of each for as long as it runs; each batch arms a deadline `watchdog`
+ * ahead with the first and waits for its waves' fiber or the deadline, whichever comes first, and each wave
+ * that has sends to wait for arms one `sendTimeout` ahead with the second. Without the loop's timers (a
+ * drainer's `drainOnce` called on its own) a wait is a race against a sleep, as it was for every batch and
+ * wave before: a race forks two fibers, starts a timer and interrupts the loser, which cost a cycle of one
+ * record about a third of its time.
  *
- * The timer sleeps until the earliest armed deadline, or its `watchdog` period when none is armed. Every
- * deadline is armed one period after the instant it is armed at (the timer carries the period, so a wait
- * cannot arm another), so none is ever earlier than the instant the timer wakes at next: a deadline fires
- * when it is due, never later. Time comes from the `Clock` (`TestClock`
- * drives it in tests).
+ * A timer sleeps until the earliest armed deadline, or its period when none is armed. Every deadline is
+ * armed one period after the instant it is armed at (the timer carries the period, so a wait cannot arm
+ * another), so none is ever earlier than the instant the timer wakes at next: a deadline fires when it is
+ * due, never later. Time comes from the `Clock` (`TestClock` drives it in tests).
  *
  * @since 0.1.0
  */
@@ -33,11 +34,11 @@ interface Deadline {
  */
 export interface Timer {
   /** How far ahead every deadline is armed, and the longest the timer sleeps. */
-  readonly watchdog: Duration.Duration
+  readonly period: Duration.Duration
   readonly armed: Set<Deadline>
 }
 
-/** Fires the due deadlines, then sleeps until the next one (or a whole `watchdog`, with none armed). */
+/** Fires the due deadlines, then sleeps until the next one (or a whole period, with none armed). */
 const keep = (timer: Timer): Effect.Effect<never> =>
   Effect.clockWith((clock) =>
     Effect.forever(
@@ -50,24 +51,24 @@ const keep = (timer: Timer): Effect.Effect<never> =>
             deadline.fire()
           } else if (deadline.at < next) next = deadline.at
         }
-        return clock.sleep(next === Number.POSITIVE_INFINITY ? timer.watchdog : Duration.millis(next - now))
+        return clock.sleep(next === Number.POSITIVE_INFINITY ? timer.period : Duration.millis(next - now))
       })
     )
   )
 
 /**
- * Starts a loop's timer for deadlines `watchdog` ahead; it stops when the scope closes.
+ * Starts a loop's timer for deadlines `period` ahead; it stops when the scope closes.
  *
  * @since 0.1.0
  */
-export const start = (watchdog: Duration.Duration): Effect.Effect<Timer, never, Scope.Scope> =>
+export const start = (period: Duration.Duration): Effect.Effect<Timer, never, Scope.Scope> =>
   Effect.suspend(() => {
-    const timer: Timer = { watchdog, armed: new Set() }
+    const timer: Timer = { period, armed: new Set() }
     return Effect.as(Effect.forkScoped(keep(timer)), timer)
   })
 
 /**
- * Waits for `fiber` at most a watchdog period: its exit when it ends in time, none when the deadline passes
+ * Waits for `fiber` at most a timer period: its exit when it ends in time, none when the deadline passes
  * first. Given the loop's timer, the deadline is armed with it, its own period ahead (so the timer's rule
  * holds by construction); given only a duration, the wait is a race against a sleep. Interrupting the wait
  * disarms the deadline and leaves the fiber running.
@@ -90,7 +91,7 @@ export const awaitFiber = <A, E>(
         resume(Effect.succeed(Option.some(exit)))
       }
       const deadline: Deadline = {
-        at: clock.unsafeCurrentTimeMillis() + Duration.toMillis(timer.watchdog),
+        at: clock.unsafeCurrentTimeMillis() + Duration.toMillis(timer.period),
         fire: () => {
           if (done) return
           done = true
@@ -105,6 +106,50 @@ export const awaitFiber = <A, E>(
         done = true
         timer.armed.delete(deadline)
         fiber.removeObserver(observer)
+      })
+    })
+  )
+}
+
+/**
+ * Waits at most a timer period for `arm`'s signal (called once, at once or later): `true` when it came in
+ * time, `false` when the deadline passed first. Given the loop's timer, the deadline is armed with it; given
+ * only a duration, the wait is a race against a sleep. Interrupting the wait disarms the deadline.
+ *
+ * @since 0.2.0
+ */
+export const awaitSignal = (
+  watch: Timer | Duration.Duration,
+  arm: (signal: () => void) => void
+): Effect.Effect<boolean> => {
+  if (Duration.isDuration(watch)) {
+    return Effect.async<void>((resume) => arm(() => resume(Effect.void))).pipe(
+      Effect.timeoutOption(watch),
+      Effect.map(Option.isSome)
+    )
+  }
+  const timer = watch
+  return Effect.clockWith((clock) =>
+    Effect.async<boolean>((resume) => {
+      let done = false
+      const deadline: Deadline = {
+        at: clock.unsafeCurrentTimeMillis() + Duration.toMillis(timer.period),
+        fire: () => {
+          if (done) return
+          done = true
+          resume(Effect.succeed(false))
+        }
+      }
+      timer.armed.add(deadline)
+      arm(() => {
+        if (done) return
+        done = true
+        timer.armed.delete(deadline)
+        resume(Effect.succeed(true))
+      })
+      return Effect.sync(() => {
+        done = true
+        timer.armed.delete(deadline)
       })
     })
   )

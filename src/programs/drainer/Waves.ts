@@ -422,7 +422,14 @@ const send = (
   batch: BatchRuntime
 ): Effect.Effect<number> =>
   Effect.map(
-    Sender.sendAll(instance.sink, toSend, state, batch, instance.config.sendTimeout, instance.config.maxConcurrency),
+    Sender.sendAll(
+      instance.sink,
+      toSend,
+      state,
+      batch,
+      instance.sendTimer ?? instance.config.sendTimeout,
+      instance.config.maxConcurrency
+    ),
     (result) => {
       // the width of the next wave: every lane while sends finish at once (see the module doc)
       instance.sendsAtOnce = result.atOnce
