@@ -62,7 +62,9 @@ export interface NatsSinkOptions {
  * @since 0.1.0
  */
 export const subjectFor = (template: string, record: OutboxRecord): string =>
-  template.replaceAll("{partitionKey}", record.partitionKey).replaceAll("{routeId}", record.routeId)
+  template.includes("{")
+    ? template.replaceAll("{partitionKey}", record.partitionKey).replaceAll("{routeId}", record.routeId)
+    : template
 
 /**
  * Whether a subject can be published to: dot-separated non-empty tokens without whitespace or wildcards.
@@ -231,6 +233,18 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
       return Effect.fail(new SendError({ retryable: true, code: failure.code.toLowerCase(), message }))
     }
 
+    /** The subjects checked with {@link isValidSubject} (a few per sink, usually): each is checked once. */
+    const checked = new Map<string, boolean>()
+    const validSubject = (subject: string): boolean => {
+      let valid = checked.get(subject)
+      if (valid === undefined) {
+        valid = isValidSubject(subject)
+        // bounded: records that address many distinct subjects are checked every time past this many
+        if (checked.size < 4_096) checked.set(subject, valid)
+      }
+      return valid
+    }
+
     /** One publish: refused at once (resumed before it returns), or resumed on the stream's answer. */
     const register: Register = (record, resume) => {
       const template = record.address.length > 0 ? record.address : options.subject
@@ -268,7 +282,7 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
           )
         )
       }
-      if (!isValidSubject(subject)) {
+      if (!validSubject(subject)) {
         return resume(
           Effect.fail(
             new SendError({
