@@ -32,7 +32,8 @@
  * flight, and `rawUnordered`, the same without the per-key wait; `relayNoopSink`, the same relay with a
  * sink that accepts every record at once (what the store and the drainer alone reach on this backlog).
  * Rounds alternate (hand-written relay, hand-written relay in waves, raw client, raw client unordered,
- * relay, relay with the no-op sink) after one untimed round of the relay and of the hand-written relay.
+ * relay, relay with the no-op sink) after untimed warm-up rounds: three of the relay and two of the hand-written
+ * relay (each side until its CPU per record stops falling, see `warmUpRounds`).
  * `cpuMicrosPerRecord` is this process's CPU time per record (the lowest of the rounds); the broker
  * servers run on the same cores.
  *

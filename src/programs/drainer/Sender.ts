@@ -71,6 +71,25 @@ abstract class Wave {
   outcome(result: SendAllResult): Effect.Effect<SendAllResult> {
     return this.defect === undefined ? Effect.succeed(result) : Effect.failCause(this.defect)
   }
+
+  /** Starts the wave's sends while fewer than `maxInFlight` are open; returns how many it started. */
+  abstract startAll(maxInFlight: number): number
+
+  /** Gives up on the sends still open (at the deadline, or when the wait is interrupted): no result. */
+  abstract abandon(): Effect.Effect<void>
+
+  /**
+   * The wave's end once `started` sends were started: at once when none is open, else when the last one
+   * ends, a defect comes or the deadline passes (the open sends are then abandoned).
+   */
+  finish(started: number, deadline: Watchdog.Timer | Duration.Duration): Effect.Effect<SendAllResult> {
+    const result: SendAllResult = { started, atOnce: this.open === 0 }
+    if (this.open === 0) return this.outcome(result)
+    return Watchdog.awaitSignal(deadline, (signal) => this.arm(signal)).pipe(
+      Effect.onExit(() => this.abandon()),
+      Effect.zipRight(Effect.suspend(() => this.outcome(result)))
+    )
+  }
 }
 
 /**
@@ -95,7 +114,8 @@ class WaveSends extends Wave {
   constructor(
     readonly sink: SinkService,
     readonly toSend: ReadonlyArray<Slot>,
-    readonly state: BatchState
+    readonly state: BatchState,
+    readonly batch: BatchRuntime
   ) {
     super()
     // the continuations of every send of the wave: bound once per wave
@@ -143,6 +163,30 @@ class WaveSends extends Wave {
     return this.waiting.size
   }
 
+  startAll(maxInFlight: number): number {
+    const waiting = this.waiting
+    while (this.started < this.toSend.length && this.defect === undefined && waiting.size < maxInFlight) {
+      const fiber = this.batch.fork(this.sender)
+      const exit = fiber.unsafePoll()
+      if (exit !== null) {
+        this.ended(fiber, exit)
+        continue
+      }
+      // the sender waits in the send of the slot it started last: that record is in flight
+      const current = this.current
+      if (current !== undefined) this.state.inFlight.add(current.record.id)
+      waiting.set(fiber, current)
+      fiber.addObserver((exit) => this.ended(fiber, exit))
+    }
+    this.starting = false
+    return this.started
+  }
+
+  abandon(): Effect.Effect<void> {
+    if (this.waiting.size === 0) return Effect.void
+    return Effect.forEach(Array.from(this.waiting.keys()), Fiber.interruptFork, { discard: true })
+  }
+
   ended(fiber: Fiber.RuntimeFiber<void>, exit: Exit.Exit<void>): void {
     this.waiting.delete(fiber)
     if (Exit.isFailure(exit) && !Cause.isInterruptedOnly(exit.cause)) this.defect ??= exit.cause
@@ -164,58 +208,13 @@ export const sendAll = (
   deadline: Watchdog.Timer | Duration.Duration,
   maxInFlight: number = Number.POSITIVE_INFINITY
 ): Effect.Effect<SendAllResult> =>
-  sink.register !== undefined
-    ? sendAllRegistered(sink.register, toSend, state, batch, deadline, maxInFlight)
-    : sendAllForked(sink, toSend, state, batch, deadline, maxInFlight)
-
-const sendAllForked = (
-  sink: SinkService,
-  toSend: ReadonlyArray<Slot>,
-  state: BatchState,
-  batch: BatchRuntime,
-  deadline: Watchdog.Timer | Duration.Duration,
-  maxInFlight: number
-): Effect.Effect<SendAllResult> =>
   Effect.suspend(() => {
-    const sends = new WaveSends(sink, toSend, state)
-    const waiting = sends.waiting
-    while (sends.started < toSend.length && sends.defect === undefined && waiting.size < maxInFlight) {
-      const fiber = batch.fork(sends.sender)
-      const exit = fiber.unsafePoll()
-      if (exit !== null) {
-        sends.ended(fiber, exit)
-        continue
-      }
-      // the sender waits in the send of the slot it started last: that record is in flight
-      const current = sends.current
-      if (current !== undefined) state.inFlight.add(current.record.id)
-      waiting.set(fiber, current)
-      fiber.addObserver((exit) => sends.ended(fiber, exit))
-    }
-    sends.starting = false
-    const result: SendAllResult = { started: sends.started, atOnce: waiting.size === 0 }
-    if (waiting.size === 0) return sends.outcome(result)
-    return awaitAll(waiting, (resume) => sends.arm(resume), deadline).pipe(
-      Effect.zipRight(Effect.suspend(() => sends.outcome(result)))
-    )
+    const wave: Wave =
+      sink.register !== undefined
+        ? new RegisteredWave(sink.register, toSend, state, batch)
+        : new WaveSends(sink, toSend, state, batch)
+    return wave.finish(wave.startAll(maxInFlight), deadline)
   })
-/**
- * Waits until `arm`'s callback is called (every send ended, or one died), under one deadline; the sends
- * still running when the wait ends early or is interrupted are interrupted.
- */
-const awaitAll = (
-  waiting: ReadonlyMap<Fiber.RuntimeFiber<unknown, unknown>, unknown>,
-  arm: (resume: () => void) => void,
-  deadline: Watchdog.Timer | Duration.Duration
-): Effect.Effect<void> =>
-  Watchdog.awaitSignal(deadline, arm).pipe(
-    Effect.onExit(() =>
-      waiting.size === 0
-        ? Effect.void
-        : Effect.forEach(Array.from(waiting.keys()), Fiber.interruptFork, { discard: true })
-    ),
-    Effect.asVoid
-  )
 
 /** Whether an effect is already its result (`Effect.void` and `Effect.fail(error)` are exits). */
 const isExitOf = <A, E>(effect: Effect.Effect<A, E>): effect is Exit.Exit<A, E> => Exit.isExit(effect)
@@ -233,10 +232,21 @@ class RegisteredWave extends Wave {
   readonly pending = new Set<Pending>()
   constructor(
     readonly register: Register,
+    readonly toSend: ReadonlyArray<Slot>,
     readonly state: BatchState,
     readonly batch: BatchRuntime
   ) {
     super()
+  }
+
+  startAll(maxInFlight: number): number {
+    let started = 0
+    for (const slot of this.toSend) {
+      if (this.defect !== undefined || this.pending.size >= maxInFlight) break
+      started += 1
+      this.start(slot)
+    }
+    return started
   }
 
   get open(): number {
@@ -299,28 +309,3 @@ class RegisteredWave extends Wave {
     )
   }
 }
-
-const sendAllRegistered = (
-  register: Register,
-  toSend: ReadonlyArray<Slot>,
-  state: BatchState,
-  batch: BatchRuntime,
-  deadline: Watchdog.Timer | Duration.Duration,
-  maxInFlight: number
-): Effect.Effect<SendAllResult> =>
-  Effect.suspend(() => {
-    const wave = new RegisteredWave(register, state, batch)
-    let started = 0
-    while (started < toSend.length && wave.defect === undefined && wave.pending.size < maxInFlight) {
-      const slot = toSend[started]
-      if (slot === undefined) break
-      started += 1
-      wave.start(slot)
-    }
-    const result: SendAllResult = { started, atOnce: wave.pending.size === 0 }
-    if (wave.pending.size === 0) return wave.outcome(result)
-    return Watchdog.awaitSignal(deadline, (signal) => wave.arm(signal)).pipe(
-      Effect.onExit(() => wave.abandon()),
-      Effect.zipRight(Effect.suspend(() => wave.outcome(result)))
-    )
-  })
