@@ -50,7 +50,6 @@
  */
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
-import * as Exit from "effect/Exit"
 import * as Layer from "effect/Layer"
 import { connect as amqpConnect } from "amqplib"
 import { connect as natsConnect, headers as natsHeaders } from "nats"
@@ -70,9 +69,10 @@ import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import * as Relay from "../src/programs/Relay.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
-import { fromRegister, type Register, Sink } from "../src/services/Sink.js"
+import { Sink } from "../src/services/Sink.js"
 import { startNats } from "../test/support/NatsServer.js"
 import { startRabbitMq } from "../test/support/RabbitMqServer.js"
+import * as Delivered from "./Delivered.js"
 
 const quick = process.argv.includes("--quick")
 const total = quick ? 1_000 : 20_000
@@ -123,25 +123,11 @@ const persistBacklog = Effect.gen(function* () {
   for (let i = 0; i < records.length; i += 100) yield* store.persist(records.slice(i, i + 100))
 })
 
-/** A sink's `register` counting the sends it resumes with a success. */
-const countedRegister =
-  (register: Register, acked: { count: number }): Register =>
-  (record, resume) =>
-    register(record, (result) => {
-      if (Exit.isExit(result) && Exit.isSuccess(result)) acked.count += 1
-      resume(Exit.isExit(result) ? result : Effect.tap(result, () => void (acked.count += 1)))
-    })
-
-/** The sink layer with a count of its acknowledged sends (the sink's `register` kept when it has one). */
+/** The sink layer with a count of its acknowledged sends. */
 const counted = (sink: Layer.Layer<Sink, unknown>, acked: { count: number }): Layer.Layer<Sink, unknown> =>
-  Layer.effect(
-    Sink,
-    Effect.map(Sink, (inner) =>
-      inner.register === undefined
-        ? Sink.of({ send: (record) => Effect.tap(inner.send(record), () => void (acked.count += 1)) })
-        : Sink.of(fromRegister(countedRegister(inner.register, acked)))
-    )
-  ).pipe(Layer.provide(sink))
+  Delivered.noting(sink, () => {
+    acked.count += 1
+  })
 
 /** This process's CPU time since `before`, in microseconds per backlog record. */
 const cpuPerRecord = (before: NodeJS.CpuUsage): number => {

@@ -54,6 +54,7 @@ import * as DynamoDb from "../src/services/DynamoDb.js"
 import type { LeaseStore } from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { Sink } from "../src/services/Sink.js"
+import * as Delivered from "./Delivered.js"
 import { startDynamoLocal } from "../test/support/globalSetup.js"
 import * as MysqlServer from "../test/support/MysqlServer.js"
 import { startNats } from "../test/support/NatsServer.js"
@@ -98,24 +99,15 @@ interface Target {
 class Deliveries {
   readonly at = new Map<string, number>()
   delivered = 0
+  note(id: string): void {
+    if (!this.at.has(id)) {
+      this.at.set(id, now())
+      this.delivered += 1
+    }
+  }
+  /** The sink noting every send that succeeded. */
   wrap(inner: Layer.Layer<Sink, unknown>): Layer.Layer<Sink, unknown> {
-    return Layer.effect(
-      Sink,
-      Effect.map(Sink, (sink) =>
-        Sink.of({
-          ...sink,
-          send: (record) =>
-            Effect.tap(sink.send(record), () =>
-              Effect.sync(() => {
-                if (!this.at.has(record.id)) {
-                  this.at.set(record.id, now())
-                  this.delivered += 1
-                }
-              })
-            )
-        })
-      )
-    ).pipe(Layer.provide(inner))
+    return Delivered.noting(inner, (record) => this.note(record.id))
   }
 }
 

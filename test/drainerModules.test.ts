@@ -26,7 +26,7 @@ import * as SinkHealth from "../src/programs/drainer/SinkHealth.js"
 import * as Turns from "../src/programs/drainer/Turns.js"
 import * as Watchdog from "../src/programs/drainer/Watchdog.js"
 import * as OutboxMetrics from "../src/services/OutboxMetrics.js"
-import { fromRegister, SendError, type SinkService } from "../src/services/Sink.js"
+import { fromRegister, registerOf, SendError, type SinkService } from "../src/services/Sink.js"
 
 const record = (id: string, orderingKey?: string) =>
   new OutboxRecord({
@@ -364,6 +364,31 @@ describe("Sender, a sink in register form (no fiber per send)", () => {
         yield* Fiber.join(fiber)
         expect(outcomes(slots)).toEqual(["ok", "reconnecting"])
       })
+  )
+
+  it.effect("a sink wrapping a register-form sink with a send of its own: its own send runs, not the register", () =>
+    Effect.gen(function* () {
+      const { sink, started } = handResumed(() => "ok")
+      expect(registerOf(sink)).toBeDefined()
+      // a copy that keeps the send keeps the register with it
+      expect(registerOf({ ...sink })).toBe(registerOf(sink))
+      const wrapped: Array<string> = []
+      const logging: SinkService = {
+        ...sink,
+        send: (r) =>
+          Effect.zipRight(
+            Effect.sync(() => wrapped.push(r.id)),
+            sink.send(r)
+          )
+      }
+      expect(registerOf(logging)).toBeUndefined()
+      const records = [record("a"), record("b")]
+      const slots = slotsOf(records)
+      yield* Sender.sendAll(logging, slots, BatchState.make(records), yield* batchRuntime, Duration.seconds(5))
+      expect(wrapped).toEqual(["a", "b"])
+      expect(started).toEqual(["a", "b"])
+      expect(outcomes(slots)).toEqual(["ok", "ok"])
+    })
   )
 
   it.effect("a defect (register throws, or a resumed effect dies) stops the wave and cancels the open sends", () =>

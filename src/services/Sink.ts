@@ -39,20 +39,12 @@ export const RoutePausedCode = "route-paused"
 export interface SinkService {
   /** Delivers one record. Must be idempotent on `record.id` where the destination allows. */
   readonly send: (record: OutboxRecord) => Effect.Effect<void, SendError>
-  /**
-   * Optional: `send` in the form `Effect.async` takes. Starts delivering `record` and calls `resume` once
-   * with the send's result — an `Exit` (`Effect.void`, `Effect.fail(error)`), or an effect to run for it —
-   * and may return a canceler, run when the caller gives up on the send. When present, `send(record)` is
-   * `Effect.async((resume) => register(record, resume))`: build both with {@link fromRegister}. A drainer
-   * waits for such sends without a fiber per send.
-   *
-   * @since 0.2.0
-   */
-  readonly register?: Register | undefined
 }
 
 /**
- * A send in the form `Effect.async` takes (see {@link SinkService.register}).
+ * A send in the form `Effect.async` takes: starts delivering `record` and calls `resume` once with the
+ * send's result — an `Exit` (`Effect.void`, `Effect.fail(error)`), or an effect to run for it — and may
+ * return a canceler, run when the caller gives up on the send.
  *
  * @since 0.2.0
  */
@@ -61,15 +53,30 @@ export type Register = (
   resume: (result: Effect.Effect<void, SendError>) => void
 ) => void | Effect.Effect<void>
 
+/** Each `send` built by {@link fromRegister}, with the register it was built from. */
+const registers = new WeakMap<SinkService["send"], Register>()
+
 /**
- * A sink from its send in `Effect.async` form: `send` and `register` agree by construction.
+ * A sink from its send in `Effect.async` form: `send(record)` is
+ * `Effect.async((resume) => register(record, resume))`. A drainer finds the register again
+ * ({@link registerOf}) and waits for such sends without a fiber per send.
  *
  * @since 0.2.0
  */
-export const fromRegister = (register: Register): SinkService => ({
-  send: (record) => Effect.async<void, SendError>((resume) => register(record, resume)),
-  register
-})
+export const fromRegister = (register: Register): SinkService => {
+  const send = (record: OutboxRecord) => Effect.async<void, SendError>((resume) => register(record, resume))
+  registers.set(send, register)
+  return { send }
+}
+
+/**
+ * The register a sink's `send` was built from with {@link fromRegister}, if it was. It is found by the
+ * `send` function itself: a sink that wraps another with a `send` of its own (logging, counting) has none,
+ * so its own `send` is what runs.
+ *
+ * @since 0.2.0
+ */
+export const registerOf = (sink: SinkService): Register | undefined => registers.get(sink.send)
 
 /**
  * The `Sink` service tag.

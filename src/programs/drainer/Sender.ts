@@ -9,8 +9,8 @@
  *
  * Two ways to run a send, by what the sink offers:
  *
- * - A sink with `register` (`Sink.fromRegister`; the NATS and RabbitMQ sinks): each send is started by
- *   calling it, with a resume of the wave's own — no fiber per send. A send resumed with its result (an
+ * - A sink built with `Sink.fromRegister` (the NATS and RabbitMQ sinks): each send is started by calling
+ *   its register (`Sink.registerOf`), with a resume of the wave's own — no fiber per send. A send resumed with its result (an
  *   `Exit`) is done there; one resumed with another effect (a reconnect first) runs it on a fiber of its
  *   own. Broker sends all wait for an acknowledgement, and a fiber per send cost the relay about 10 µs of
  *   CPU per record.
@@ -28,7 +28,7 @@ import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
 import * as Option from "effect/Option"
 import type * as Duration from "effect/Duration"
-import type { Register, SendError, SinkService } from "../../services/Sink.js"
+import { type Register, registerOf, type SendError, type SinkService } from "../../services/Sink.js"
 import type { BatchRuntime, BatchState, Slot } from "./BatchState.js"
 import * as Watchdog from "./Watchdog.js"
 
@@ -209,9 +209,10 @@ export const sendAll = (
   maxInFlight: number = Number.POSITIVE_INFINITY
 ): Effect.Effect<SendAllResult> =>
   Effect.suspend(() => {
+    const register = registerOf(sink)
     const wave: Wave =
-      sink.register !== undefined
-        ? new RegisteredWave(sink.register, toSend, state, batch)
+      register !== undefined
+        ? new RegisteredWave(register, toSend, state, batch)
         : new WaveSends(sink, toSend, state, batch)
     return wave.finish(wave.startAll(maxInFlight), deadline)
   })
