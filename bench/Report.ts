@@ -912,6 +912,18 @@ const medianOf = (values: ReadonlyArray<number>): number | undefined => {
   return sorted.length % 2 === 1 ? sorted[mid] : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
 }
 
+/** The untimed warm-up rounds of brokers.json, when it records them. */
+const warmUpLine = (data: unknown): Array<string> => {
+  const relay = num(data, "warmUpRounds", "relay")
+  const handWritten = num(data, "warmUpRounds", "handWritten")
+  return relay === undefined || handWritten === undefined
+    ? []
+    : [
+        `Untimed warm-up rounds before them: ${formatNumber(relay)} of the relay, ${formatNumber(handWritten)} of the hand-written relay`,
+        "(each side until its CPU per record stops falling)."
+      ]
+}
+
 const brokersSection = (data: unknown): Array<string> => {
   const out = ["## Broker sinks (relay vs hand-written relay)", "", measuredLine(data), ""]
   const goal = str(data, "goal")
@@ -926,6 +938,7 @@ const brokersSection = (data: unknown): Array<string> => {
     `after the previous one of its key was acknowledged, ${formatNumber(num(data, "inFlight"))} in flight; one complete per batch (it does not`,
     "complete a keyed record before sending its successor, as the relay must: SPEC §6 step 5). Records/s, best of the",
     "alternating rounds; relay / hand-written best against best and the median of the per-round ratios.",
+    ...warmUpLine(data),
     "",
     ...table(
       [

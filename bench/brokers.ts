@@ -702,6 +702,7 @@ const result = {
   partitions: partitions.length,
   inFlight,
   batch: { size: batchSize, max: maxBatchSize, maxConcurrency },
+  warmUpRounds,
   goal: `relay ≥ ${goalRatio}× hand-written relay (best against best and median of rounds)`,
   baseline:
     "hand-written relay in the same process: raw better-sqlite3 claim with the SQLite store's statements and transaction shape, " +

@@ -459,6 +459,7 @@ describe("bench report", () => {
       records: 5_000,
       partitions: 8,
       inFlight: 80,
+      warmUpRounds: { relay: 3, handWritten: 2 },
       goal: "relay ≥ 0.8× hand-written relay (best against best and median of rounds)",
       loadAverage1m: { before: 3, after: 4 },
       nats: {
@@ -495,6 +496,10 @@ describe("bench report", () => {
     expect(readme).toContain("## Broker sinks (relay vs hand-written relay)")
     expect(readme).toContain("measured 2026-12-03T07:49:50.982Z; load average 3 → 4")
     expect(readme).toContain("A relay drains 5,000 records in 8 partitions")
+    expect(readme).toContain("Untimed warm-up rounds before them: 3 of the relay, 2 of the hand-written relay")
+    // a result file without warm-up rounds says nothing of them
+    const { warmUpRounds: _, ...unwarmed } = brokers
+    expect(renderReadme({ brokers: unwarmed })).not.toContain("warm-up")
     expect(readme).toContain(
       "| NATS JetStream | 1,700 | 2,000 | 0.85× | 0.85× | met | 1,700, 1,620, 900 | 2,000, 1,800, 1,800 |"
     )

@@ -125,6 +125,10 @@ const noPubAck = (subject: string): SendError =>
     message: `NATS publish to ${subject}: the answer was not a JetStream publish acknowledgement`
   })
 
+/** Resumes a send with a permanent failure found before anything was published. */
+const refuse = (resume: (result: Effect.Effect<void, SendError>) => void, code: string, message: string): void =>
+  resume(Effect.fail(new SendError({ retryable: false, code, message })))
+
 const permanentCodes = new Set(["BAD_SUBJECT", "BAD_HEADER", "BAD_PAYLOAD", "INVALID_PAYLOAD", "MAX_PAYLOAD_EXCEEDED"])
 
 const headersOf = (record: OutboxRecord): MsgHdrs => {
@@ -248,23 +252,13 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
     /** One publish: refused at once (resumed before it returns), or resumed on the stream's answer. */
     const register: Register = (record, resume) => {
       const template = record.address.length > 0 ? record.address : options.subject
-      if (template === undefined) {
-        return resume(
-          Effect.fail(
-            new SendError({ retryable: false, code: "no-address", message: `record ${record.id} has no subject` })
-          )
-        )
-      }
+      if (template === undefined) return refuse(resume, "no-address", `record ${record.id} has no subject`)
       const subject = subjectFor(template, record)
       if (isSystemSubject(subject)) {
-        return resume(
-          Effect.fail(
-            new SendError({
-              retryable: false,
-              code: "system-subject",
-              message: `record ${record.id}: ${JSON.stringify(subject)} is a $-prefixed NATS system subject; records never publish there`
-            })
-          )
+        return refuse(
+          resume,
+          "system-subject",
+          `record ${record.id}: ${JSON.stringify(subject)} is a $-prefixed NATS system subject; records never publish there`
         )
       }
       if (
@@ -272,25 +266,17 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
         prefixes !== undefined &&
         !prefixes.some((prefix) => subject.startsWith(prefix))
       ) {
-        return resume(
-          Effect.fail(
-            new SendError({
-              retryable: false,
-              code: "subject-not-allowed",
-              message: `record ${record.id}: subject ${JSON.stringify(subject)} is outside the allowed subject prefixes`
-            })
-          )
+        return refuse(
+          resume,
+          "subject-not-allowed",
+          `record ${record.id}: subject ${JSON.stringify(subject)} is outside the allowed subject prefixes`
         )
       }
       if (!validSubject(subject)) {
-        return resume(
-          Effect.fail(
-            new SendError({
-              retryable: false,
-              code: "invalid-subject",
-              message: `record ${record.id}: ${JSON.stringify(subject)} is not a valid NATS subject`
-            })
-          )
+        return refuse(
+          resume,
+          "invalid-subject",
+          `record ${record.id}: ${JSON.stringify(subject)} is not a valid NATS subject`
         )
       }
       // one callback pair per publish: resumed with success on the ack, or with the classified failure
