@@ -115,11 +115,19 @@ describe("Watchdog.awaitSignal", () => {
         const timer = withTimer ? yield* Watchdog.start(watchdog) : undefined
         expect(yield* Watchdog.awaitSignal(timer ?? watchdog, (signal) => signal())).toBe(true)
         const signals: Array<() => void> = []
-        const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer ?? watchdog, (signal) => signals.push(signal)))
+        let unarmed = 0
+        const waiting = yield* Effect.fork(
+          Watchdog.awaitSignal(timer ?? watchdog, (signal) => {
+            signals.push(signal)
+            return () => void unarmed++
+          })
+        )
         yield* TestClock.adjust("59 seconds")
         expect(signals.length).toBe(1)
         signals[0]?.()
         expect(yield* Fiber.join(waiting)).toBe(true)
+        // what the arm set up stays: the signal came
+        expect(unarmed).toBe(0)
         if (timer !== undefined) expect(timer.armed.size).toBe(0)
       })
     )
@@ -129,27 +137,42 @@ describe("Watchdog.awaitSignal", () => {
         const timer = withTimer ? yield* Watchdog.start(watchdog) : undefined
         yield* TestClock.adjust("25 seconds")
         const signals: Array<() => void> = []
-        const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer ?? watchdog, (signal) => signals.push(signal)))
+        let unarmed = 0
+        const waiting = yield* Effect.fork(
+          Watchdog.awaitSignal(timer ?? watchdog, (signal) => {
+            signals.push(signal)
+            return () => void unarmed++
+          })
+        )
         yield* TestClock.adjust("59999 millis")
         expect(yield* Fiber.poll(waiting)).toEqual(Option.none())
         yield* TestClock.adjust("1 millis")
         for (let i = 0; i < 20 && Option.isNone(yield* Fiber.poll(waiting)); i++) yield* Effect.yieldNow()
         expect(yield* Fiber.poll(waiting)).toEqual(Option.some(Exit.succeed(false)))
+        // the deadline undid what the arm set up, once
+        expect(unarmed).toBe(1)
         signals[0]?.()
         expect(yield* Fiber.join(waiting)).toBe(false)
+        expect(unarmed).toBe(1)
         if (timer !== undefined) expect(timer.armed.size).toBe(0)
       })
     )
   }
 
-  it.scoped("an interrupted wait disarms its deadline", () =>
-    Effect.gen(function* () {
-      const timer = yield* Watchdog.start(watchdog)
-      const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer, () => undefined))
-      yield* Effect.yieldNow()
-      expect(timer.armed.size).toBe(1)
-      yield* Fiber.interrupt(waiting)
-      expect(timer.armed.size).toBe(0)
-    })
-  )
+  for (const withTimer of [true, false]) {
+    it.scoped(
+      `${withTimer ? "with the loop's timer" : "without a timer (a race)"}: an interrupted wait disarms its deadline and undoes what the arm set up`,
+      () =>
+        Effect.gen(function* () {
+          const timer = withTimer ? yield* Watchdog.start(watchdog) : undefined
+          let unarmed = 0
+          const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer ?? watchdog, () => () => void unarmed++))
+          yield* Effect.yieldNow()
+          if (timer !== undefined) expect(timer.armed.size).toBe(1)
+          yield* Fiber.interrupt(waiting)
+          expect(unarmed).toBe(1)
+          if (timer !== undefined) expect(timer.armed.size).toBe(0)
+        })
+    )
+  }
 })

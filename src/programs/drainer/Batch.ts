@@ -109,7 +109,7 @@ export const run = (
       const work = Waves.runWaves(instance, groups, token, state)
       // a daemon: interrupting the cycle must not interrupt the batch before the final drain ran
       const fiber = yield* Effect.forkDaemon(restore(work))
-      const finished = yield* restore(Watchdog.awaitFiber(instance.watchdogTimer ?? instance.watchdog, fiber)).pipe(
+      const finished = yield* restore(Watchdog.awaitFiber(instance.timers?.watchdog ?? instance.watchdog, fiber)).pipe(
         Effect.onInterrupt(() => finalDrain(instance, state, fiber, token))
       )
       if (Option.isNone(finished)) return yield* abandon(instance, state, fiber, token, startedAt)

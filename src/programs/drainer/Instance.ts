@@ -194,6 +194,16 @@ export interface LeaseHorizon {
 }
 
 /**
+ * The deadline timers a drainer's loop keeps (see `Watchdog`): the batch watchdog's and the waves' sends'.
+ *
+ * @since 0.2.0
+ */
+export interface Timers {
+  readonly watchdog: Watchdog.Timer
+  readonly send: Watchdog.Timer
+}
+
+/**
  * One drainer's settings, services and state.
  *
  * @since 0.1.0
@@ -208,10 +218,8 @@ export interface Instance extends Services {
   readonly gaugeIntervalMillis: number
   readonly expireIntervalMillis: number
   readonly watchdog: Duration.Duration
-  /** The watchdog's timer of the running loop (`Watchdog.start`); none outside the loop (`drainOnce`). */
-  watchdogTimer: Watchdog.Timer | undefined
-  /** The `sendTimeout` timer of the running loop (`Watchdog.start`); none outside the loop (`drainOnce`). */
-  sendTimer: Watchdog.Timer | undefined
+  /** The deadline timers of the running loop (`Watchdog.start`); none outside the loop (`drainOnce`). */
+  timers: Timers | undefined
   /** Transient send failures in a row, and when they were last logged. */
   readonly sinkHealth: SinkHealth.SinkHealth
   /** The claim size of the next cycle. */
@@ -257,8 +265,7 @@ export const make = (config: DrainerSettings, services: Services): Instance => (
   gaugeIntervalMillis: Duration.toMillis(config.gaugeInterval),
   expireIntervalMillis: Duration.toMillis(config.expireInterval),
   watchdog: Duration.sum(config.batchTimeout, config.watchdogGrace),
-  watchdogTimer: undefined,
-  sendTimer: undefined,
+  timers: undefined,
   sinkHealth: SinkHealth.make(config.partitionKey),
   currentBatchSize: config.batchSize,
   sendsAtOnce: false,

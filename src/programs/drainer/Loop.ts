@@ -116,13 +116,12 @@ export const runTurn = (instance: Instance, endTurn: TurnEnd): Effect.Effect<voi
     Effect.flatMap(
       Effect.zip(Watchdog.start(instance.watchdog), Watchdog.start(instance.config.sendTimeout)),
       ([watchdog, send]) => {
-        instance.watchdogTimer = watchdog
-        instance.sendTimer = send
+        const timers = { watchdog, send }
+        instance.timers = timers
         return Effect.ensuring(
           cycles(instance, endTurn),
           Effect.sync(() => {
-            if (instance.watchdogTimer === watchdog) instance.watchdogTimer = undefined
-            if (instance.sendTimer === send) instance.sendTimer = undefined
+            if (instance.timers === timers) instance.timers = undefined
           })
         )
       }

@@ -68,89 +68,87 @@ export const start = (period: Duration.Duration): Effect.Effect<Timer, never, Sc
   })
 
 /**
- * Waits for `fiber` at most a timer period: its exit when it ends in time, none when the deadline passes
- * first. Given the loop's timer, the deadline is armed with it, its own period ahead (so the timer's rule
- * holds by construction); given only a duration, the wait is a race against a sleep. Interrupting the wait
- * disarms the deadline and leaves the fiber running.
- *
- * @since 0.1.0
- */
-export const awaitFiber = <A, E>(
-  watch: Timer | Duration.Duration,
-  fiber: Fiber.RuntimeFiber<A, E>
-): Effect.Effect<Option.Option<Exit.Exit<A, E>>> => {
-  if (Duration.isDuration(watch)) return Effect.timeoutOption(Fiber.await(fiber), watch)
-  const timer = watch
-  return Effect.clockWith((clock) =>
-    Effect.async<Option.Option<Exit.Exit<A, E>>>((resume) => {
-      let done = false
-      const observer = (exit: Exit.Exit<A, E>): void => {
-        if (done) return
-        done = true
-        timer.armed.delete(deadline)
-        resume(Effect.succeed(Option.some(exit)))
-      }
-      const deadline: Deadline = {
-        at: clock.unsafeCurrentTimeMillis() + Duration.toMillis(timer.period),
-        fire: () => {
-          if (done) return
-          done = true
-          fiber.removeObserver(observer)
-          resume(Effect.succeed(Option.none()))
-        }
-      }
-      timer.armed.add(deadline)
-      // called at once when the fiber has already ended
-      fiber.addObserver(observer)
-      return Effect.sync(() => {
-        done = true
-        timer.armed.delete(deadline)
-        fiber.removeObserver(observer)
-      })
-    })
-  )
-}
-
-/**
  * Waits at most a timer period for `arm`'s signal (called once, at once or later): `true` when it came in
- * time, `false` when the deadline passed first. Given the loop's timer, the deadline is armed with it; given
- * only a duration, the wait is a race against a sleep. Interrupting the wait disarms the deadline.
+ * time, `false` when the deadline passed first. `arm` may return a function that undoes what it set up; it
+ * is called when the wait ends without the signal (the deadline, or an interrupt). Given the loop's timer,
+ * the deadline is armed with it; given only a duration, the wait is a race against a sleep. Interrupting
+ * the wait disarms the deadline.
  *
  * @since 0.2.0
  */
 export const awaitSignal = (
   watch: Timer | Duration.Duration,
-  arm: (signal: () => void) => void
+  arm: (signal: () => void) => (() => void) | void
 ): Effect.Effect<boolean> => {
   if (Duration.isDuration(watch)) {
-    return Effect.async<void>((resume) => arm(() => resume(Effect.void))).pipe(
-      Effect.timeoutOption(watch),
-      Effect.map(Option.isSome)
-    )
+    return Effect.suspend(() => {
+      let unarm: (() => void) | void = undefined
+      let signalled = false
+      return Effect.async<void>((resume) => {
+        unarm = arm(() => {
+          signalled = true
+          resume(Effect.void)
+        })
+      }).pipe(
+        Effect.timeoutOption(watch),
+        Effect.map(Option.isSome),
+        Effect.ensuring(Effect.sync(() => (signalled ? undefined : unarm?.())))
+      )
+    })
   }
   const timer = watch
   return Effect.clockWith((clock) =>
     Effect.async<boolean>((resume) => {
       let done = false
+      let unarm: (() => void) | void = undefined
       const deadline: Deadline = {
         at: clock.unsafeCurrentTimeMillis() + Duration.toMillis(timer.period),
         fire: () => {
           if (done) return
           done = true
+          unarm?.()
           resume(Effect.succeed(false))
         }
       }
       timer.armed.add(deadline)
-      arm(() => {
+      unarm = arm(() => {
         if (done) return
         done = true
         timer.armed.delete(deadline)
         resume(Effect.succeed(true))
       })
       return Effect.sync(() => {
+        if (done) return
         done = true
         timer.armed.delete(deadline)
+        unarm?.()
       })
     })
   )
 }
+
+/**
+ * Waits for `fiber` at most a timer period: its exit when it ends in time, none when the deadline passes
+ * first (see {@link awaitSignal}). Interrupting the wait disarms the deadline and leaves the fiber running.
+ *
+ * @since 0.1.0
+ */
+export const awaitFiber = <A, E>(
+  watch: Timer | Duration.Duration,
+  fiber: Fiber.RuntimeFiber<A, E>
+): Effect.Effect<Option.Option<Exit.Exit<A, E>>> =>
+  Effect.suspend(() => {
+    let ended: Exit.Exit<A, E> | undefined
+    return Effect.map(
+      awaitSignal(watch, (signal) => {
+        const observer = (exit: Exit.Exit<A, E>): void => {
+          ended = exit
+          signal()
+        }
+        // called at once when the fiber has already ended
+        fiber.addObserver(observer)
+        return () => fiber.removeObserver(observer)
+      }),
+      (inTime) => (inTime && ended !== undefined ? Option.some(ended) : Option.none())
+    )
+  })

@@ -427,7 +427,7 @@ const send = (
       toSend,
       state,
       batch,
-      instance.sendTimer ?? instance.config.sendTimeout,
+      instance.timers?.send ?? instance.config.sendTimeout,
       instance.config.maxConcurrency
     ),
     (result) => {
