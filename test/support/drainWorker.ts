@@ -58,6 +58,24 @@ interface Summary {
   errors: Array<string>
 }
 
+/**
+ * What lies under a store error, for the summary: the causes' messages and the driver's SQLSTATE (`code`),
+ * so a failed run says whether it was a deadlock, a serialization failure or a lost connection.
+ */
+const causeOf = (error: unknown): string => {
+  const parts: Array<string> = []
+  let cause: unknown = typeof error === "object" && error !== null ? Reflect.get(error, "cause") : undefined
+  for (let depth = 0; depth < 4 && typeof cause === "object" && cause !== null; depth++) {
+    const message: unknown = Reflect.get(cause, "message")
+    const code: unknown = Reflect.get(cause, "code")
+    parts.push(
+      `${typeof message === "string" ? message : String(cause)}${typeof code === "string" ? ` [${code}]` : ""}`
+    )
+    cause = Reflect.get(cause, "cause")
+  }
+  return parts.length === 0 ? "" : ` (cause: ${parts.join(" <- ")})`
+}
+
 const program = Effect.gen(function* () {
   const sql = yield* SqlClient.SqlClient
   const store = yield* OutboxStore
@@ -100,7 +118,7 @@ const program = Effect.gen(function* () {
 
   const note = (error: { readonly _tag: string; readonly message: string }) =>
     Effect.sync(() => {
-      summary.errors.push(`${error._tag}: ${error.message}`)
+      summary.errors.push(`${error._tag}: ${error.message}${causeOf(error)}`)
     })
 
   for (let round = 0; ; round++) {
