@@ -625,7 +625,10 @@ const summary = (figures: Figures) => {
     ratio,
     ratioMedianOfRounds,
     ratioPerRound,
-    met: ratio >= goalRatio && ratioMedianOfRounds >= goalRatio,
+    // judged on the unrounded ratios: 0.795 is shown as 0.80 but does not meet 0.8
+    met:
+      relay / handWritten >= goalRatio &&
+      median(figures.relay.map((r, i) => r / (figures.handWritten[i] ?? Number.NaN))) >= goalRatio,
     handWrittenWavesRecordsPerSecond: Math.round(Math.max(...figures.handWrittenWaves)),
     rawClientRecordsPerSecond: Math.round(rawClient),
     rawUnorderedRecordsPerSecond: Math.round(Math.max(...figures.rawUnordered)),
