@@ -106,6 +106,19 @@ describe("Watchdog.awaitFiber", () => {
   )
 })
 
+/** An arm for `awaitSignal` that keeps the signals it is given and counts the undos of what it set up. */
+const armProbe = () => {
+  const probe = {
+    signals: new Array<() => void>(),
+    unarmed: 0,
+    arm: (signal: () => void) => {
+      probe.signals.push(signal)
+      return () => void probe.unarmed++
+    }
+  }
+  return probe
+}
+
 describe("Watchdog.awaitSignal", () => {
   for (const withTimer of [true, false]) {
     const label = withTimer ? "with the loop's timer" : "without a timer (a race)"
@@ -114,20 +127,14 @@ describe("Watchdog.awaitSignal", () => {
       Effect.gen(function* () {
         const timer = withTimer ? yield* Watchdog.start(watchdog) : undefined
         expect(yield* Watchdog.awaitSignal(timer ?? watchdog, (signal) => signal())).toBe(true)
-        const signals: Array<() => void> = []
-        let unarmed = 0
-        const waiting = yield* Effect.fork(
-          Watchdog.awaitSignal(timer ?? watchdog, (signal) => {
-            signals.push(signal)
-            return () => void unarmed++
-          })
-        )
+        const probe = armProbe()
+        const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer ?? watchdog, probe.arm))
         yield* TestClock.adjust("59 seconds")
-        expect(signals.length).toBe(1)
-        signals[0]?.()
+        expect(probe.signals.length).toBe(1)
+        probe.signals[0]?.()
         expect(yield* Fiber.join(waiting)).toBe(true)
         // what the arm set up stays: the signal came
-        expect(unarmed).toBe(0)
+        expect(probe.unarmed).toBe(0)
         if (timer !== undefined) expect(timer.armed.size).toBe(0)
       })
     )
@@ -136,24 +143,18 @@ describe("Watchdog.awaitSignal", () => {
       Effect.gen(function* () {
         const timer = withTimer ? yield* Watchdog.start(watchdog) : undefined
         yield* TestClock.adjust("25 seconds")
-        const signals: Array<() => void> = []
-        let unarmed = 0
-        const waiting = yield* Effect.fork(
-          Watchdog.awaitSignal(timer ?? watchdog, (signal) => {
-            signals.push(signal)
-            return () => void unarmed++
-          })
-        )
+        const probe = armProbe()
+        const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer ?? watchdog, probe.arm))
         yield* TestClock.adjust("59999 millis")
         expect(yield* Fiber.poll(waiting)).toEqual(Option.none())
         yield* TestClock.adjust("1 millis")
         for (let i = 0; i < 20 && Option.isNone(yield* Fiber.poll(waiting)); i++) yield* Effect.yieldNow()
         expect(yield* Fiber.poll(waiting)).toEqual(Option.some(Exit.succeed(false)))
         // the deadline undid what the arm set up, once
-        expect(unarmed).toBe(1)
-        signals[0]?.()
+        expect(probe.unarmed).toBe(1)
+        probe.signals[0]?.()
         expect(yield* Fiber.join(waiting)).toBe(false)
-        expect(unarmed).toBe(1)
+        expect(probe.unarmed).toBe(1)
         if (timer !== undefined) expect(timer.armed.size).toBe(0)
       })
     )
@@ -165,12 +166,12 @@ describe("Watchdog.awaitSignal", () => {
       () =>
         Effect.gen(function* () {
           const timer = withTimer ? yield* Watchdog.start(watchdog) : undefined
-          let unarmed = 0
-          const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer ?? watchdog, () => () => void unarmed++))
+          const probe = armProbe()
+          const waiting = yield* Effect.fork(Watchdog.awaitSignal(timer ?? watchdog, probe.arm))
           yield* Effect.yieldNow()
           if (timer !== undefined) expect(timer.armed.size).toBe(1)
           yield* Fiber.interrupt(waiting)
-          expect(unarmed).toBe(1)
+          expect(probe.unarmed).toBe(1)
           if (timer !== undefined) expect(timer.armed.size).toBe(0)
         })
     )
