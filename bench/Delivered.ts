@@ -22,12 +22,16 @@ export const noting = (
         return Sink.of({ send: (record) => Effect.tap(sink.send(record), () => Effect.sync(() => delivered(record))) })
       }
       return Sink.of(
-        fromRegister((record, resume) =>
-          register(record, (result) => {
-            if (!Exit.isExit(result)) return resume(Effect.tap(result, () => Effect.sync(() => delivered(record))))
-            if (Exit.isSuccess(result)) delivered(record)
-            resume(result)
-          })
+        fromRegister((record, resume, labels) =>
+          register(
+            record,
+            (result) => {
+              if (!Exit.isExit(result)) return resume(Effect.tap(result, () => Effect.sync(() => delivered(record))))
+              if (Exit.isSuccess(result)) delivered(record)
+              resume(result)
+            },
+            labels
+          )
         )
       )
     })

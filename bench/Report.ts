@@ -1065,20 +1065,32 @@ const brokersSection = (data: unknown): Array<string> => {
         "between (the best of the last two) against two hand-written rounds in a row. In the alternating rounds V8",
         "re-optimizes much of the relay's code in every round (150–200 TurboFan compilations in a round's timed window",
         "against 30–50 in a fourth round in a row, on background threads sharing the cores with the broker); a relay that",
-        "keeps running pays that once. The goal above stays judged on the alternating rounds."
+        "keeps running pays that once. The goal above stays judged on the alternating rounds. Routed: the relay through",
+        "a `SinkRouter` whose only route (the default, `*`) is the broker sink, three rounds in a row after those (the",
+        "best of the last two): what routing costs."
       ],
       [
         "broker",
         "relay rec/s",
         "hand-written relay rec/s",
         "relay / hand-written",
-        "CPU µs/record relay, hand-written"
+        "routed relay rec/s",
+        "routed / relay",
+        "CPU µs/record relay, hand-written, routed"
       ],
       (label, key) => {
         const settled = (...path: ReadonlyArray<string>) => num(data, key, "settled", ...path)
         const cpu = (side: string) => formatNumber(settled("cpuMicrosPerRecord", side))
         const rates = [settled("relayRecordsPerSecond"), settled("handWrittenRecordsPerSecond")] as const
-        return [label, ...rates.map(formatNumber), formatRatio(...rates), `${cpu("relay")}, ${cpu("handWritten")}`]
+        const routed = settled("routedRecordsPerSecond")
+        return [
+          label,
+          ...rates.map(formatNumber),
+          formatRatio(...rates),
+          formatNumber(routed),
+          formatRatio(routed, rates[0]),
+          `${cpu("relay")}, ${cpu("handWritten")}, ${cpu("routed")}`
+        ]
       }
     )
   )

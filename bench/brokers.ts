@@ -43,7 +43,9 @@
  * every round (about 150–200 TurboFan compilations in a round's timed window against 30–50 in a fourth round
  * in a row, counted with `--trace-opt`; the compilations run on V8's background threads, on the cores the
  * broker uses too), which a relay that keeps running pays once; the hand-written loop is a few module-level
- * functions and settles at once. The goal stays judged on the alternating rounds.
+ * functions and settles at once. The goal stays judged on the alternating rounds. Between the two, the relay
+ * through a `SinkRouter` whose only route (the default, `*`) is the broker sink, three rounds in a row, the best
+ * of the last two: what routing costs a relay (`settled.routed…`).
  *
  * Goal: relay ≥ 0.8× the hand-written relay, best against best and median of rounds. Writes
  * bench/results/brokers.json.
@@ -61,6 +63,7 @@ import { fileURLToPath } from "node:url"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as NatsSink from "../src/layers/sinks/NatsSink.js"
 import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
+import * as SinkRouter from "../src/layers/sinks/SinkRouter.js"
 import * as SqlDialect from "../src/layers/sql/SqlDialect.js"
 import * as SqlOutboxStatements from "../src/layers/sql/SqlOutboxStatements.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
@@ -79,6 +82,8 @@ const total = quick ? 1_000 : 20_000
 /** Consecutive relay rounds of the settled figures (the last two count), then hand-written ones. */
 const settledRelayRounds = quick ? 2 : 4
 const settledHandWrittenRounds = 2
+/** Consecutive rounds of the relay through a `SinkRouter` (the last two count), between those two. */
+const settledRoutedRounds = quick ? 2 : 3
 const rounds = quick ? 1 : 3
 /**
  * Untimed rounds before the timed ones. The relay runs far more distinct code than the hand-written loop
@@ -520,6 +525,8 @@ interface Figures {
   readonly relayNoopSink: Array<number>
   /** The relay in consecutive rounds after the alternating ones, no other code between (information). */
   readonly relaySettled: Array<number>
+  /** The relay through a `SinkRouter` (one route, the broker sink), in consecutive rounds after those (information). */
+  readonly relayRouted: Array<number>
   /** The hand-written relay in consecutive rounds after those (information). */
   readonly handWrittenSettled: Array<number>
   /** This process's CPU time per record (µs) in each round. */
@@ -530,9 +537,14 @@ interface Figures {
     readonly rawClient: Array<number>
     readonly relayNoopSink: Array<number>
     readonly relaySettled: Array<number>
+    readonly relayRouted: Array<number>
     readonly handWrittenSettled: Array<number>
   }
 }
+
+/** `sink` as the only route (the default, `*`) of a `SinkRouter`. */
+const routed = (sink: Layer.Layer<Sink, unknown>): Layer.Layer<Sink, unknown> =>
+  SinkRouter.layer(Effect.all({ [SinkRouter.DefaultRoute]: SinkRouter.sinkOf(sink) }))
 
 /** A sink that accepts every record at once: the relay's own ceiling on this backlog (store and drainer). */
 const noopSink: Layer.Layer<Sink> = Layer.succeed(Sink, Sink.of({ send: () => Effect.void }))
@@ -546,6 +558,7 @@ const measure = async (sink: Layer.Layer<Sink, unknown>, publish: Publish): Prom
     rawUnordered: [],
     relayNoopSink: [],
     relaySettled: [],
+    relayRouted: [],
     handWrittenSettled: [],
     cpu: {
       relay: [],
@@ -554,6 +567,7 @@ const measure = async (sink: Layer.Layer<Sink, unknown>, publish: Publish): Prom
       rawClient: [],
       relayNoopSink: [],
       relaySettled: [],
+      relayRouted: [],
       handWrittenSettled: []
     }
   }
@@ -577,11 +591,15 @@ const measure = async (sink: Layer.Layer<Sink, unknown>, publish: Publish): Prom
   for (let round = 0; round < settledRelayRounds; round++) {
     figures.relaySettled.push(await relayRound(sink, figures.cpu.relaySettled))
   }
+  for (let round = 0; round < settledRoutedRounds; round++) {
+    figures.relayRouted.push(await relayRound(routed(sink), figures.cpu.relayRouted))
+  }
   for (let round = 0; round < settledHandWrittenRounds; round++) {
     figures.handWrittenSettled.push(await handWrittenRound(publish, figures.cpu.handWrittenSettled))
   }
   console.log(
     `settled: relay ${figures.relaySettled.map((r) => r.toFixed(0)).join(", ")}/s, ` +
+      `through a SinkRouter ${figures.relayRouted.map((r) => r.toFixed(0)).join(", ")}/s, ` +
       `hand-written relay ${figures.handWrittenSettled.map((r) => r.toFixed(0)).join(", ")}/s`
   )
   return figures
@@ -604,11 +622,18 @@ const settledSummary = (figures: Figures) => {
   const countedCpu = figures.cpu.relaySettled.slice(-2)
   const relay = Math.max(...counted)
   const handWritten = Math.max(...figures.handWrittenSettled)
+  const routedRelay = Math.max(...figures.relayRouted.slice(-2))
   return {
     relayRecordsPerSecond: Math.round(relay),
     handWrittenRecordsPerSecond: Math.round(handWritten),
     ratio: ratio2(relay, handWritten),
-    cpuMicrosPerRecord: { relay: Math.min(...countedCpu), handWritten: Math.min(...figures.cpu.handWrittenSettled) }
+    routedRecordsPerSecond: Math.round(routedRelay),
+    routedToRelay: ratio2(routedRelay, relay),
+    cpuMicrosPerRecord: {
+      relay: Math.min(...countedCpu),
+      handWritten: Math.min(...figures.cpu.handWrittenSettled),
+      routed: Math.min(...figures.cpu.relayRouted.slice(-2))
+    }
   }
 }
 

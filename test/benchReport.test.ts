@@ -480,7 +480,9 @@ describe("bench report", () => {
           relayRecordsPerSecond: 1_900,
           handWrittenRecordsPerSecond: 2_100,
           ratio: 0.9,
-          cpuMicrosPerRecord: { relay: 120.5, handWritten: 39.8 }
+          routedRecordsPerSecond: 1_710,
+          routedToRelay: 0.9,
+          cpuMicrosPerRecord: { relay: 120.5, handWritten: 39.8, routed: 130.1 }
         },
         // per-round ratios 0.85, 0.9, 0.5: median 0.85, best against best 0.85
         rounds: { relay: [1_700.4, 1_620, 900], handWritten: [2_000, 1_800.2, 1_800] }
@@ -514,7 +516,7 @@ describe("bench report", () => {
     expect(readme).toContain("| NATS JetStream | 150.5 | 70.2 | 40.2 | 50 | 30 | 110.3 |")
     // the settled rounds, only for the brokers that report them
     expect(readme).toContain("For information, settled:")
-    expect(readme).toContain("| NATS JetStream | 1,900 | 2,100 | 0.90× | 120.5, 39.8 |")
+    expect(readme).toContain("| NATS JetStream | 1,900 | 2,100 | 0.90× | 1,710 | 0.90× | 120.5, 39.8, 130.1 |")
     expect(readme.match(/\| RabbitMQ \|/g)).toHaveLength(1)
   })
 

@@ -14,7 +14,9 @@ import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Logger from "effect/Logger"
 import * as Metric from "effect/Metric"
+import type * as MetricLabel from "effect/MetricLabel"
 import * as Option from "effect/Option"
+import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import * as TestClock from "effect/TestClock"
 import * as TestServices from "effect/TestServices"
@@ -40,7 +42,7 @@ import * as Relay from "../src/programs/Relay.js"
 import * as Topic from "../src/programs/Topic.js"
 import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
 import * as OutboxMetrics from "../src/services/OutboxMetrics.js"
-import { Sink, type SinkService } from "../src/services/Sink.js"
+import { fromRegister, registerOf, Sink, type SinkService } from "../src/services/Sink.js"
 
 const OrderPlaced = Topic.make({
   name: "order.placed",
@@ -97,108 +99,173 @@ const driveUntil = <E, R>(what: string, check: Effect.Effect<boolean, E, R>, max
 
 const now = Effect.map(DateTime.now, DateTime.toEpochMillis)
 
-describe("SinkRouter (memory sinks, TestClock)", () => {
-  it.effect(
-    "SPEC §11 a route paused by Retry-After for a minute holds back only its own records; an unrouted record is dead-lettered naming the route",
-    () =>
-      Effect.gen(function* () {
-        const billing = yield* MemorySink.make()
-        const orders = yield* MemorySink.make()
-        const router = yield* SinkRouter.make({ billing: billing.sink, orders: orders.sink })
-        yield* billing.failCalls({ failure: "transient", retryAfterMillis: 60_000, times: Infinity })
-        const relay = yield* startRelay(router)
-        const start = yield* now
-        yield* Topic.publish(InvoiceIssued, { invoiceId: "I-0", n: 0 })
-        yield* Topic.publish(AuditLogged, { id: "A-0" })
-        // one order every 10 seconds while billing is paused: each arrives within two seconds
-        for (let n = 0; n < 5; n++) {
-          yield* Topic.publish(OrderPlaced, { orderId: `O-${n}`, n })
-          const published = yield* now
-          yield* driveUntil(
-            `order ${n}`,
-            Effect.map(orders.deliveredIds, (ids) => ids.length === n + 1)
-          )
-          expect((yield* now) - published).toBeLessThanOrEqual(2_000)
-          yield* Topic.publish(InvoiceIssued, { invoiceId: `I-${n + 1}`, n: n + 1 })
-          yield* TestClock.adjust("8 seconds")
-        }
-        // billing was tried once (its Retry-After then paused the route), and nothing of it was delivered
-        expect(yield* billing.attempts).toHaveLength(1)
-        expect(yield* billing.deliveredIds).toEqual([])
-        const delivered = yield* orders.deliveries
-        expect(delivered.map((d) => Either.getOrThrow(Topic.decode(OrderPlaced, d.record)).value.n)).toEqual([
-          0, 1, 2, 3, 4
-        ])
-        expect((yield* now) - start).toBeLessThan(60_000)
-        const health = yield* router.health
-        expect(health.find((h) => h.route === "billing")).toMatchObject({ failures: 1 })
-        // the unrouted record went to the dead-letter queue, its reason naming the route
-        const dead = yield* Effect.flatMap(DeadLetterStore, (dlq) => dlq.list({ limit: 10 }))
-        expect(dead).toHaveLength(1)
-        expect(dead[0]?.lastError).toContain("no sink for route audit")
-        expect(dead[0]?.errorCode).toBe("no-route")
-        // the pause ends: billing delivers every invoice, in order
-        yield* billing.clear
-        yield* driveUntil(
-          "invoices",
-          Effect.map(billing.deliveredIds, (ids) => ids.length === 6),
-          1_200
-        )
-        const invoices = (yield* billing.deliveries).map(
-          (d) => Either.getOrThrow(Topic.decode(InvoiceIssued, d.record)).value.n
-        )
-        expect(invoices).toEqual([0, 1, 2, 3, 4, 5])
-        const sends = (outcome: string) =>
-          Metric.value(
-            OutboxMetrics.OutboxRouteSends.pipe(Metric.tagged("route", "billing"), Metric.tagged("outcome", outcome))
-          )
-        expect((yield* sends("transient")).count).toBe(1)
-        expect((yield* sends("paused")).count).toBeGreaterThan(0)
-        expect((yield* sends("delivered")).count).toBe(6)
-        yield* Fiber.interrupt(relay)
-      }).pipe(Effect.provide(stores))
+/** `sink` in register form (`Sink.fromRegister`): each send runs on the test's runtime and resumes with its exit. */
+const inRegisterForm = (sink: SinkService) =>
+  Effect.map(Effect.runtime<never>(), (runtime) =>
+    fromRegister((record, resume) => {
+      const fiber = Runtime.runFork(runtime)(sink.send(record))
+      fiber.addObserver(resume)
+      return Effect.asVoid(Fiber.interrupt(fiber))
+    })
   )
 
-  it.effect("a failure streak pauses the route (one probe per pause); the default route `*` takes other routes", () =>
-    Effect.gen(function* () {
-      const billing = yield* MemorySink.make()
-      const fallback = yield* MemorySink.make()
-      const logs: Array<{ readonly message: string; readonly route: unknown; readonly level: string }> = []
-      const router = yield* SinkRouter.make(
-        { billing: billing.sink, [SinkRouter.DefaultRoute]: fallback.sink },
-        { streakThreshold: 2, streakPause: "10 seconds", maxPause: "40 seconds" }
-      )
-      yield* billing.failCalls({ failure: "transient", times: Infinity })
-      const relay = yield* startRelay(router).pipe(
-        Effect.provide(
-          Logger.replace(
-            Logger.defaultLogger,
-            Logger.make(({ annotations, logLevel, message }) => {
-              const text = Array.isArray(message) ? message.join(" ") : String(message)
-              const route = [...annotations].find(([key]) => key === "route")?.[1]
-              logs.push({ message: text, route, level: logLevel.label })
-            })
+/** The route sinks of a test: the memory sinks themselves, or each in register form. */
+const forms = {
+  effect: (sink: SinkService) => Effect.succeed(sink),
+  register: inRegisterForm
+} as const
+
+/** `OutboxRouteSends{route, outcome}` (under the fiber's metric labels). */
+const routeSends = (route: string, outcome: string) =>
+  Effect.map(
+    Metric.value(OutboxMetrics.OutboxRouteSends.pipe(Metric.tagged("route", route), Metric.tagged("outcome", outcome))),
+    (state) => state.count
+  )
+
+describe("SinkRouter (memory sinks, TestClock)", () => {
+  for (const [form, routeSink] of Object.entries(forms)) {
+    it.effect(
+      `SPEC §11 a route paused by Retry-After for a minute holds back only its own records; an unrouted record is dead-lettered naming the route (route sinks in ${form} form)`,
+      () =>
+        Effect.gen(function* () {
+          const billing = yield* MemorySink.make()
+          const orders = yield* MemorySink.make()
+          const router = yield* SinkRouter.make({
+            billing: yield* routeSink(billing.sink),
+            orders: yield* routeSink(orders.sink)
+          })
+          expect(registerOf(router)).toBeDefined()
+          const outcomes = ["transient", "paused", "delivered"] as const
+          const before = yield* Effect.forEach(outcomes, (outcome) => routeSends("billing", outcome))
+          yield* billing.failCalls({ failure: "transient", retryAfterMillis: 60_000, times: Infinity })
+          const relay = yield* startRelay(router)
+          const start = yield* now
+          yield* Topic.publish(InvoiceIssued, { invoiceId: "I-0", n: 0 })
+          yield* Topic.publish(AuditLogged, { id: "A-0" })
+          // one order every 10 seconds while billing is paused: each arrives within two seconds
+          for (let n = 0; n < 5; n++) {
+            yield* Topic.publish(OrderPlaced, { orderId: `O-${n}`, n })
+            const published = yield* now
+            yield* driveUntil(
+              `order ${n}`,
+              Effect.map(orders.deliveredIds, (ids) => ids.length === n + 1)
+            )
+            expect((yield* now) - published).toBeLessThanOrEqual(2_000)
+            yield* Topic.publish(InvoiceIssued, { invoiceId: `I-${n + 1}`, n: n + 1 })
+            yield* TestClock.adjust("8 seconds")
+          }
+          // billing was tried once (its Retry-After then paused the route), and nothing of it was delivered
+          expect(yield* billing.attempts).toHaveLength(1)
+          expect(yield* billing.deliveredIds).toEqual([])
+          const delivered = yield* orders.deliveries
+          expect(delivered.map((d) => Either.getOrThrow(Topic.decode(OrderPlaced, d.record)).value.n)).toEqual([
+            0, 1, 2, 3, 4
+          ])
+          expect((yield* now) - start).toBeLessThan(60_000)
+          const health = yield* router.health
+          expect(health.find((h) => h.route === "billing")).toMatchObject({ failures: 1 })
+          // the unrouted record went to the dead-letter queue, its reason naming the route
+          const dead = yield* Effect.flatMap(DeadLetterStore, (dlq) => dlq.list({ limit: 10 }))
+          expect(dead).toHaveLength(1)
+          expect(dead[0]?.lastError).toContain("no sink for route audit")
+          expect(dead[0]?.errorCode).toBe("no-route")
+          // the pause ends: billing delivers every invoice, in order
+          yield* billing.clear
+          yield* driveUntil(
+            "invoices",
+            Effect.map(billing.deliveredIds, (ids) => ids.length === 6),
+            1_200
           )
+          const invoices = (yield* billing.deliveries).map(
+            (d) => Either.getOrThrow(Topic.decode(InvoiceIssued, d.record)).value.n
+          )
+          expect(invoices).toEqual([0, 1, 2, 3, 4, 5])
+          const after = yield* Effect.forEach(outcomes, (outcome) => routeSends("billing", outcome))
+          const [transient, paused, deliveredSends] = after.map((count, i) => count - (before[i] ?? 0))
+          expect(transient).toBe(1)
+          expect(paused).toBeGreaterThan(0)
+          expect(deliveredSends).toBe(6)
+          yield* Fiber.interrupt(relay)
+        }).pipe(Effect.provide(stores))
+    )
+
+    it.effect(
+      `a failure streak pauses the route (one probe per pause); the default route \`*\` takes other routes (route sinks in ${form} form)`,
+      () =>
+        Effect.gen(function* () {
+          const billing = yield* MemorySink.make()
+          const fallback = yield* MemorySink.make()
+          const logs: Array<{ readonly message: string; readonly route: unknown; readonly level: string }> = []
+          const router = yield* SinkRouter.make(
+            { billing: yield* routeSink(billing.sink), [SinkRouter.DefaultRoute]: yield* routeSink(fallback.sink) },
+            { streakThreshold: 2, streakPause: "10 seconds", maxPause: "40 seconds" }
+          )
+          yield* billing.failCalls({ failure: "transient", times: Infinity })
+          const relay = yield* startRelay(router).pipe(
+            Effect.provide(
+              Logger.replace(
+                Logger.defaultLogger,
+                Logger.make(({ annotations, logLevel, message }) => {
+                  const text = Array.isArray(message) ? message.join(" ") : String(message)
+                  const route = [...annotations].find(([key]) => key === "route")?.[1]
+                  logs.push({ message: text, route, level: logLevel.label })
+                })
+              )
+            )
+          )
+          yield* Topic.publish(InvoiceIssued, { invoiceId: "I-0", n: 0 })
+          yield* Topic.publish(AuditLogged, { id: "A-0" })
+          yield* driveUntil(
+            "audit via the default route",
+            Effect.map(fallback.deliveredIds, (ids) => ids.length === 1)
+          )
+          // one minute of outage: two failures start the streak pause, then one probe per (doubling) pause
+          for (let i = 0; i < 60; i++) {
+            yield* TestClock.adjust("1 second")
+            yield* TestServices.provideLive(Effect.sleep("2 millis"))
+          }
+          const attempts = (yield* billing.attempts).length
+          expect(attempts).toBeGreaterThanOrEqual(3)
+          expect(attempts).toBeLessThanOrEqual(6)
+          const warning = logs.find((l) => l.level === "WARN" && l.message.includes("sink failing for route billing"))
+          expect(warning?.route).toBe("billing")
+          yield* Fiber.interrupt(relay)
+        }).pipe(Effect.provide(stores))
+    )
+  }
+
+  it.effect(
+    "in register form the router counts every send under the relay's metric labels, as a send on its own fiber would",
+    () =>
+      Effect.gen(function* () {
+        const relayLabel = `labelled-${crypto.randomUUID()}`
+        const seen: Array<ReadonlyArray<MetricLabel.MetricLabel>> = []
+        const orders = fromRegister((_record, resume, labels) => {
+          seen.push(labels)
+          resume(Effect.void)
+        })
+        const billing = yield* MemorySink.make()
+        const router = yield* SinkRouter.make({ orders, billing: billing.sink })
+        const relay = yield* startRelay(router).pipe(Effect.tagMetrics("relay", relayLabel))
+        for (let n = 0; n < 3; n++) {
+          yield* Topic.publish(OrderPlaced, { orderId: `L-${n}`, n })
+          yield* Topic.publish(InvoiceIssued, { invoiceId: `L-${n}`, n })
+        }
+        yield* driveUntil(
+          "three deliveries on each route",
+          Effect.map(billing.deliveredIds, (ids) => ids.length === 3 && seen.length === 3)
         )
-      )
-      yield* Topic.publish(InvoiceIssued, { invoiceId: "I-0", n: 0 })
-      yield* Topic.publish(AuditLogged, { id: "A-0" })
-      yield* driveUntil(
-        "audit via the default route",
-        Effect.map(fallback.deliveredIds, (ids) => ids.length === 1)
-      )
-      // one minute of outage: two failures start the streak pause, then one probe per (doubling) pause
-      for (let i = 0; i < 60; i++) {
-        yield* TestClock.adjust("1 second")
-        yield* TestServices.provideLive(Effect.sleep("2 millis"))
-      }
-      const attempts = (yield* billing.attempts).length
-      expect(attempts).toBeGreaterThanOrEqual(3)
-      expect(attempts).toBeLessThanOrEqual(6)
-      const warning = logs.find((l) => l.level === "WARN" && l.message.includes("sink failing for route billing"))
-      expect(warning?.route).toBe("billing")
-      yield* Fiber.interrupt(relay)
-    }).pipe(Effect.provide(stores))
+        // the register was handed the relay's labels, and passed them on to the register it wraps
+        for (const labels of seen) {
+          expect(labels.some((label) => label.key === "relay" && label.value === relayLabel)).toBe(true)
+        }
+        // a delivery through a register (no effect run) and one through a sink's own send land in the same
+        // labelled series a fiber's Metric.increment reaches
+        const labelled = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.tagMetrics(effect, "relay", relayLabel)
+        expect(yield* labelled(routeSends("orders", "delivered"))).toBe(3)
+        expect(yield* labelled(routeSends("billing", "delivered"))).toBe(3)
+        yield* Fiber.interrupt(relay)
+      }).pipe(Effect.provide(stores))
   )
 })
 

@@ -6,6 +6,8 @@
 import * as Context from "effect/Context"
 import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as FiberRef from "effect/FiberRef"
+import type * as MetricLabel from "effect/MetricLabel"
 import * as Schema from "effect/Schema"
 import type { OutboxRecord } from "../domain/OutboxRecord.js"
 
@@ -46,11 +48,17 @@ export interface SinkService {
  * send's result — an `Exit` (`Effect.void`, `Effect.fail(error)`), or an effect to run for it — and may
  * return a canceler, run when the caller gives up on the send.
  *
+ * `metricLabels` are the metric labels of the fiber the send is made for (`FiberRef.currentMetricLabels`,
+ * e.g. a relay's `Effect.tagMetrics`): a register that counts its sends without running an effect
+ * (`Metric.unsafeUpdate`) adds them, as `Metric.increment` on that fiber would. A register that wraps
+ * another passes them on.
+ *
  * @since 0.2.0
  */
 export type Register = (
   record: OutboxRecord,
-  resume: (result: Effect.Effect<void, SendError>) => void
+  resume: (result: Effect.Effect<void, SendError>) => void,
+  metricLabels: ReadonlyArray<MetricLabel.MetricLabel>
 ) => void | Effect.Effect<void>
 
 /** Each `send` built by {@link fromRegister}, with the register it was built from. */
@@ -58,13 +66,16 @@ const registers = new WeakMap<SinkService["send"], Register>()
 
 /**
  * A sink from its send in `Effect.async` form: `send(record)` is
- * `Effect.async((resume) => register(record, resume))`. A drainer finds the register again
+ * `Effect.async((resume) => register(record, resume, labels))`, with the sending fiber's metric labels. A drainer finds the register again
  * ({@link registerOf}) and waits for such sends without a fiber per send.
  *
  * @since 0.2.0
  */
 export const fromRegister = (register: Register): SinkService => {
-  const send = (record: OutboxRecord) => Effect.async<void, SendError>((resume) => register(record, resume))
+  const send = (record: OutboxRecord) =>
+    FiberRef.getWith(FiberRef.currentMetricLabels, (labels) =>
+      Effect.async<void, SendError>((resume) => register(record, resume, labels))
+    )
   registers.set(send, register)
   return { send }
 }

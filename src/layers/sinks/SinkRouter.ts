@@ -17,6 +17,9 @@
  *   `OutboxRouteSends{route, outcome}` and `OutboxRoutePauses{route}`.
  * - Ordering is the drainer's: a transient failure stops the rest of the record's ordering-key group, so a
  *   key shared by two routes is held back by either (R-HOL wins over route isolation).
+ * - The router is built with `Sink.fromRegister`: routed to a sink in register form (NATS, RabbitMQ), a
+ *   delivery on a healthy route is counted and handed on without running an effect, so a drainer waits for it
+ *   without a fiber per send. Its counts carry the relay's metric labels either way.
  *
  * @since 0.2.0
  */
@@ -25,12 +28,24 @@ import * as Context from "effect/Context"
 import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Exit from "effect/Exit"
+import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
+import * as MetricLabel from "effect/MetricLabel"
 import type * as Scope from "effect/Scope"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
+import * as BoundMetric from "../../services/BoundMetric.js"
 import * as OutboxMetrics from "../../services/OutboxMetrics.js"
-import { RoutePausedCode, SendError, Sink, type SinkService } from "../../services/Sink.js"
+import {
+  fromRegister,
+  type Register,
+  registerOf,
+  RoutePausedCode,
+  SendError,
+  Sink,
+  type SinkService
+} from "../../services/Sink.js"
 
 /**
  * The route name of the default sink.
@@ -100,23 +115,34 @@ export const make = (
   routes: Readonly<Record<string, SinkService>>,
   options: SinkRouterOptions = {}
 ): Effect.Effect<SinkRouterService> =>
-  Effect.sync(() => {
+  Effect.map(Effect.clock, (clock) => {
     const threshold = Math.max(0, Math.floor(options.streakThreshold ?? 3))
     const firstPause = Duration.toMillis(options.streakPause ?? "1 second")
     const maxPause = Duration.toMillis(options.maxPause ?? "30 seconds")
     const sinks = new Map(Object.entries(routes))
     const fallback = sinks.get(DefaultRoute)
     const states = new Map<string, State>()
-    const counters = new Map<string, Metric.Metric.Counter<number>>()
-    const count = (route: string, outcome: string): Effect.Effect<void> => {
+    /** The register form of each sink that has one (`Sink.registerOf`): its sends need no fiber either. */
+    const registers = new Map<SinkService, Register | undefined>()
+    for (const sink of sinks.values()) registers.set(sink, registerOf(sink))
+    /** `OutboxRouteSends{route, outcome}`, bound once per route and outcome. */
+    const counters = new Map<string, BoundMetric.BoundMetric<number>>()
+    const counter = (route: string, outcome: string): BoundMetric.BoundMetric<number> => {
       const key = `${route}\u0000${outcome}`
-      let counter = counters.get(key)
-      if (counter === undefined) {
-        counter = OutboxRouteSendsTagged(route, outcome)
-        counters.set(key, counter)
+      let bound = counters.get(key)
+      if (bound === undefined) {
+        bound = BoundMetric.bind(OutboxMetrics.OutboxRouteSends, [
+          MetricLabel.make("route", route),
+          MetricLabel.make("outcome", outcome)
+        ])
+        counters.set(key, bound)
       }
-      return Metric.increment(counter)
+      return bound
     }
+    const count = (route: string, outcome: string): Effect.Effect<void> =>
+      FiberRef.getWith(FiberRef.currentMetricLabels, (labels) =>
+        Effect.sync(() => counter(route, outcome).update(1, labels))
+      )
     const stateOf = (route: string): State => {
       let state = states.get(route)
       if (state === undefined) {
@@ -192,30 +218,59 @@ export const make = (
       )
     }
 
-    const send = (record: OutboxRecord): Effect.Effect<void, SendError> => {
+    /** What the route makes of a send's result: counts it and keeps the route's health. */
+    const settled = (via: string, result: Effect.Effect<void, SendError>): Effect.Effect<void, SendError> =>
+      Effect.matchCauseEffect(result, {
+        onSuccess: () =>
+          Effect.zipRight(
+            count(via, "delivered"),
+            Effect.flatMap(Clock.currentTimeMillis, (at) => recovered(via, at))
+          ),
+        onFailure: (cause) =>
+          Effect.flatMap(Clock.currentTimeMillis, (at) => {
+            const error = cause._tag === "Fail" ? cause.error : undefined
+            if (error === undefined) return Effect.failCause(cause)
+            if (!error.retryable) return Effect.zipRight(count(via, "permanent"), Effect.fail(error))
+            // the route keeps the pause: the partition (and every other route in it) goes on
+            const transient = new SendError({ retryable: true, code: error.code, message: error.message })
+            return count(via, "transient").pipe(
+              Effect.zipRight(failed(via, error, at)),
+              Effect.zipRight(Effect.fail(transient))
+            )
+          })
+      })
+
+    /**
+     * One send, in register form. A delivery on a healthy route through a sink in register form is counted
+     * and handed on at once (no effect to run); refusals, failures and recoveries, and sinks without a
+     * register, are handed on as effects that do the route's bookkeeping.
+     */
+    const register: Register = (record, resume, labels) => {
       const route = record.routeId
       const own = sinks.get(route)
       const sink = own ?? fallback
       const via = own === undefined ? DefaultRoute : route
       if (sink === undefined) {
-        return Effect.zipRight(
-          count(route, "unrouted"),
-          Effect.fail(
-            new SendError({
-              retryable: false,
-              code: "no-route",
-              message:
-                route.length === 0
-                  ? `record ${record.id} has no route and there is no default sink`
-                  : `no sink for route ${route} (record ${record.id})`
-            })
+        return resume(
+          Effect.zipRight(
+            count(route, "unrouted"),
+            Effect.fail(
+              new SendError({
+                retryable: false,
+                code: "no-route",
+                message:
+                  route.length === 0
+                    ? `record ${record.id} has no route and there is no default sink`
+                    : `no sink for route ${route} (record ${record.id})`
+              })
+            )
           )
         )
       }
-      return Effect.flatMap(Clock.currentTimeMillis, (now) => {
-        const state = states.get(via)
-        if (state !== undefined && now < state.pausedUntil) {
-          return Effect.zipRight(
+      const state = states.get(via)
+      if (state !== undefined && clock.unsafeCurrentTimeMillis() < state.pausedUntil) {
+        return resume(
+          Effect.zipRight(
             count(via, "paused"),
             Effect.fail(
               new SendError({
@@ -225,30 +280,23 @@ export const make = (
               })
             )
           )
-        }
-        return sink.send(record).pipe(
-          Effect.matchCauseEffect({
-            onSuccess: () =>
-              Effect.zipRight(
-                count(via, "delivered"),
-                Effect.flatMap(Clock.currentTimeMillis, (at) => recovered(via, at))
-              ),
-            onFailure: (cause) =>
-              Effect.flatMap(Clock.currentTimeMillis, (at) => {
-                const error = cause._tag === "Fail" ? cause.error : undefined
-                if (error === undefined) return Effect.failCause(cause)
-                if (!error.retryable) return Effect.zipRight(count(via, "permanent"), Effect.fail(error))
-                // the route keeps the pause: the partition (and every other route in it) goes on
-                const transient = new SendError({ retryable: true, code: error.code, message: error.message })
-                return count(via, "transient").pipe(
-                  Effect.zipRight(failed(via, error, at)),
-                  Effect.zipRight(Effect.fail(transient))
-                )
-              })
-          })
         )
-      })
+      }
+      const inner = registers.get(sink)
+      if (inner === undefined) return resume(settled(via, sink.send(record)))
+      return inner(
+        record,
+        (result) => {
+          if (Exit.isExit(result) && Exit.isSuccess(result) && (states.get(via)?.failures ?? 0) === 0) {
+            counter(via, "delivered").update(1, labels)
+            return resume(result)
+          }
+          resume(settled(via, result))
+        },
+        labels
+      )
     }
+    const { send } = fromRegister(register)
 
     const health = Effect.sync(() =>
       Array.from(states, ([route, state]) => ({
@@ -260,9 +308,6 @@ export const make = (
     )
     return { send, routes: Array.from(sinks.keys()), health }
   })
-
-const OutboxRouteSendsTagged = (route: string, outcome: string) =>
-  OutboxMetrics.OutboxRouteSends.pipe(Metric.tagged("route", route), Metric.tagged("outcome", outcome))
 
 /**
  * The `SinkRouter` recorder tag: the router behind the `Sink` of {@link layer}, for its route health.

@@ -26,7 +26,8 @@ import type {
   TransactionConflict
 } from "../../domain/OutboxError.js"
 import * as Batch from "./Batch.js"
-import { type Instance, updateAll } from "./Instance.js"
+import { updateAll } from "../../services/BoundMetric.js"
+import type { Instance } from "./Instance.js"
 import * as Lease from "./Lease.js"
 import * as Settle from "./Settle.js"
 

@@ -5,17 +5,15 @@
  *
  * @since 0.1.0
  */
-import * as Arr from "effect/Array"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
-import * as FiberRef from "effect/FiberRef"
 import * as Metric from "effect/Metric"
-import * as MetricLabel from "effect/MetricLabel"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import type { DeadLetterStoreService } from "../../services/DeadLetterStore.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import type { LeaseFenceService } from "../../services/LeaseFence.js"
 import type { LeaseStore } from "../../services/LeaseStore.js"
+import { bind } from "../../services/BoundMetric.js"
 import * as OutboxMetrics from "../../services/OutboxMetrics.js"
 import type { OutboxStore } from "../../services/OutboxStore.js"
 import { SendError, type Sink } from "../../services/Sink.js"
@@ -45,7 +43,7 @@ export const metricsFor = (partitionKey: string, routeId: string | undefined) =>
     stalled: tag(OutboxMetrics.OutboxDrainStalled),
     noLease: tag(OutboxMetrics.DrainSkippedNoLease),
     expired: tag(OutboxMetrics.MessagesExpired),
-    /** The per-record and per-wave metrics, bound to their tags (see {@link bind}). */
+    /** The per-record and per-wave metrics, bound to their tags (`BoundMetric.bind`). */
     bound: {
       latency: bind(OutboxMetrics.OutboxDrainLatency, OutboxMetrics.tagsOf(partitionKey, routeId)),
       replayCount: bind(OutboxMetrics.OutboxReplayCount, OutboxMetrics.tagsOf(partitionKey, routeId))
@@ -69,7 +67,7 @@ export const routeMetricsFor = (partitionKey: string, routeId: string | undefine
   return {
     delivered: tag(OutboxMetrics.OutboxDelivered),
     failures: tag(OutboxMetrics.OutboxRecordFailures),
-    /** The per-wave counters, bound to their tags (see {@link bind}). */
+    /** The per-wave counters, bound to their tags (`BoundMetric.bind`). */
     bound: {
       delivered: bind(OutboxMetrics.OutboxDelivered, OutboxMetrics.tagsOf(partitionKey, routeId)),
       failures: bind(OutboxMetrics.OutboxRecordFailures, OutboxMetrics.tagsOf(partitionKey, routeId))
@@ -110,59 +108,6 @@ export const routeMetrics = (instance: Instance, record: OutboxRecord): RouteMet
  * @since 0.1.0
  */
 export type DrainerMetrics = ReturnType<typeof metricsFor>
-
-/**
- * A metric whose tags are resolved once: an update goes straight to the metric's registry entry. A metric
- * tagged with `Metric.tagged` builds a new label list and looks up its registry key on every update (a
- * hash of every tag); a bound metric builds the list once per set of fiber labels and hands the same list
- * to the untagged metric each time, which keeps the registry entry per list. The labels are those
- * `OutboxMetrics.tagged` (and any further `Metric.tagged`) would produce, in the same order, so both reach
- * the same series.
- *
- * @since 0.1.0
- */
-export interface BoundMetric<In> {
-  /** Updates the metric, with the fiber's metric labels (`FiberRef.currentMetricLabels`). */
-  readonly update: (value: In, fiberLabels: ReadonlyArray<MetricLabel.MetricLabel>) => void
-}
-
-/**
- * Binds an untagged metric to its tags (innermost first, as `OutboxMetrics.tagsOf` lists them).
- *
- * @since 0.1.0
- */
-export const bind = <Type, In, Out>(
-  metric: Metric.Metric<Type, In, Out>,
-  tags: ReadonlyArray<MetricLabel.MetricLabel>
-): BoundMetric<In> => {
-  let seen: ReadonlyArray<MetricLabel.MetricLabel> | undefined
-  let labels: ReadonlyArray<MetricLabel.MetricLabel> = []
-  return {
-    update: (value, fiberLabels) => {
-      if (fiberLabels !== seen) {
-        seen = fiberLabels
-        // what nested `Metric.tagged` wrappers hand the untagged metric: union(inner, union(outer, fiber))
-        labels = tags.reduceRight<ReadonlyArray<MetricLabel.MetricLabel>>(
-          (acc, tag) => Arr.union([tag], acc),
-          fiberLabels
-        )
-      }
-      metric.unsafeUpdate(value, labels)
-    }
-  }
-}
-
-/**
- * Updates a bound metric with many values in one step (one read of the fiber's metric labels).
- *
- * @since 0.1.0
- */
-export const updateAll = (metric: BoundMetric<number>, values: ReadonlyArray<number>) =>
-  FiberRef.getWith(FiberRef.currentMetricLabels, (labels) =>
-    Effect.sync(() => {
-      for (const value of values) metric.update(value, labels)
-    })
-  )
 
 /**
  * The services a drainer works with. `dlq` is absent when every policy drops; `wake` when no backend

@@ -258,7 +258,7 @@ class RegisteredWave extends Wave {
     const entry: Pending = { slot, open: true, cancel: undefined, fiber: undefined }
     let cancel: void | Effect.Effect<void>
     try {
-      cancel = this.register(slot.record, (result) => this.resumed(entry, result))
+      cancel = this.register(slot.record, (result) => this.resumed(entry, result), this.batch.labels)
     } catch (error) {
       this.defect ??= Cause.die(error)
       return

@@ -15,7 +15,8 @@ import type { StaleFencingToken, StoreUnavailable } from "../../domain/OutboxErr
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import { notClaimedBy } from "../../services/OutboxStore.js"
 import type { BatchState, Counters, Flush } from "./BatchState.js"
-import { type Instance, updateAll } from "./Instance.js"
+import { updateAll } from "../../services/BoundMetric.js"
+import type { Instance } from "./Instance.js"
 import * as Lease from "./Lease.js"
 
 /**

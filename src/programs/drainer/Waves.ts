@@ -31,7 +31,8 @@ import {
   untried
 } from "./BatchState.js"
 import * as Disposal from "./Disposal.js"
-import { type BoundMetric, type Instance, routeMetrics, type RouteMetrics } from "./Instance.js"
+import type { BoundMetric } from "../../services/BoundMetric.js"
+import { type Instance, routeMetrics, type RouteMetrics } from "./Instance.js"
 import * as Lease from "./Lease.js"
 import * as Sender from "./Sender.js"
 import { isExpired, isPoison } from "./Settings.js"
