@@ -29,7 +29,6 @@ import * as DateTime from "effect/DateTime"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import * as FiberRef from "effect/FiberRef"
 import * as Layer from "effect/Layer"
 import * as Metric from "effect/Metric"
 import * as MetricLabel from "effect/MetricLabel"
@@ -140,9 +139,7 @@ export const make = (
       return bound
     }
     const count = (route: string, outcome: string): Effect.Effect<void> =>
-      FiberRef.getWith(FiberRef.currentMetricLabels, (labels) =>
-        Effect.sync(() => counter(route, outcome).update(1, labels))
-      )
+      BoundMetric.updateAll(counter(route, outcome), [1])
     const stateOf = (route: string): State => {
       let state = states.get(route)
       if (state === undefined) {
