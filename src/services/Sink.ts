@@ -66,8 +66,8 @@ const registers = new WeakMap<SinkService["send"], Register>()
 
 /**
  * A sink from its send in `Effect.async` form: `send(record)` is
- * `Effect.async((resume) => register(record, resume, labels))`, with the sending fiber's metric labels. A drainer finds the register again
- * ({@link registerOf}) and waits for such sends without a fiber per send.
+ * `Effect.async((resume) => register(record, resume, labels))`, with the sending fiber's metric labels. A
+ * drainer finds the register again ({@link registerOf}) and waits for such sends without a fiber per send.
  *
  * @since 0.2.0
  */

@@ -200,9 +200,12 @@ export const make = (
         return Effect.all(effects, { discard: true })
       })
 
+    /** Whether the route is in no failure streak: a success on it has nothing to recover. */
+    const healthy = (route: string): boolean => (states.get(route)?.failures ?? 0) === 0
+
     const recovered = (route: string, now: number): Effect.Effect<void> => {
       const state = states.get(route)
-      if (state === undefined || state.failures === 0) return Effect.void
+      if (state === undefined || healthy(route)) return Effect.void
       const failures = state.failures
       const warned = state.warned
       state.failures = 0
@@ -284,7 +287,8 @@ export const make = (
       return inner(
         record,
         (result) => {
-          if (Exit.isExit(result) && Exit.isSuccess(result) && (states.get(via)?.failures ?? 0) === 0) {
+          // a delivery on a healthy route: counted here, nothing to recover (see `recovered`)
+          if (Exit.isExit(result) && Exit.isSuccess(result) && healthy(via)) {
             counter(via, "delivered").update(1, labels)
             return resume(result)
           }

@@ -9,10 +9,10 @@
  *
  * Two ways to run a send, by what the sink offers:
  *
- * - A sink built with `Sink.fromRegister` (the NATS and RabbitMQ sinks): each send is started by calling
- *   its register (`Sink.registerOf`), with a resume of the wave's own — no fiber per send. A send resumed with its result (an
- *   `Exit`) is done there; one resumed with another effect (a reconnect first) runs it on a fiber of its
- *   own. Broker sends all wait for an acknowledgement, and a fiber per send cost the relay about 10 µs of
+ * - A sink built with `Sink.fromRegister` (the NATS and RabbitMQ sinks, `SinkRouter`): each send is started
+ *   by calling its register (`Sink.registerOf`), with a resume of the wave's own — no fiber per send. A send
+ *   resumed with its result (an `Exit`) is done there; one resumed with another effect (a reconnect first)
+ *   runs it on a fiber of its own. Broker sends all wait for an acknowledgement, and a fiber per send cost the relay about 10 µs of
  *   CPU per record.
  * - Otherwise sends run one after another on a sender fiber until one of them has to wait; that one keeps
  *   running in the background while a new sender starts the next, so the waiting sends of a wave are in
