@@ -1003,6 +1003,26 @@ const brokersSection = (data: unknown): Array<string> => {
       }
     ),
     ...brokerTable(
+      (key) => num(data, key, "handWrittenAsSink", "recordsPerSecond") !== undefined,
+      [
+        "For information (NATS): the hand-written relay publishing as `NatsSink` does — a plain publish with a reply",
+        "subject on one subscription of its own, the publish ack read there — instead of the client's `js.publish` (a",
+        "request per publish: a promise, a timer and an error object each). The relay against it is what the relay's",
+        "store and drainer cost beside a loop that publishes as cheaply as the sink:"
+      ],
+      ["broker", "hand-written, publishing as the sink rec/s", "relay / it, best", "relay / it, median of rounds"],
+      (label, key) => {
+        const asSink = (field: string) => num(data, key, "handWrittenAsSink", field)
+        const median = asSink("ratioMedianOfRounds")
+        return [
+          label,
+          formatNumber(asSink("recordsPerSecond")),
+          formatRatio(num(data, key, "relayRecordsPerSecond"), asSink("recordsPerSecond")),
+          median === undefined ? na : `${median.toFixed(2)}×`
+        ]
+      }
+    ),
+    ...brokerTable(
       (key) => num(data, key, "rawClientRecordsPerSecond") !== undefined,
       [
         "For information: the raw client alone (no database; the same messages, per-key wait and acknowledgements, the",

@@ -47,6 +47,11 @@
  * through a `SinkRouter` whose only route (the default, `*`) is the broker sink, three rounds in a row, the best
  * of the last two: what routing costs a relay (`settled.routed…`).
  *
+ * NATS only, for information, `handWrittenAsSink`: the hand-written relay publishing as `NatsSink` does (a plain
+ * publish with a reply subject on one subscription of its own, the publish ack read there) instead of the
+ * client's `js.publish` (a request per publish: a promise, a timer and an error object each). One round of it
+ * follows each alternating round; its ratio is the relay against a loop that publishes as cheaply as the sink.
+ *
  * Goal: relay ≥ 0.8× the hand-written relay, best against best and median of rounds. Writes
  * bench/results/brokers.json.
  */
@@ -54,7 +59,7 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import { connect as amqpConnect } from "amqplib"
-import { connect as natsConnect, headers as natsHeaders } from "nats"
+import { connect as natsConnect, createInbox, headers as natsHeaders, type NatsConnection } from "nats"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
 import * as os from "node:os"
@@ -529,6 +534,8 @@ interface Figures {
   readonly relayRouted: Array<number>
   /** The hand-written relay in consecutive rounds after those (information). */
   readonly handWrittenSettled: Array<number>
+  /** The hand-written relay publishing as the sink does, when that differs from `publish` (information). */
+  readonly handWrittenAsSink: Array<number>
   /** This process's CPU time per record (µs) in each round. */
   readonly cpu: {
     readonly relay: Array<number>
@@ -549,7 +556,11 @@ const routed = (sink: Layer.Layer<Sink, unknown>): Layer.Layer<Sink, unknown> =>
 /** A sink that accepts every record at once: the relay's own ceiling on this backlog (store and drainer). */
 const noopSink: Layer.Layer<Sink> = Layer.succeed(Sink, Sink.of({ send: () => Effect.void }))
 
-const measure = async (sink: Layer.Layer<Sink, unknown>, publish: Publish): Promise<Figures> => {
+const measure = async (
+  sink: Layer.Layer<Sink, unknown>,
+  publish: Publish,
+  publishAsSink?: Publish
+): Promise<Figures> => {
   const figures: Figures = {
     relay: [],
     handWritten: [],
@@ -560,6 +571,7 @@ const measure = async (sink: Layer.Layer<Sink, unknown>, publish: Publish): Prom
     relaySettled: [],
     relayRouted: [],
     handWrittenSettled: [],
+    handWrittenAsSink: [],
     cpu: {
       relay: [],
       handWritten: [],
@@ -581,10 +593,14 @@ const measure = async (sink: Layer.Layer<Sink, unknown>, publish: Publish): Prom
     figures.rawUnordered.push(await rawRound(publish, false, []))
     figures.relay.push(await relayRound(sink, figures.cpu.relay))
     figures.relayNoopSink.push(await relayRound(noopSink, figures.cpu.relayNoopSink))
+    if (publishAsSink !== undefined) figures.handWrittenAsSink.push(await handWrittenRound(publishAsSink, []))
     const last = (values: ReadonlyArray<number>) => values.at(-1)?.toFixed(0)
     console.log(
       `round ${round + 1}/${rounds}: hand-written relay ${last(figures.handWritten)}/s (in waves ${last(figures.handWrittenWaves)}/s), relay ${last(figures.relay)}/s ` +
-        `(raw client ${last(figures.rawClient)}/s, unordered ${last(figures.rawUnordered)}/s; relay, no-op sink ${last(figures.relayNoopSink)}/s)`
+        `(raw client ${last(figures.rawClient)}/s, unordered ${last(figures.rawUnordered)}/s; relay, no-op sink ${last(figures.relayNoopSink)}/s` +
+        (publishAsSink === undefined
+          ? ")"
+          : `; hand-written relay publishing as the sink ${last(figures.handWrittenAsSink)}/s)`)
     )
   }
   // the settled rounds: the relay several times in a row, then the hand-written relay, nothing between
@@ -658,6 +674,17 @@ const summary = (figures: Figures) => {
     rawClientRecordsPerSecond: Math.round(rawClient),
     rawUnorderedRecordsPerSecond: Math.round(Math.max(...figures.rawUnordered)),
     relayNoopSinkRecordsPerSecond: Math.round(Math.max(...figures.relayNoopSink)),
+    ...(figures.handWrittenAsSink.length === 0
+      ? {}
+      : {
+          handWrittenAsSink: {
+            recordsPerSecond: Math.round(Math.max(...figures.handWrittenAsSink)),
+            ratio: ratio2(relay, Math.max(...figures.handWrittenAsSink)),
+            ratioMedianOfRounds: Number(
+              median(figures.relay.map((r, i) => r / (figures.handWrittenAsSink[i] ?? Number.NaN))).toFixed(2)
+            )
+          }
+        }),
     settled: settledSummary(figures),
     cpuMicrosPerRecord: {
       relay: Math.min(...figures.cpu.relay),
@@ -670,6 +697,38 @@ const summary = (figures: Figures) => {
   }
 }
 
+/**
+ * JetStream publishes as `NatsSink` makes them: a plain publish with a reply subject on one subscription of
+ * the publisher's own, the answer read there (a publish ack), with no request object per publish.
+ */
+const replyPublisher = (nc: NatsConnection) => {
+  const inbox = createInbox()
+  const awaiting = new Map<string, { readonly resolve: () => void; readonly reject: (error: Error) => void }>()
+  const decoder = new TextDecoder()
+  let next = 0
+  nc.subscribe(`${inbox}.*`, {
+    callback: (error, msg) => {
+      if (error !== null) return
+      const token = msg.subject.slice(inbox.length + 1)
+      const entry = awaiting.get(token)
+      if (entry === undefined) return
+      awaiting.delete(token)
+      const answer: unknown = JSON.parse(decoder.decode(msg.data))
+      if (NatsSink.isPubAck(answer)) entry.resolve()
+      else entry.reject(new Error(`not a publish ack: ${decoder.decode(msg.data)}`))
+    }
+  })
+  return (subject: string, message: Message): Promise<void> =>
+    new Promise((resolve, reject) => {
+      const h = natsHeaders()
+      for (const [name, value] of Object.entries(messageHeaders(message))) h.set(name, value)
+      h.set("Nats-Msg-Id", message.id)
+      const token = (next++).toString(36)
+      nc.publish(subject, message.payload, { reply: `${inbox}.${token}`, headers: h })
+      awaiting.set(token, { resolve, reject })
+    })
+}
+
 const loadBefore = os.loadavg()[0] ?? 0
 
 console.log("NATS JetStream …")
@@ -680,13 +739,15 @@ const natsFigures = await (async () => {
     const jsm = await nc.jetstreamManager()
     await jsm.streams.add({ name: "bench", subjects: ["bench.>"], duplicate_window: 120_000_000_000 })
     const js = nc.jetstream()
+    const asSink = replyPublisher(nc)
     return await measure(
       NatsSink.layer({ servers: nats.url, subject: "bench.relay.{partitionKey}" }),
       (side, message) => {
         const h = natsHeaders()
         for (const [name, value] of Object.entries(messageHeaders(message))) h.set(name, value)
         return js.publish(`bench.${side}.${message.partitionKey}`, message.payload, { msgID: message.id, headers: h })
-      }
+      },
+      (side, message) => asSink(`bench.${side}.${message.partitionKey}`, message)
     )
   } finally {
     await nc.close()

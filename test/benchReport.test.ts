@@ -469,6 +469,7 @@ describe("bench report", () => {
         rawClientRecordsPerSecond: 4_000,
         rawUnorderedRecordsPerSecond: 4_400,
         relayNoopSinkRecordsPerSecond: 3_000,
+        handWrittenAsSink: { recordsPerSecond: 2_125, ratio: 0.8, ratioMedianOfRounds: 0.78 },
         cpuMicrosPerRecord: {
           relay: 150.5,
           handWritten: 40.2,
@@ -512,6 +513,9 @@ describe("bench report", () => {
     // the hand-written relay in waves, the raw client alone and the no-op-sink relay, only for the brokers that report them
     expect(readme).toContain("| NATS JetStream | 1,600 | 0.80× | 1.06× |")
     expect(readme).toContain("| NATS JetStream | 4,000 | 4,400 | 0.50× | 3,000 | 0.42× |")
+    // the hand-written relay publishing as the NATS sink does, only where reported
+    expect(readme).toContain("publishing as `NatsSink` does")
+    expect(readme).toContain("| NATS JetStream | 2,125 | 0.80× | 0.78× |")
     // CPU per record, only for the brokers that report it
     expect(readme).toContain("| NATS JetStream | 150.5 | 70.2 | 40.2 | 50 | 30 | 110.3 |")
     // the settled rounds, only for the brokers that report them

@@ -13,6 +13,7 @@ import * as os from "node:os"
 import * as path from "node:path"
 import { afterAll } from "vitest"
 import { connect, type JetStreamManager, type NatsConnection } from "nats"
+import { OutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as NatsSink from "../src/layers/sinks/NatsSink.js"
 import {
   claimedRecord as record,
@@ -313,6 +314,86 @@ describe("NatsSink", { timeout: 120_000 }, () => {
           expect(NatsSink.isPubAck({ success: true, purged: 3 })).toBe(false)
         }).pipe(Effect.scoped)
       )
+  )
+
+  it.live(
+    "answers read on the sink's reply subscription: a JetStream API error below 500 is permanent, from 500 transient; a silent responder times out; a record header cannot replace Nats-Msg-Id",
+    () =>
+      withStream(natsUrl, (prefix, jsm, nc) =>
+        Effect.gen(function* () {
+          const sink = yield* NatsSink.make({ servers: natsUrl, timeout: "300 millis" })
+          const withHeaders = (id: string, subject: string, headers: Record<string, string>) =>
+            new OutboxRecord({ ...record(id, subject), headers })
+          // the stream itself refuses: the publish expects another stream
+          const wrongStream = yield* Effect.flip(
+            sink.send(withHeaders("e1", `${prefix}.x`, { "Nats-Expected-Stream": "other" }))
+          )
+          expect(wrongStream).toMatchObject({ retryable: false, code: "jetstream-400" })
+          expect(wrongStream.message).toContain(`${prefix}.x`)
+          // an API error of 500 and above, answered as the JetStream API answers it
+          const busy = nc.subscribe(`busy${prefix}.x`, {
+            callback: (_error, message) => {
+              message.respond(
+                new TextEncoder().encode(
+                  '{"error":{"code":503,"err_code":10039,"description":"JetStream not enabled"}}'
+                )
+              )
+            }
+          })
+          // a responder that never answers: no 503 from the server, so only the timeout ends the publish
+          const silent = nc.subscribe(`silent${prefix}.x`, { callback: () => undefined })
+          yield* Effect.promise(() => nc.flush())
+          const unavailable = yield* Effect.flip(sink.send(record("b1", `busy${prefix}.x`)))
+          expect(unavailable).toMatchObject({ retryable: true, code: "jetstream-503" })
+          expect(unavailable.message).toContain("JetStream not enabled")
+          const timedOut = yield* Effect.flip(sink.send(record("s1", `silent${prefix}.x`)))
+          expect(timedOut).toMatchObject({ retryable: true, code: "timeout" })
+          busy.unsubscribe()
+          silent.unsubscribe()
+          // the stream's duplicate window keys on the record id, whatever the record's headers say
+          yield* sink.send(withHeaders("m1", `${prefix}.y`, { "Nats-Msg-Id": "same" }))
+          yield* sink.send(withHeaders("m2", `${prefix}.y`, { "Nats-Msg-Id": "same" }))
+          expect((yield* readStream(jsm, prefix)).map((m) => m.id)).toEqual(["m1", "m2"])
+        }).pipe(Effect.scoped)
+      )
+  )
+
+  it.live("a connection not allowed to subscribe to its reply inbox fails each publish as permission-denied", () =>
+    Effect.acquireUseRelease(
+      Effect.promise(() =>
+        startNats({
+          config: [
+            "authorization {",
+            "  users = [",
+            '    { user: "admin", password: "admin-pw" }',
+            '    { user: "noreply", password: "nr-pw", permissions: { subscribe: { deny: ["_INBOX.>"] } } }',
+            "  ]",
+            "}"
+          ].join("\n")
+        })
+      ),
+      (server) =>
+        Effect.gen(function* () {
+          const admin = yield* Effect.acquireRelease(
+            Effect.promise(() => connect({ servers: server.url, user: "admin", pass: "admin-pw" })),
+            (nc) => Effect.promise(() => nc.close())
+          )
+          const jsm = yield* Effect.promise(() => admin.jetstreamManager())
+          yield* Effect.promise(() => jsm.streams.add({ name: "inbox", subjects: ["inbox.>"] }))
+          const sink = yield* NatsSink.make({
+            servers: `nats://noreply:nr-pw@127.0.0.1:${server.port}`,
+            timeout: "10 seconds"
+          })
+          // each send subscribes again and is refused again: neither waits for the timeout
+          for (const id of ["i1", "i2"]) {
+            const denied = yield* Effect.flip(sink.send(record(id, "inbox.x")))
+            expect(denied).toMatchObject({ retryable: false, code: "permission-denied" })
+            expect(denied.message).toContain("_INBOX")
+            expect(denied.message).not.toContain("nr-pw")
+          }
+        }).pipe(Effect.scoped, Effect.timeout("8 seconds")),
+      (server) => Effect.promise(() => server.dispose())
+    )
   )
 
   it.live("with allowed subject prefixes a record's address outside them is permanent subject-not-allowed", () =>

@@ -17,6 +17,11 @@
  * - Permanent: no stream captures the subject, permission denied, an invalid subject or header, a payload
  *   over the server's limit, a JetStream API error below 500. Transient: timeouts, disconnects,
  *   `503 no responders` while a stream for the subject exists, every other failure.
+ * - Publishes are plain publishes with a reply subject; the stream's answers arrive on one subscription of the
+ *   sink's own (`_INBOX.<id>.*`, the subjects the client's requests use too), so a publish costs no request
+ *   object, timer or error object of the client's. A publish with no answer within `timeout` fails transient
+ *   (found by a sweep every quarter of it); a connection not allowed to subscribe there fails every publish
+ *   `permission-denied`.
  * - One connection per layer, reconnecting without limit; credentials in the URL are passed to the
  *   client as options and appear in logs only redacted.
  *
@@ -27,8 +32,19 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
-import { connect, headers as natsHeaders, type JetStreamManager, type MsgHdrs, type NatsConnection } from "nats"
+import {
+  connect,
+  createInbox,
+  Events,
+  headers as natsHeaders,
+  type JetStreamManager,
+  type Msg,
+  type MsgHdrs,
+  type NatsConnection,
+  type Subscription
+} from "nats"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import * as Topic from "../../domain/Topic.js"
@@ -137,7 +153,28 @@ const headersOf = (record: OutboxRecord): MsgHdrs => {
   // the wire metadata (SPEC §11) overrides a record header of the same name
   for (const [name, value] of Object.entries(Topic.wireHeaders(record))) h.set(name, value)
   h.set(Topic.EnvelopeIdHeader, Topic.encodeHeaderValue(record.envelopeId))
+  // the stream's duplicate window keys on it, so no record header may override it
+  h.set("Nats-Msg-Id", record.id)
   return h
+}
+
+/** The JetStream API error in an answer (`{"error": {"code": 503, "description": "…"}}`), if it holds one. */
+const apiErrorOf = (answer: unknown): { readonly code: number; readonly description: string } | undefined => {
+  if (typeof answer !== "object" || answer === null) return undefined
+  const error: unknown = Reflect.get(answer, "error")
+  if (typeof error !== "object" || error === null) return undefined
+  const code: unknown = Reflect.get(error, "code")
+  const description: unknown = Reflect.get(error, "description")
+  return typeof code === "number"
+    ? { code, description: typeof description === "string" ? description : `JetStream API error ${code}` }
+    : undefined
+}
+
+/** A publish awaiting the stream's answer on the sink's reply subscription. */
+interface Awaiting {
+  readonly subject: string
+  readonly deadline: number
+  readonly resume: (result: Effect.Effect<void, SendError>) => void
 }
 
 /**
@@ -192,7 +229,6 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
       (connection) => Effect.promise(() => connection.close())
     )
     yield* Effect.logInfo("NATS sink connected").pipe(Effect.annotateLogs({ servers: redacted }))
-    const js = nc.jetstream({ timeout: timeoutMillis })
     const jsm: JetStreamManager = yield* Effect.promise(() =>
       nc.jetstreamManager({ checkAPI: false, timeout: timeoutMillis })
     )
@@ -237,6 +273,120 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
       return Effect.fail(new SendError({ retryable: true, code: failure.code.toLowerCase(), message }))
     }
 
+    // Publishes carry a reply subject on one subscription of the sink's own, and the stream's answers are read
+    // there: a request through the client would add a promise, a timer and an error object per publish.
+    const clock = yield* Effect.clock
+    const decoder = new TextDecoder()
+    const inbox = createInbox()
+    /** Publishes awaiting the stream's answer, by the last token of their reply subject. */
+    const awaiting = new Map<string, Awaiting>()
+    let next = 0
+
+    /** What a publish's answer means: a publish ack, `503 no responders`, a JetStream API error, or neither. */
+    const answered = (subject: string, msg: Msg): Effect.Effect<void, SendError> => {
+      if (msg.headers?.code === 503) return noResponders(subject, "503 no responders")
+      let answer: unknown
+      try {
+        answer = JSON.parse(decoder.decode(msg.data))
+      } catch {
+        return Effect.fail(noPubAck(subject))
+      }
+      if (isPubAck(answer)) return Effect.void
+      const api = apiErrorOf(answer)
+      return api === undefined
+        ? Effect.fail(noPubAck(subject))
+        : Effect.fail(
+            new SendError({
+              retryable: api.code >= 500,
+              code: `jetstream-${api.code}`,
+              message: `NATS publish to ${subject}: ${api.description}`
+            })
+          )
+    }
+
+    /** Settles every awaiting publish with `result` (the reply subscription failed, or the sink closes). */
+    const settleAll = (result: (subject: string) => Effect.Effect<never, SendError>): void => {
+      const entries = [...awaiting.values()]
+      awaiting.clear()
+      for (const entry of entries) entry.resume(result(entry.subject))
+    }
+
+    /**
+     * The reply subscription, made on the first publish and again after the server refused it (a permission
+     * violation closes it; the publishes then awaiting fail as the client's own requests would).
+     */
+    let subscription: Subscription | undefined
+    const subscribe = (): Subscription =>
+      nc.subscribe(`${inbox}.*`, {
+        callback: (error, msg) => {
+          if (error !== null) {
+            subscription = undefined
+            return settleAll((subject) => classify(error, subject))
+          }
+          const token = msg.subject.slice(inbox.length + 1)
+          const entry = awaiting.get(token)
+          // an answer after the publish timed out finds nothing
+          if (entry === undefined) return
+          awaiting.delete(token)
+          entry.resume(answered(entry.subject, msg))
+        }
+      })
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() =>
+        settleAll((subject) =>
+          Effect.fail(
+            new SendError({ retryable: true, code: "closed", message: `NATS publish to ${subject}: the sink closed` })
+          )
+        )
+      )
+    )
+
+    /** Fails the publishes with no answer within `timeout` (one sweep every quarter of it). */
+    const sweep = Effect.sync(() => {
+      const now = clock.unsafeCurrentTimeMillis()
+      for (const [token, entry] of awaiting) {
+        if (entry.deadline > now) continue
+        awaiting.delete(token)
+        entry.resume(
+          Effect.fail(
+            new SendError({
+              retryable: true,
+              code: "timeout",
+              message: `NATS publish to ${entry.subject}: no answer within ${Duration.format(Duration.millis(timeoutMillis))}`
+            })
+          )
+        )
+      }
+    })
+    yield* Effect.forkScoped(
+      Effect.repeat(sweep, Schedule.spaced(Duration.millis(Math.max(10, Math.floor(timeoutMillis / 4)))))
+    )
+
+    // A publish the server's permissions refuse is answered by an asynchronous protocol error naming its
+    // subject, not on the reply subject: it fails the oldest publish awaiting to that subject.
+    yield* Effect.forkScoped(
+      Effect.promise(async () => {
+        for await (const status of nc.status()) {
+          const context = status.permissionContext
+          if (status.type !== Events.Error || context === undefined || context.operation !== "publish") continue
+          for (const [token, entry] of awaiting) {
+            if (entry.subject !== context.subject) continue
+            awaiting.delete(token)
+            entry.resume(
+              Effect.fail(
+                new SendError({
+                  retryable: false,
+                  code: "permission-denied",
+                  message: `NATS publish to ${entry.subject}: permissions violation for publish`
+                })
+              )
+            )
+            break
+          }
+        }
+      })
+    )
+
     /** The subjects checked with {@link isValidSubject} (a few per sink, usually): each is checked once. */
     const checked = new Map<string, boolean>()
     const validSubject = (subject: string): boolean => {
@@ -279,21 +429,14 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
           `record ${record.id}: ${JSON.stringify(subject)} is not a valid NATS subject`
         )
       }
-      // one callback pair per publish: resumed with success on the ack, or with the classified failure
-      let published: Promise<unknown>
+      const token = (next++).toString(36)
       try {
-        published = js.publish(subject, record.payload, {
-          msgID: record.id,
-          headers: headersOf(record),
-          timeout: timeoutMillis
-        })
+        if (subscription === undefined) subscription = subscribe()
+        nc.publish(subject, record.payload, { reply: `${inbox}.${token}`, headers: headersOf(record) })
       } catch (error) {
         return resume(classify(error, subject))
       }
-      published.then(
-        (ack) => resume(isPubAck(ack) ? Effect.void : Effect.fail(noPubAck(subject))),
-        (error: unknown) => resume(classify(error, subject))
-      )
+      awaiting.set(token, { subject, deadline: clock.unsafeCurrentTimeMillis() + timeoutMillis, resume })
     }
     return Sink.of(fromRegister(register))
   })
