@@ -80,6 +80,12 @@ export const targetFor = (
     : { exchange: record.address.slice(0, slash), routingKey: expand(record.address.slice(slash + 1)) }
 }
 
+/** A publish awaiting its confirm: when it times out, and whom to hand its result. */
+interface Awaiting {
+  readonly deadline: number
+  readonly resume: (result: Effect.Effect<void, SendError>) => void
+}
+
 interface Live {
   readonly model: ChannelModel
   readonly channel: ConfirmChannel
@@ -215,17 +221,28 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
     const timeoutMillis = Duration.toMillis(timeout)
     const clock = yield* Effect.clock
     /** Publishes awaiting their confirm, each with its deadline; one sweep fails the overdue ones. */
-    const awaiting = new Set<{ readonly deadline: number; readonly expire: () => void }>()
+    const awaiting = new Set<Awaiting>()
+    /** Hands a publish its result, once: the first of its confirm, its failure and its deadline wins. */
+    const settle = (entry: Awaiting, result: Effect.Effect<void, SendError>): void => {
+      if (awaiting.delete(entry)) entry.resume(result)
+    }
     const sweep = Effect.sync(() => {
       const now = clock.unsafeCurrentTimeMillis()
-      for (const entry of awaiting) if (entry.deadline <= now) entry.expire()
+      let timedOut: Effect.Effect<never, SendError> | undefined
+      for (const entry of awaiting) {
+        if (entry.deadline > now) continue
+        timedOut ??= Effect.fail(transient("timeout", `no confirm within ${Duration.format(timeout)}`))
+        settle(entry, timedOut)
+      }
     })
     yield* Effect.forkScoped(
       Effect.repeat(sweep, Schedule.spaced(Duration.millis(Math.max(10, Math.floor(timeoutMillis / 4)))))
     )
 
     /**
-     * One publish awaiting its confirm (or its deadline, found by the sweep); returns its canceler.
+     * One publish awaiting its confirm (or its deadline, found by the sweep); returns its entry in `awaiting`.
+     * One callback per publish and no canceler: a send its caller gave up on is settled all the same (by its
+     * confirm or the sweep), and its late result is ignored.
      */
     const publish = (
       live: Live,
@@ -233,15 +250,9 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
       target: { readonly exchange: string; readonly routingKey: string },
       headers: Record<string, string>,
       resume: (result: Effect.Effect<void, SendError>) => void
-    ): Effect.Effect<void> => {
+    ): Awaiting => {
       returned.delete(record.id)
-      const entry = {
-        deadline: clock.unsafeCurrentTimeMillis() + timeoutMillis,
-        expire: () => settle(Effect.fail(transient("timeout", `no confirm within ${Duration.format(timeout)}`)))
-      }
-      const settle = (result: Effect.Effect<void, SendError>) => {
-        if (awaiting.delete(entry)) resume(result)
-      }
+      const entry: Awaiting = { deadline: clock.unsafeCurrentTimeMillis() + timeoutMillis, resume }
       awaiting.add(entry)
       try {
         live.channel.publish(
@@ -250,20 +261,17 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
           Buffer.from(record.payload),
           { persistent: true, mandatory: true, messageId: record.id, headers },
           (error: unknown) => {
-            if (error !== null && error !== undefined) return settle(Effect.fail(closedError(broker, live, error)))
-            if (returned.delete(record.id)) {
-              return settle(Effect.fail(unroutable(target)))
+            if (error !== null && error !== undefined) {
+              return settle(entry, Effect.fail(closedError(broker, live, error)))
             }
-            settle(Effect.void)
+            settle(entry, returned.delete(record.id) ? Effect.fail(unroutable(target)) : Effect.void)
           }
         )
       } catch (error) {
         drop(live)
-        settle(Effect.fail(closedError(broker, live, error)))
+        settle(entry, Effect.fail(closedError(broker, live, error)))
       }
-      return Effect.sync(() => {
-        awaiting.delete(entry)
-      })
+      return entry
     }
 
     const allowed = new Set([exchange, ...(options.allowedExchanges ?? [])])
@@ -295,11 +303,19 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
         [Topic.EnvelopeIdHeader]: Topic.encodeHeaderValue(record.envelopeId)
       }
       const live = state.live
-      if (live !== undefined && !live.closed) return publish(live, record, target, headers, resume)
-      // no live connection: the send reconnects first (an effect the caller runs)
+      if (live !== undefined && !live.closed) {
+        publish(live, record, target, headers, resume)
+        return
+      }
+      // no live connection: the send reconnects first (an effect the caller runs; interrupted, it stops waiting)
       resume(
         Effect.flatMap(reconnect, (fresh) =>
-          Effect.async<void, SendError>((inner) => publish(fresh, record, target, headers, inner))
+          Effect.async<void, SendError>((inner) => {
+            const entry = publish(fresh, record, target, headers, inner)
+            return Effect.sync(() => {
+              awaiting.delete(entry)
+            })
+          })
         )
       )
     }
