@@ -210,6 +210,54 @@ describe("Topic.publish", () => {
     }).pipe(Effect.provide(memory))
   )
 
+  it.effect(
+    "a header value that is not a string, or a codec that returns no bytes, is InvalidRecord naming the field; nothing stored",
+    () =>
+      Effect.gen(function* () {
+        // JavaScript callers are not held to the types: a number where a header value belongs
+        const headers: Record<string, string> = JSON.parse('{"source":"shop","retries":3}')
+        const Loose = Topic.make({
+          name: "loose",
+          payload: { id: Schema.String },
+          partitionKey: (v) => `loose-${v.id}`,
+          idempotencyKey: (v) => v.id,
+          headers
+        })
+        const header = yield* Effect.flip(Topic.publish(Loose, { id: "L-1" }))
+        assert(header._tag === "InvalidRecord")
+        expect(header.field).toBe("headers")
+        expect(header.message).toContain('"retries" is not a string')
+        const text: Uint8Array = JSON.parse('"not bytes"')
+        const NoBytes = Topic.make({
+          name: "no-bytes",
+          payload: { id: Schema.String },
+          partitionKey: (v) => `loose-${v.id}`,
+          idempotencyKey: (v) => v.id,
+          codec: { ...Topic.json, encode: () => Either.right(text) }
+        })
+        const bytes = yield* Effect.flip(Topic.publish(NoBytes, { id: "L-2" }))
+        assert(bytes._tag === "InvalidRecord")
+        expect(bytes.field).toBe("(value)")
+        expect(bytes.message).toContain("not encoded to bytes")
+        expect(yield* Effect.flatMap(OutboxStore, (s) => s.countPending("loose-L-1"))).toBe(0)
+        expect(yield* Effect.flatMap(OutboxStore, (s) => s.countPending("loose-L-2"))).toBe(0)
+        // with well-formed headers the record carries them, beside the content type and topic
+        const Fine = Topic.make({
+          name: "fine",
+          payload: { id: Schema.String },
+          partitionKey: (v) => `loose-${v.id}`,
+          idempotencyKey: (v) => v.id,
+          headers: (v) => ({ id: v.id })
+        })
+        yield* Topic.publish(Fine, { id: "L-3" })
+        expect((yield* onlyPending("loose-L-3")).headers).toEqual({
+          id: "L-3",
+          "Content-Type": "application/json",
+          "Outbox-Topic": "fine"
+        })
+      }).pipe(Effect.provide(memory))
+  )
+
   it.effect("SPEC §7 through Enqueue: OutboxFull stores nothing; a duplicate is skipped", () =>
     Effect.gen(function* () {
       const first = yield* Topic.enqueue(OrderPlacedTopic, order("E-1"))

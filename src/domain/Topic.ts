@@ -325,7 +325,8 @@ const firstIssue = (error: ParseResult.ParseError): { readonly field: string; re
 
 /**
  * Builds the `NewOutboxRecord` of one value (`index` is its position in the batch, for the error). `now`
- * dates `expiresAt` when the topic expires its records.
+ * dates `expiresAt` when the topic expires its records. `InvalidRecord` names the field when the value does not
+ * encode, a key is empty, a header value is not a string, or the codec returns no bytes.
  *
  * @since 0.2.0
  */
@@ -358,20 +359,34 @@ export const toRecord = <A, I>(
   if (typeof key !== "string" || key.length === 0) return invalid("idempotencyKey", "is empty", partitionKey)
   const payload = topic.codec.encode(encoded.right)
   if (Either.isLeft(payload)) return invalid("(value)", payload.left, partitionKey)
+  if (!(payload.right instanceof Uint8Array))
+    return invalid("(value)", "was not encoded to bytes by the codec", partitionKey)
+  const headers: Record<string, string> = { ...topic.headers(value) }
+  for (const name of Object.keys(headers)) {
+    if (typeof headers[name] !== "string")
+      return invalid("headers", `${JSON.stringify(name)} is not a string`, partitionKey)
+  }
+  headers[ContentTypeHeader] = topic.codec.contentType
+  headers[TopicHeader] = topic.name
   const orderingKey = topic.orderingKey(value)
   const address = topic.address(value)
+  // every field is checked above (the name and route when the topic was made): the record is built without
+  // running its schema again
   return Either.right(
-    new NewOutboxRecord({
-      partitionKey,
-      envelopeId: envelopeId(topic.name, key),
-      bindingId: topic.route,
-      routeId: topic.route,
-      payload: payload.right,
-      headers: { ...topic.headers(value), [ContentTypeHeader]: topic.codec.contentType, [TopicHeader]: topic.name },
-      ...(orderingKey !== undefined && orderingKey.length > 0 ? { orderingKey } : {}),
-      ...(address !== undefined && address.length > 0 ? { address } : {}),
-      ...(Option.isSome(topic.expiresIn) ? { expiresAt: DateTime.addDuration(now, topic.expiresIn.value) } : {})
-    })
+    new NewOutboxRecord(
+      {
+        partitionKey,
+        envelopeId: envelopeId(topic.name, key),
+        bindingId: topic.route,
+        routeId: topic.route,
+        payload: payload.right,
+        headers,
+        ...(typeof orderingKey === "string" && orderingKey.length > 0 ? { orderingKey } : {}),
+        ...(typeof address === "string" && address.length > 0 ? { address } : {}),
+        ...(Option.isSome(topic.expiresIn) ? { expiresAt: DateTime.addDuration(now, topic.expiresIn.value) } : {})
+      },
+      true
+    )
   )
 }
 
