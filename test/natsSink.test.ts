@@ -7,6 +7,7 @@ import { describe, expect, inject, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import type * as Scope from "effect/Scope"
 import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -83,6 +84,45 @@ const readStream = (jsm: JetStreamManager, stream: string) =>
 
 const messageCount = (jsm: JetStreamManager, stream: string) =>
   Effect.promise(() => jsm.streams.info(stream)).pipe(Effect.map((info) => info.state.messages))
+
+const restrictedPassword = "restricted-pw"
+const restrictedStream = "restricted"
+
+/**
+ * A NATS server of its own with two users, `admin` and `restricted` (with `permissions`, nats-server's own
+ * syntax), and a stream `restricted` capturing `subjects`; `use` gets the restricted user's URL and the admin's
+ * stream manager. The server is removed afterwards.
+ */
+const withRestrictedUser = <A, E>(
+  permissions: string,
+  subjects: ReadonlyArray<string>,
+  use: (url: string, jsm: JetStreamManager) => Effect.Effect<A, E, Scope.Scope>
+) =>
+  Effect.acquireUseRelease(
+    Effect.promise(() =>
+      startNats({
+        config: [
+          "authorization {",
+          "  users = [",
+          '    { user: "admin", password: "admin-pw" }',
+          `    { user: "restricted", password: "${restrictedPassword}", permissions: ${permissions} }`,
+          "  ]",
+          "}"
+        ].join("\n")
+      })
+    ),
+    (server) =>
+      Effect.gen(function* () {
+        const admin = yield* Effect.acquireRelease(
+          Effect.promise(() => connect({ servers: server.url, user: "admin", pass: "admin-pw" })),
+          (nc) => Effect.promise(() => nc.close())
+        )
+        const jsm = yield* Effect.promise(() => admin.jetstreamManager())
+        yield* Effect.promise(() => jsm.streams.add({ name: restrictedStream, subjects: [...subjects] }))
+        return yield* use(`nats://restricted:${restrictedPassword}@127.0.0.1:${server.port}`, jsm)
+      }).pipe(Effect.scoped),
+    (server) => Effect.promise(() => server.dispose())
+  )
 
 describe("NatsSink", { timeout: 120_000 }, () => {
   it.live("a relay publishes every record once, in per-key order, with Nats-Msg-Id = record id and headers", () =>
@@ -218,51 +258,29 @@ describe("NatsSink", { timeout: 120_000 }, () => {
   )
 
   it.live("permission denied on a subject is permanent: the record is dead-lettered or dropped per policy", () =>
-    Effect.acquireUseRelease(
-      Effect.promise(() =>
-        startNats({
-          config: [
-            "authorization {",
-            "  users = [",
-            '    { user: "admin", password: "admin-pw" }',
-            '    { user: "publisher", password: "pub-pw", permissions: { publish: { deny: ["forbidden.>"] } } }',
-            "  ]",
-            "}"
-          ].join("\n")
-        })
-      ),
-      (server) =>
-        Effect.gen(function* () {
-          const port = server.port
-          const admin = yield* Effect.acquireRelease(
-            Effect.promise(() => connect({ servers: server.url, user: "admin", pass: "admin-pw" })),
-            (nc) => Effect.promise(() => nc.close())
-          )
-          const jsm = yield* Effect.promise(() => admin.jetstreamManager())
-          yield* Effect.promise(() => jsm.streams.add({ name: "perm", subjects: ["allowed.>", "forbidden.>"] }))
-          const publisherUrl = `nats://publisher:pub-pw@127.0.0.1:${port}`
-          const sink = yield* NatsSink.make({ servers: publisherUrl, timeout: "2 seconds" })
-          yield* sink.send(record("ok1", "allowed.x"))
-          const denied = yield* Effect.flip(sink.send(record("no1", "forbidden.x")))
-          expect(denied).toMatchObject({ retryable: false, code: "permission-denied" })
-          expect(denied.message).toContain("forbidden.x")
-          expect(denied.message).not.toContain("pub-pw")
+    withRestrictedUser('{ publish: { deny: ["forbidden.>"] } }', ["allowed.>", "forbidden.>"], (url, jsm) =>
+      Effect.gen(function* () {
+        const sink = yield* NatsSink.make({ servers: url, timeout: "2 seconds" })
+        yield* sink.send(record("ok1", "allowed.x"))
+        const denied = yield* Effect.flip(sink.send(record("no1", "forbidden.x")))
+        expect(denied).toMatchObject({ retryable: false, code: "permission-denied" })
+        expect(denied.message).toContain("forbidden.x")
+        expect(denied.message).not.toContain(restrictedPassword)
 
-          const forbidden = (id: string) => recordTo(id, "forbidden.{partitionKey}")
-          const layer = NatsSink.layer({ servers: publisherUrl, timeout: "2 seconds" })
-          const deadLettered = yield* disposeThrough(layer, [forbidden("d1")], "dlq")
-          expect(deadLettered).toHaveLength(1)
-          expect(deadLettered[0]).toMatchObject({
-            recordId: "d1",
-            category: "permanent",
-            errorCode: "permission-denied",
-            address: "forbidden.{partitionKey}"
-          })
-          expect(yield* disposeThrough(layer, [forbidden("d2")], "drop")).toEqual([])
-          const info = yield* Effect.promise(() => jsm.streams.info("perm"))
-          expect(info.state.messages).toBe(1)
-        }).pipe(Effect.scoped),
-      (server) => Effect.promise(() => server.dispose())
+        const forbidden = (id: string) => recordTo(id, "forbidden.{partitionKey}")
+        const layer = NatsSink.layer({ servers: url, timeout: "2 seconds" })
+        const deadLettered = yield* disposeThrough(layer, [forbidden("d1")], "dlq")
+        expect(deadLettered).toHaveLength(1)
+        expect(deadLettered[0]).toMatchObject({
+          recordId: "d1",
+          category: "permanent",
+          errorCode: "permission-denied",
+          address: "forbidden.{partitionKey}"
+        })
+        expect(yield* disposeThrough(layer, [forbidden("d2")], "drop")).toEqual([])
+        const info = yield* Effect.promise(() => jsm.streams.info(restrictedStream))
+        expect(info.state.messages).toBe(1)
+      })
     )
   )
 
@@ -359,40 +377,17 @@ describe("NatsSink", { timeout: 120_000 }, () => {
   )
 
   it.live("a connection not allowed to subscribe to its reply inbox fails each publish as permission-denied", () =>
-    Effect.acquireUseRelease(
-      Effect.promise(() =>
-        startNats({
-          config: [
-            "authorization {",
-            "  users = [",
-            '    { user: "admin", password: "admin-pw" }',
-            '    { user: "noreply", password: "nr-pw", permissions: { subscribe: { deny: ["_INBOX.>"] } } }',
-            "  ]",
-            "}"
-          ].join("\n")
-        })
-      ),
-      (server) =>
-        Effect.gen(function* () {
-          const admin = yield* Effect.acquireRelease(
-            Effect.promise(() => connect({ servers: server.url, user: "admin", pass: "admin-pw" })),
-            (nc) => Effect.promise(() => nc.close())
-          )
-          const jsm = yield* Effect.promise(() => admin.jetstreamManager())
-          yield* Effect.promise(() => jsm.streams.add({ name: "inbox", subjects: ["inbox.>"] }))
-          const sink = yield* NatsSink.make({
-            servers: `nats://noreply:nr-pw@127.0.0.1:${server.port}`,
-            timeout: "10 seconds"
-          })
-          // each send subscribes again and is refused again: neither waits for the timeout
-          for (const id of ["i1", "i2"]) {
-            const denied = yield* Effect.flip(sink.send(record(id, "inbox.x")))
-            expect(denied).toMatchObject({ retryable: false, code: "permission-denied" })
-            expect(denied.message).toContain("_INBOX")
-            expect(denied.message).not.toContain("nr-pw")
-          }
-        }).pipe(Effect.scoped, Effect.timeout("8 seconds")),
-      (server) => Effect.promise(() => server.dispose())
+    withRestrictedUser('{ subscribe: { deny: ["_INBOX.>"] } }', ["inbox.>"], (url) =>
+      Effect.gen(function* () {
+        const sink = yield* NatsSink.make({ servers: url, timeout: "10 seconds" })
+        // each send subscribes again and is refused again: neither waits for the timeout
+        for (const id of ["i1", "i2"]) {
+          const denied = yield* Effect.flip(sink.send(record(id, "inbox.x")))
+          expect(denied).toMatchObject({ retryable: false, code: "permission-denied" })
+          expect(denied.message).toContain("_INBOX")
+          expect(denied.message).not.toContain(restrictedPassword)
+        }
+      }).pipe(Effect.timeout("8 seconds"))
     )
   )
 
