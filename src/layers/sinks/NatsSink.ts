@@ -32,7 +32,6 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import {
   connect,
@@ -49,6 +48,7 @@ import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import * as Topic from "../../domain/Topic.js"
 import { fromRegister, type Register, SendError, Sink } from "../../services/Sink.js"
+import * as AwaitingSends from "./AwaitingSends.js"
 import * as BrokerUrl from "./BrokerUrl.js"
 
 /**
@@ -171,10 +171,8 @@ const apiErrorOf = (answer: unknown): { readonly code: number; readonly descript
 }
 
 /** A publish awaiting the stream's answer on the sink's reply subscription. */
-interface Awaiting {
+interface Publish extends AwaitingSends.Awaiting {
   readonly subject: string
-  readonly deadline: number
-  readonly resume: (result: Effect.Effect<void, SendError>) => void
 }
 
 /**
@@ -275,11 +273,19 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
 
     // Publishes carry a reply subject on one subscription of the sink's own, and the stream's answers are read
     // there: a request through the client would add a promise, a timer and an error object per publish.
-    const clock = yield* Effect.clock
     const decoder = new TextDecoder()
     const inbox = createInbox()
     /** Publishes awaiting the stream's answer, by the last token of their reply subject. */
-    const awaiting = new Map<string, Awaiting>()
+    const awaiting = yield* AwaitingSends.make<string, Publish>(
+      yield* Effect.clock,
+      Duration.millis(timeoutMillis),
+      (entry) =>
+        new SendError({
+          retryable: true,
+          code: "timeout",
+          message: `NATS publish to ${entry.subject}: no answer within ${Duration.format(Duration.millis(timeoutMillis))}`
+        })
+    )
     let next = 0
 
     /** What a publish's answer means: a publish ack, `503 no responders`, a JetStream API error, or neither. */
@@ -306,9 +312,7 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
 
     /** Settles every awaiting publish with `result` (the reply subscription failed, or the sink closes). */
     const settleAll = (result: (subject: string) => Effect.Effect<never, SendError>): void => {
-      const entries = [...awaiting.values()]
-      awaiting.clear()
-      for (const entry of entries) entry.resume(result(entry.subject))
+      for (const entry of awaiting.takeAll()) entry.resume(result(entry.subject))
     }
 
     /**
@@ -323,12 +327,9 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
             subscription = undefined
             return settleAll((subject) => classify(error, subject))
           }
-          const token = msg.subject.slice(inbox.length + 1)
-          const entry = awaiting.get(token)
           // an answer after the publish timed out finds nothing
-          if (entry === undefined) return
-          awaiting.delete(token)
-          entry.resume(answered(entry.subject, msg))
+          const entry = awaiting.take(msg.subject.slice(inbox.length + 1))
+          if (entry !== undefined) entry.resume(answered(entry.subject, msg))
         }
       })
     yield* Effect.addFinalizer(() =>
@@ -341,27 +342,6 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
       )
     )
 
-    /** Fails the publishes with no answer within `timeout` (one sweep every quarter of it). */
-    const sweep = Effect.sync(() => {
-      const now = clock.unsafeCurrentTimeMillis()
-      for (const [token, entry] of awaiting) {
-        if (entry.deadline > now) continue
-        awaiting.delete(token)
-        entry.resume(
-          Effect.fail(
-            new SendError({
-              retryable: true,
-              code: "timeout",
-              message: `NATS publish to ${entry.subject}: no answer within ${Duration.format(Duration.millis(timeoutMillis))}`
-            })
-          )
-        )
-      }
-    })
-    yield* Effect.forkScoped(
-      Effect.repeat(sweep, Schedule.spaced(Duration.millis(Math.max(10, Math.floor(timeoutMillis / 4)))))
-    )
-
     // A publish the server's permissions refuse is answered by an asynchronous protocol error naming its
     // subject, not on the reply subject: it fails the oldest publish awaiting to that subject.
     yield* Effect.forkScoped(
@@ -369,20 +349,17 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
         for await (const status of nc.status()) {
           const context = status.permissionContext
           if (status.type !== Events.Error || context === undefined || context.operation !== "publish") continue
-          for (const [token, entry] of awaiting) {
-            if (entry.subject !== context.subject) continue
-            awaiting.delete(token)
-            entry.resume(
-              Effect.fail(
-                new SendError({
-                  retryable: false,
-                  code: "permission-denied",
-                  message: `NATS publish to ${entry.subject}: permissions violation for publish`
-                })
-              )
+          const entry = awaiting.takeFirst((each) => each.subject === context.subject)
+          if (entry === undefined) continue
+          entry.resume(
+            Effect.fail(
+              new SendError({
+                retryable: false,
+                code: "permission-denied",
+                message: `NATS publish to ${entry.subject}: permissions violation for publish`
+              })
             )
-            break
-          }
+          )
         }
       })
     )
@@ -436,7 +413,7 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
       } catch (error) {
         return resume(classify(error, subject))
       }
-      awaiting.set(token, { subject, deadline: clock.unsafeCurrentTimeMillis() + timeoutMillis, resume })
+      awaiting.add(token, { subject, deadline: awaiting.deadline(), resume })
     }
     return Sink.of(fromRegister(register))
   })

@@ -28,13 +28,13 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
-import * as Schedule from "effect/Schedule"
 import type * as Scope from "effect/Scope"
 import { type ChannelModel, type ConfirmChannel, connect, type Message } from "amqplib"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 import * as Topic from "../../domain/Topic.js"
 import { fromRegister, type Register, SendError, Sink } from "../../services/Sink.js"
+import * as AwaitingSends from "./AwaitingSends.js"
 import * as BrokerUrl from "./BrokerUrl.js"
 
 /**
@@ -78,12 +78,6 @@ export const targetFor = (
   return slash < 0
     ? { exchange, routingKey: expand(record.address) }
     : { exchange: record.address.slice(0, slash), routingKey: expand(record.address.slice(slash + 1)) }
-}
-
-/** A publish awaiting its confirm: when it times out, and whom to hand its result. */
-interface Awaiting {
-  readonly deadline: number
-  readonly resume: (result: Effect.Effect<void, SendError>) => void
 }
 
 interface Live {
@@ -218,29 +212,14 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
       })
     )
 
-    const timeoutMillis = Duration.toMillis(timeout)
-    const clock = yield* Effect.clock
-    /** Publishes awaiting their confirm, each with its deadline; one sweep fails the overdue ones. */
-    const awaiting = new Set<Awaiting>()
-    /** Hands a publish its result, once: the first of its confirm, its failure and its deadline wins. */
-    const settle = (entry: Awaiting, result: Effect.Effect<void, SendError>): void => {
-      if (awaiting.delete(entry)) entry.resume(result)
-    }
-    const sweep = Effect.sync(() => {
-      const now = clock.unsafeCurrentTimeMillis()
-      let timedOut: Effect.Effect<never, SendError> | undefined
-      for (const entry of awaiting) {
-        if (entry.deadline > now) continue
-        timedOut ??= Effect.fail(transient("timeout", `no confirm within ${Duration.format(timeout)}`))
-        settle(entry, timedOut)
-      }
-    })
-    yield* Effect.forkScoped(
-      Effect.repeat(sweep, Schedule.spaced(Duration.millis(Math.max(10, Math.floor(timeoutMillis / 4)))))
+    /** Publishes awaiting their confirm, each under a key of its own. */
+    const awaiting = yield* AwaitingSends.make<number, AwaitingSends.Awaiting>(yield* Effect.clock, timeout, () =>
+      transient("timeout", `no confirm within ${Duration.format(timeout)}`)
     )
+    let next = 0
 
     /**
-     * One publish awaiting its confirm (or its deadline, found by the sweep); returns its entry in `awaiting`.
+     * One publish awaiting its confirm (or its deadline, found by the sweep); returns its key in `awaiting`.
      * One callback per publish and no canceler: a send its caller gave up on is settled all the same (by its
      * confirm or the sweep), and its late result is ignored.
      */
@@ -250,10 +229,11 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
       target: { readonly exchange: string; readonly routingKey: string },
       headers: Record<string, string>,
       resume: (result: Effect.Effect<void, SendError>) => void
-    ): Awaiting => {
+    ): number => {
       returned.delete(record.id)
-      const entry: Awaiting = { deadline: clock.unsafeCurrentTimeMillis() + timeoutMillis, resume }
-      awaiting.add(entry)
+      const key = next++
+      awaiting.add(key, { deadline: awaiting.deadline(), resume })
+      // each outcome hands the publish its result, unless its deadline or another outcome came first
       try {
         live.channel.publish(
           target.exchange,
@@ -261,17 +241,21 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
           Buffer.from(record.payload),
           { persistent: true, mandatory: true, messageId: record.id, headers },
           (error: unknown) => {
-            if (error !== null && error !== undefined) {
-              return settle(entry, Effect.fail(closedError(broker, live, error)))
-            }
-            settle(entry, returned.delete(record.id) ? Effect.fail(unroutable(target)) : Effect.void)
+            // a returned message is forgotten here even when its publish timed out first
+            const result =
+              error !== null && error !== undefined
+                ? Effect.fail(closedError(broker, live, error))
+                : returned.delete(record.id)
+                  ? Effect.fail(unroutable(target))
+                  : Effect.void
+            awaiting.take(key)?.resume(result)
           }
         )
       } catch (error) {
         drop(live)
-        settle(entry, Effect.fail(closedError(broker, live, error)))
+        awaiting.take(key)?.resume(Effect.fail(closedError(broker, live, error)))
       }
-      return entry
+      return key
     }
 
     const allowed = new Set([exchange, ...(options.allowedExchanges ?? [])])
@@ -311,9 +295,9 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
       resume(
         Effect.flatMap(reconnect, (fresh) =>
           Effect.async<void, SendError>((inner) => {
-            const entry = publish(fresh, record, target, headers, inner)
+            const key = publish(fresh, record, target, headers, inner)
             return Effect.sync(() => {
-              awaiting.delete(entry)
+              awaiting.take(key)
             })
           })
         )
