@@ -11,6 +11,7 @@ import * as Hash from "effect/Hash"
 import * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
+import * as NewRecordCheck from "./NewRecordCheck.js"
 
 /**
  * Lifecycle of a stored record. `pending` and `claimed` are non-terminal; `completed` and `expired`
@@ -70,13 +71,21 @@ export const NewOutboxRecordFields = {
 /**
  * A record as a producer writes it. Optional inputs are plain optional properties; an empty
  * `orderingKey` means "no key". The constructor validates (non-empty partition, envelope and binding
- * ids, and id when given) and throws on violation.
+ * ids, and id when given) and throws on violation. Well-formed fields are validated by a structural check
+ * that accepts only what the schema accepts (`NewRecordCheck`); the schema runs for the rest, and names the
+ * problem.
  *
  * @since 0.1.0
  */
 export class NewOutboxRecord extends Schema.Class<NewOutboxRecord>("effect-outbox/NewOutboxRecord")(
   NewOutboxRecordFields
-) {}
+) {
+  constructor(props: Schema.Struct.Constructor<typeof NewOutboxRecordFields>, options?: Schema.MakeOptions) {
+    const skip = options === true || (typeof options === "object" && options.disableValidation === true)
+    const checked = skip ? undefined : NewRecordCheck.validated(props)
+    super(checked ?? props, checked === undefined ? options : true)
+  }
+}
 
 /**
  * A stored outbox record. Optional facts are `Option`s. `seq` is assigned by the store per partition

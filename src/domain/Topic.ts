@@ -370,23 +370,18 @@ export const toRecord = <A, I>(
   headers[TopicHeader] = topic.name
   const orderingKey = topic.orderingKey(value)
   const address = topic.address(value)
-  // every field is checked above (the name and route when the topic was made): the record is built without
-  // running its schema again
   return Either.right(
-    new NewOutboxRecord(
-      {
-        partitionKey,
-        envelopeId: envelopeId(topic.name, key),
-        bindingId: topic.route,
-        routeId: topic.route,
-        payload: payload.right,
-        headers,
-        ...(typeof orderingKey === "string" && orderingKey.length > 0 ? { orderingKey } : {}),
-        ...(typeof address === "string" && address.length > 0 ? { address } : {}),
-        ...(Option.isSome(topic.expiresIn) ? { expiresAt: DateTime.addDuration(now, topic.expiresIn.value) } : {})
-      },
-      true
-    )
+    new NewOutboxRecord({
+      partitionKey,
+      envelopeId: envelopeId(topic.name, key),
+      bindingId: topic.route,
+      routeId: topic.route,
+      payload: payload.right,
+      headers,
+      ...(typeof orderingKey === "string" && orderingKey.length > 0 ? { orderingKey } : {}),
+      ...(typeof address === "string" && address.length > 0 ? { address } : {}),
+      ...(Option.isSome(topic.expiresIn) ? { expiresAt: DateTime.addDuration(now, topic.expiresIn.value) } : {})
+    })
   )
 }
 

@@ -14,6 +14,7 @@ import * as Option from "effect/Option"
 import * as SchemaIssues from "../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import { InvalidRecord } from "../domain/OutboxError.js"
+import * as NewRecordCheck from "../domain/NewRecordCheck.js"
 import * as OutboxRecord from "../domain/OutboxRecord.js"
 
 const decodeNew = Schema.decodeUnknownEither(Schema.Struct(OutboxRecord.NewOutboxRecordFields))
@@ -48,7 +49,7 @@ export const prepare = Effect.fnUntraced(function* (
   let nextId: (() => string) | undefined
   for (let index = 0; index < records.length; index++) {
     const input = records[index]
-    let value = quickFields(input)
+    let value = NewRecordCheck.quickFields(input)
     if (value === undefined) {
       const decoded = decodeNew(input)
       if (Either.isLeft(decoded)) {
@@ -133,82 +134,6 @@ const surrogateField = (record: OutboxRecord.PreparedRecord): string | undefined
   for (const [name, value] of Object.entries(record.headers)) {
     if (!wellFormed(name)) return "a header name"
     if (!wellFormed(value)) return `header ${name}`
-  }
-  return undefined
-}
-
-/** The fields of a new record after validation (what the Schema decode yields). */
-interface NewFields {
-  readonly id?: string | undefined
-  readonly partitionKey: string
-  readonly envelopeId: string
-  readonly bindingId: string
-  readonly payload: Uint8Array
-  readonly headers?: OutboxRecord.Headers | undefined
-  readonly orderingKey?: string | undefined
-  readonly address?: string | undefined
-  readonly routeId?: string | undefined
-  readonly createdAt?: DateTime.Utc | undefined
-  readonly expiresAt?: DateTime.Utc | undefined
-}
-
-const nonEmpty = (u: unknown): u is string => typeof u === "string" && u.length > 0
-const optionalString = (u: unknown): u is string | undefined => u === undefined || typeof u === "string"
-const optionalUtc = (u: unknown): u is DateTime.Utc | undefined =>
-  u === undefined || (DateTime.isDateTime(u) && DateTime.isUtc(u))
-const optionalHeaders = (u: unknown): u is OutboxRecord.Headers | undefined => {
-  if (u === undefined) return true
-  if (typeof u !== "object" || u === null || Array.isArray(u)) return false
-  for (const key in u) {
-    if (Object.hasOwn(u, key) && typeof Reflect.get(u, key) !== "string") return false
-  }
-  return true
-}
-
-/**
- * The hot-path check of a new record: accepts exactly what the `NewOutboxRecordFields` schema accepts
- * for well-formed input without running the decoder. Anything it does not accept goes through the
- * schema, which then names the problem.
- */
-const quickFields = (input: unknown): NewFields | undefined => {
-  if (typeof input !== "object" || input === null) return undefined
-  const id: unknown = Reflect.get(input, "id")
-  const partitionKey: unknown = Reflect.get(input, "partitionKey")
-  const envelopeId: unknown = Reflect.get(input, "envelopeId")
-  const bindingId: unknown = Reflect.get(input, "bindingId")
-  const payload: unknown = Reflect.get(input, "payload")
-  const headers: unknown = Reflect.get(input, "headers")
-  const orderingKey: unknown = Reflect.get(input, "orderingKey")
-  const address: unknown = Reflect.get(input, "address")
-  const routeId: unknown = Reflect.get(input, "routeId")
-  const createdAt: unknown = Reflect.get(input, "createdAt")
-  const expiresAt: unknown = Reflect.get(input, "expiresAt")
-  if (
-    (id === undefined || nonEmpty(id)) &&
-    nonEmpty(partitionKey) &&
-    nonEmpty(envelopeId) &&
-    nonEmpty(bindingId) &&
-    payload instanceof Uint8Array &&
-    optionalHeaders(headers) &&
-    optionalString(orderingKey) &&
-    optionalString(address) &&
-    optionalString(routeId) &&
-    optionalUtc(createdAt) &&
-    optionalUtc(expiresAt)
-  ) {
-    return {
-      id,
-      partitionKey,
-      envelopeId,
-      bindingId,
-      payload,
-      headers,
-      orderingKey,
-      address,
-      routeId,
-      createdAt,
-      expiresAt
-    }
   }
   return undefined
 }
