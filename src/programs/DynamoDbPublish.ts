@@ -13,6 +13,7 @@ import type * as Topic from "../domain/Topic.js"
 import * as Persist from "../layers/dynamodb/Persist.js"
 import type { DynamoDb } from "../services/DynamoDb.js"
 import { toRecords } from "./Publish.js"
+import * as Traced from "../services/Traced.js"
 
 /**
  * The `TransactWriteItems` entries that publish `values` of `topic` (plus one listing update per partition).
@@ -25,5 +26,5 @@ export const transactItems = <A, I>(
   options: { readonly tableName?: string | undefined } = {}
 ): Effect.Effect<Array<TransactWriteItem>, InvalidRecord | StoreUnavailable, DynamoDb> =>
   Effect.flatMap(toRecords(topic, values), (records) => Persist.transactItems(records, options)).pipe(
-    Effect.withSpan("DynamoDbTopic.transactItems", { attributes: { "outbox.topic": topic.name } })
+    Traced.span("DynamoDbTopic.transactItems", { "outbox.topic": topic.name })
   )

@@ -29,6 +29,7 @@ import {
 } from "../domain/OutboxError.js"
 import type { NewOutboxRecord } from "../domain/OutboxRecord.js"
 import { OutboxStore, type PersistOptions, type PersistReport } from "../services/OutboxStore.js"
+import * as Traced from "../services/Traced.js"
 
 /**
  * Options of the producer side.
@@ -158,7 +159,7 @@ export const make = (options: EnqueueOptions = {}): Effect.Effect<EnqueueService
           }
         }
         return report
-      }).pipe(Effect.withSpan("Enqueue.enqueue", { attributes: { "outbox.records": records.length } }))
+      }).pipe(Traced.span("Enqueue.enqueue", { "outbox.records": records.length }))
 
     return Enqueue.of({ enqueue, invalidate: Effect.sync(() => cache.clear()) })
   })

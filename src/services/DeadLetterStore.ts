@@ -27,6 +27,7 @@ import {
 } from "../domain/OutboxError.js"
 import { NewOutboxRecord } from "../domain/OutboxRecord.js"
 import type { OutboxStoreService } from "./OutboxStore.js"
+import * as Traced from "./Traced.js"
 
 /**
  * The dead-letter store. Returned entries are copies: mutating them changes nothing stored.
@@ -282,9 +283,8 @@ const idsOf = (operation: string, ids: unknown): Either.Either<ReadonlyArray<str
   return Either.right(Array.from(unique))
 }
 
-/** The span of one operation, without a captured call site (it would point into this module). */
-const span = (name: string, attributes: Record<string, unknown> = {}) =>
-  Effect.withSpan(name, { attributes, captureStackTrace: false })
+/** The span of one operation (made when a tracer is installed, see `Traced`). */
+const span = Traced.span
 
 const countOf = (ids: unknown): number => (Array.isArray(ids) ? ids.length : 0)
 

@@ -36,6 +36,7 @@ import {
   type StoreUnavailable,
   type TransactionConflict
 } from "../domain/OutboxError.js"
+import * as Traced from "./Traced.js"
 
 /**
  * Errors `process` may fail with besides the handler's (which arrive as `HandlerFailed`).
@@ -274,8 +275,8 @@ export const handlerFailed = (consumer: string, messageId: string, error: unknow
   })
 }
 
-const span = (name: string, attributes: Record<string, unknown>) =>
-  Effect.withSpan(name, { attributes, captureStackTrace: false })
+/** The span of one operation (made when a tracer is installed, see `Traced`). */
+const span = Traced.span
 
 /**
  * Wraps a backend with the shared core (see the module doc).

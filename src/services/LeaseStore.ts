@@ -27,6 +27,7 @@ import {
   StoreUnavailable
 } from "../domain/OutboxError.js"
 import * as LeaseWrites from "./LeaseWrites.js"
+import * as Traced from "./Traced.js"
 
 /**
  * A lease on a partition: the token that fences its store operations and when it expires.
@@ -216,12 +217,9 @@ const keptChanging = (operation: string, partitionKey: string) =>
     cause: new Error(`the lease of partition ${partitionKey} kept changing during ${MaxAttempts} ${operation} attempts`)
   })
 
-/** The span of one operation, without a captured call site (it would point into this module). */
+/** The span of one operation (made when a tracer is installed, see `Traced`). */
 const span = (name: string, partitionKey: unknown) =>
-  Effect.withSpan(name, {
-    attributes: { "outbox.partition": typeof partitionKey === "string" ? partitionKey : "" },
-    captureStackTrace: false
-  })
+  Traced.span(name, { "outbox.partition": typeof partitionKey === "string" ? partitionKey : "" })
 
 /**
  * Wraps a lease backend with the shared core.

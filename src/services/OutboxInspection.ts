@@ -19,6 +19,7 @@ import * as Option from "effect/Option"
 import { DeadLetterCategory } from "../domain/DeadLetterEntry.js"
 import { DepthUnsupported, type InvalidArgument, type StoreUnavailable } from "../domain/OutboxError.js"
 import type { LeaseStoreService } from "./LeaseStore.js"
+import * as Traced from "./Traced.js"
 
 /**
  * A fact the backend answers (`Right`), or `Left(DepthUnsupported)` when it cannot answer it cheaply.
@@ -268,7 +269,7 @@ export const make = (backend: Backend, leases: Option.Option<LeaseStoreService>)
     })
 
   const partitions = Effect.map(backend.partitions, (keys) => Array.from(new Set(keys)).sort()).pipe(
-    Effect.withSpan("OutboxInspection.partitions")
+    Traced.span("OutboxInspection.partitions")
   )
 
   const inspectOne = (partitionKey: string, options: InspectOptions, now: DateTime.Utc) =>
@@ -286,10 +287,10 @@ export const make = (backend: Backend, leases: Option.Option<LeaseStoreService>)
 
   const partition = (partitionKey: string, options: InspectOptions = {}) =>
     Effect.flatMap(DateTime.now, (now) => inspectOne(partitionKey, options, now)).pipe(
-      Effect.withSpan("OutboxInspection.partition", { attributes: { "outbox.partition": partitionKey } })
+      Traced.span("OutboxInspection.partition", { "outbox.partition": partitionKey })
     )
 
-  const deadLetters = backend.deadLetters.pipe(Effect.withSpan("OutboxInspection.deadLetters"))
+  const deadLetters = backend.deadLetters.pipe(Traced.span("OutboxInspection.deadLetters"))
 
   const snapshot = (options: InspectOptions = {}) =>
     Effect.gen(function* () {
@@ -298,7 +299,7 @@ export const make = (backend: Backend, leases: Option.Option<LeaseStoreService>)
       const inspected = yield* Effect.forEach(keys, (key) => inspectOne(key, options, at), { concurrency: 4 })
       const counts = yield* deadLetters
       return { backend: backend.name, at, partitions: inspected, deadLetters: counts, notes: backend.notes }
-    }).pipe(Effect.withSpan("OutboxInspection.snapshot"))
+    }).pipe(Traced.span("OutboxInspection.snapshot"))
 
   return OutboxInspection.of({
     backend: backend.name,

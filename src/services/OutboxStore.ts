@@ -34,6 +34,7 @@ import {
 import * as OutboxRecord from "../domain/OutboxRecord.js"
 import * as PrepareBatch from "./PrepareBatch.js"
 import { WakeHub } from "./WakeHub.js"
+import * as Traced from "./Traced.js"
 
 /**
  * What a claim returns: the claimed records in age order, and — when the backend stopped early on a
@@ -350,9 +351,8 @@ const sizeOf = (u: unknown): number => (Array.isArray(u) ? u.length : 0)
 const checkIds = (operation: string, ids: unknown): Effect.Effect<never, InvalidArgument> | undefined =>
   isIdList(ids) ? undefined : invalidArgument(operation, "ids", "must be an array of non-empty strings")
 
-/** The span of one public operation, without a captured call site (it would point into this module). */
-const span = (name: string, attributes: Record<string, unknown>) =>
-  Effect.withSpan(name, { attributes, captureStackTrace: false })
+/** The span of one public operation (made when a tracer is installed, see `Traced`). */
+const span = Traced.span
 
 /** Wakes the idle drainers of this process for every partition of a persisted batch (SPEC §13). */
 const wakePartitions = (records: ReadonlyArray<{ readonly partitionKey: string }>): Effect.Effect<void> =>

@@ -25,6 +25,7 @@ import {
   retryFenceConflicts,
   type StoreContext
 } from "./StoreContext.js"
+import * as Traced from "../../services/Traced.js"
 
 /**
  * Maps a failed persist request: DynamoDB's `ValidationException` (the request can never succeed) is
@@ -337,4 +338,4 @@ export const transactItems = (
         Update: listingUpdate(ctx.options.tableName, partitionKey, now)
       }))
     ]
-  }).pipe(Effect.withSpan("DynamoDbOutboxStore.transactItems"))
+  }).pipe(Traced.span("DynamoDbOutboxStore.transactItems"))

@@ -17,6 +17,7 @@ import * as InboxMessage from "../../domain/InboxMessage.js"
 import type * as Topic from "../../domain/Topic.js"
 import * as Inbox from "../../programs/Inbox.js"
 import type { InboxStore } from "../../services/InboxStore.js"
+import * as Traced from "../../services/Traced.js"
 
 /**
  * A delivery refused for good: the consumer, the reason (never the payload), and — when the message
@@ -135,6 +136,4 @@ export const receive = <A, I, B, E, R>(
       messageId: metadata.recordId,
       decodeError: undefined
     })
-  }).pipe(
-    Effect.withSpan("Receiver.receive", { attributes: { consumer: options.consumer, topic: options.topic.name } })
-  )
+  }).pipe(Traced.span("Receiver.receive", { consumer: options.consumer, topic: options.topic.name }))

@@ -30,6 +30,7 @@ import { updateAll } from "../../services/BoundMetric.js"
 import type { Instance } from "./Instance.js"
 import * as Lease from "./Lease.js"
 import * as Settle from "./Settle.js"
+import * as Traced from "../../services/Traced.js"
 
 /**
  * What one cycle did.
@@ -161,9 +162,9 @@ export const drainOnce = (instance: Instance, limit?: number): Effect.Effect<Cyc
       records.map((r) => r.replayCount)
     )
     const counters = yield* Batch.run(instance, records, token).pipe(
-      Effect.withSpan("Drainer.batch", {
-        captureStackTrace: false,
-        attributes: { "outbox.partition": instance.config.partitionKey, "outbox.records": records.length }
+      Traced.span("Drainer.batch", {
+        "outbox.partition": instance.config.partitionKey,
+        "outbox.records": records.length
       })
     )
     // after the batch: the counts' statements never delay its sends
