@@ -41,8 +41,7 @@ import {
   type JetStreamManager,
   type Msg,
   type MsgHdrs,
-  type NatsConnection,
-  type Subscription
+  type NatsConnection
 } from "nats"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
@@ -319,12 +318,12 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
      * The reply subscription, made on the first publish and again after the server refused it (a permission
      * violation closes it; the publishes then awaiting fail as the client's own requests would).
      */
-    let subscription: Subscription | undefined
-    const subscribe = (): Subscription =>
+    let subscribed = false
+    const subscribe = (): void => {
       nc.subscribe(`${inbox}.*`, {
         callback: (error, msg) => {
           if (error !== null) {
-            subscription = undefined
+            subscribed = false
             return settleAll((subject) => classify(error, subject))
           }
           // an answer after the publish timed out finds nothing
@@ -332,6 +331,8 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
           if (entry !== undefined) entry.resume(answered(entry.subject, msg))
         }
       })
+      subscribed = true
+    }
     yield* Effect.addFinalizer(() =>
       Effect.sync(() =>
         settleAll((subject) =>
@@ -408,7 +409,7 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
       }
       const token = (next++).toString(36)
       try {
-        if (subscription === undefined) subscription = subscribe()
+        if (!subscribed) subscribe()
         nc.publish(subject, record.payload, { reply: `${inbox}.${token}`, headers: headersOf(record) })
       } catch (error) {
         return resume(classify(error, subject))
