@@ -2,7 +2,8 @@
  * The sends a broker sink has made and not yet had answered (a JetStream publish ack, a publisher confirm),
  * each under its key with its deadline. Each is taken out once — by its answer, a failure, or the sweep that
  * fails the overdue ones every quarter of the timeout (so a timeout fires between `timeout` and 1.25× it); a
- * later answer finds nothing and is ignored. Deadlines are read from the `Clock` the sink was built with.
+ * later answer finds nothing and is ignored. When the sink's scope closes, the sends still awaiting fail
+ * transient: nothing would answer them any more. Deadlines are read from the `Clock` the sink was built with.
  *
  * @since 0.2.0
  */
@@ -41,15 +42,23 @@ export interface AwaitingSends<K, A extends Awaiting> {
 }
 
 /**
+ * Why a send failed without an answer: its deadline passed, or the sink closed.
+ *
+ * @since 0.2.0
+ */
+export type Unanswered = "timeout" | "closed"
+
+/**
  * Builds the sends awaiting answers of one sink, with the sweep that fails each overdue send with
- * `timedOut(entry)`; the sweep stops with the scope.
+ * `unanswered(entry, "timeout")`; when the scope closes, the sweep stops and every send still awaiting fails
+ * with `unanswered(entry, "closed")`.
  *
  * @since 0.2.0
  */
 export const make = <K, A extends Awaiting>(
   clock: Clock.Clock,
   timeout: Duration.Duration,
-  timedOut: (entry: A) => SendError
+  unanswered: (entry: A, reason: Unanswered) => SendError
 ): Effect.Effect<AwaitingSends<K, A>, never, Scope.Scope> =>
   Effect.gen(function* () {
     const timeoutMillis = Duration.toMillis(timeout)
@@ -64,11 +73,18 @@ export const make = <K, A extends Awaiting>(
       for (const [key, entry] of entries) {
         if (entry.deadline > now) continue
         entries.delete(key)
-        entry.resume(Effect.fail(timedOut(entry)))
+        entry.resume(Effect.fail(unanswered(entry, "timeout")))
       }
     })
     yield* Effect.forkScoped(
       Effect.repeat(sweep, Schedule.spaced(Duration.millis(Math.max(10, Math.floor(timeoutMillis / 4)))))
+    )
+    yield* Effect.addFinalizer(() =>
+      Effect.sync(() => {
+        const left = [...entries.values()]
+        entries.clear()
+        for (const entry of left) entry.resume(Effect.fail(unanswered(entry, "closed")))
+      })
     )
     return {
       deadline: () => clock.unsafeCurrentTimeMillis() + timeoutMillis,

@@ -278,11 +278,14 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
     const awaiting = yield* AwaitingSends.make<string, Publish>(
       yield* Effect.clock,
       Duration.millis(timeoutMillis),
-      (entry) =>
+      (entry, reason) =>
         new SendError({
           retryable: true,
-          code: "timeout",
-          message: `NATS publish to ${entry.subject}: no answer within ${Duration.format(Duration.millis(timeoutMillis))}`
+          code: reason,
+          message:
+            reason === "timeout"
+              ? `NATS publish to ${entry.subject}: no answer within ${Duration.format(Duration.millis(timeoutMillis))}`
+              : `NATS publish to ${entry.subject}: the sink closed`
         })
     )
     let next = 0
@@ -309,11 +312,6 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
           )
     }
 
-    /** Settles every awaiting publish with `result` (the reply subscription failed, or the sink closes). */
-    const settleAll = (result: (subject: string) => Effect.Effect<never, SendError>): void => {
-      for (const entry of awaiting.takeAll()) entry.resume(result(entry.subject))
-    }
-
     /**
      * The reply subscription, made on the first publish and again after the server refused it (a permission
      * violation closes it; the publishes then awaiting fail as the client's own requests would).
@@ -324,7 +322,8 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
         callback: (error, msg) => {
           if (error !== null) {
             subscribed = false
-            return settleAll((subject) => classify(error, subject))
+            for (const entry of awaiting.takeAll()) entry.resume(classify(error, entry.subject))
+            return
           }
           // an answer after the publish timed out finds nothing
           const entry = awaiting.take(msg.subject.slice(inbox.length + 1))
@@ -333,15 +332,6 @@ export const make = (options: NatsSinkOptions): Effect.Effect<Sink["Type"], Inva
       })
       subscribed = true
     }
-    yield* Effect.addFinalizer(() =>
-      Effect.sync(() =>
-        settleAll((subject) =>
-          Effect.fail(
-            new SendError({ retryable: true, code: "closed", message: `NATS publish to ${subject}: the sink closed` })
-          )
-        )
-      )
-    )
 
     // A publish the server's permissions refuse is answered by an asynchronous protocol error naming its
     // subject, not on the reply subject: it fails the oldest publish awaiting to that subject.

@@ -213,8 +213,13 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
     )
 
     /** Publishes awaiting their confirm, each under a key of its own. */
-    const awaiting = yield* AwaitingSends.make<number, AwaitingSends.Awaiting>(yield* Effect.clock, timeout, () =>
-      transient("timeout", `no confirm within ${Duration.format(timeout)}`)
+    const awaiting = yield* AwaitingSends.make<number, AwaitingSends.Awaiting>(
+      yield* Effect.clock,
+      timeout,
+      (_, reason) =>
+        reason === "timeout"
+          ? transient("timeout", `no confirm within ${Duration.format(timeout)}`)
+          : transient("closed", "the sink closed before the broker confirmed")
     )
     let next = 0
 
