@@ -152,30 +152,38 @@ const viaConstructor = (fields: OutboxRecordFields): OutboxRecord =>
     { disableValidation: true }
   )
 
+/**
+ * Writes the record's fields onto a new object in the constructor's order. A constructor function: V8 sizes
+ * its instances for every field it writes, where an `Object.create` then 19 writes grew the object's
+ * property store several times (about 500 bytes and 50 ns a record against about 200 bytes and 20 ns).
+ */
+function WrittenRecord(this: Mutable<OutboxRecordFields>, fields: OutboxRecordFields): void {
+  this.id = fields.id
+  this.partitionKey = fields.partitionKey
+  this.envelopeId = fields.envelopeId
+  this.bindingId = fields.bindingId
+  this.routeId = fields.routeId
+  this.address = fields.address
+  this.payload = fields.payload
+  this.headers = fields.headers
+  this.orderingKey = fields.orderingKey
+  this.createdAt = fields.createdAt
+  this.expiresAt = fields.expiresAt
+  this.seq = fields.seq
+  this.status = fields.status
+  this.claimedBy = fields.claimedBy
+  this.claimVersion = fields.claimVersion
+  this.claimedAt = fields.claimedAt
+  this.firstAttemptedAt = fields.firstAttemptedAt
+  this.replayCount = fields.replayCount
+  this.completedAt = fields.completedAt
+}
+// its instances are records: the class's prototype (the module-load check below compares them with the constructor's)
+WrittenRecord.prototype = OutboxRecord.prototype
+
 const viaPrototype = (fields: OutboxRecordFields): OutboxRecord => {
-  const blank: unknown = Object.create(OutboxRecord.prototype)
-  if (!(blank instanceof OutboxRecord)) return viaConstructor(fields)
-  const target: Mutable<OutboxRecordFields> = blank
-  target.id = fields.id
-  target.partitionKey = fields.partitionKey
-  target.envelopeId = fields.envelopeId
-  target.bindingId = fields.bindingId
-  target.routeId = fields.routeId
-  target.address = fields.address
-  target.payload = fields.payload
-  target.headers = fields.headers
-  target.orderingKey = fields.orderingKey
-  target.createdAt = fields.createdAt
-  target.expiresAt = fields.expiresAt
-  target.seq = fields.seq
-  target.status = fields.status
-  target.claimedBy = fields.claimedBy
-  target.claimVersion = fields.claimVersion
-  target.claimedAt = fields.claimedAt
-  target.firstAttemptedAt = fields.firstAttemptedAt
-  target.replayCount = fields.replayCount
-  target.completedAt = fields.completedAt
-  return blank
+  const built: unknown = Reflect.construct(WrittenRecord, [fields])
+  return built instanceof OutboxRecord ? built : viaConstructor(fields)
 }
 
 /**

@@ -258,7 +258,12 @@ export const toRecord = (
     expiresAt: instant(r.expires_at),
     seq: r.seq,
     status: claim === undefined ? decoded.status : "claimed",
-    ...fields,
+    // named one by one, not spread: the literal then has every field from the start
+    claimedBy: fields.claimedBy,
+    claimVersion: fields.claimVersion,
+    claimedAt: fields.claimedAt,
+    firstAttemptedAt: fields.firstAttemptedAt,
+    replayCount: fields.replayCount,
     completedAt: instant(r.completed_at)
   })
 }
