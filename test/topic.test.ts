@@ -353,6 +353,24 @@ describe("Topic.decode", () => {
     })
   })
 
+  it("writeWireHeaders writes the same headers into a sink's object, over the record's own of the same name", () => {
+    const target: Record<string, string> = {
+      source: "shop",
+      "Outbox-Seq": "999",
+      "Outbox-Ordering-Key": "forged"
+    }
+    const written = Topic.writeWireHeaders(record, target)
+    expect(written).toBe(target)
+    expect(written).toEqual({ source: "shop", ...Topic.wireHeaders(record) })
+    // a keyless record writes no ordering key: a header of that name stays as the record had it
+    const keyless = OutboxRecord.update(record, { orderingKey: Option.none() })
+    expect(Topic.writeWireHeaders(keyless, { "Outbox-Ordering-Key": "mine" })).toEqual({
+      ...Topic.wireHeaders(keyless),
+      "Outbox-Ordering-Key": "mine"
+    })
+    expect(Topic.wireHeaders(keyless)).not.toHaveProperty("Outbox-Ordering-Key")
+  })
+
   it("header values survive any key (unicode, spaces, %): escaped on the wire, decoded back", () => {
     FastCheck.assert(
       FastCheck.property(FastCheck.string({ unit: "binary", minLength: 1, maxLength: 24 }), (key) => {

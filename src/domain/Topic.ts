@@ -430,8 +430,16 @@ export const decodeHeaderValue = (value: string): Option.Option<string> => {
  *
  * @since 0.2.0
  */
-export const wireHeaders = (record: OutboxRecord): Record<string, string> => {
-  const headers: Record<string, string> = { [RecordIdHeader]: encodeHeaderValue(record.id) }
+export const wireHeaders = (record: OutboxRecord): Record<string, string> => writeWireHeaders(record, {})
+
+/**
+ * Writes the wire metadata of a record ({@link wireHeaders}) into `headers`, over any header of the same
+ * name, and returns it: a sink that publishes the record's own headers too writes both into one object.
+ *
+ * @since 0.2.0
+ */
+export const writeWireHeaders = (record: OutboxRecord, headers: Record<string, string>): Record<string, string> => {
+  headers[RecordIdHeader] = encodeHeaderValue(record.id)
   const topic = record.headers[TopicHeader]
   if (topic !== undefined && topic.length > 0) headers[TopicHeader] = encodeHeaderValue(topic)
   headers[PartitionHeader] = encodeHeaderValue(record.partitionKey)

@@ -286,11 +286,8 @@ export const make = (options: RabbitMqSinkOptions): Effect.Effect<Sink["Type"], 
         )
       }
       // the wire metadata (SPEC §11) overrides a record header of the same name
-      const headers: Record<string, string> = {
-        ...record.headers,
-        ...Topic.wireHeaders(record),
-        [Topic.EnvelopeIdHeader]: Topic.encodeHeaderValue(record.envelopeId)
-      }
+      const headers = Topic.writeWireHeaders(record, { ...record.headers })
+      headers[Topic.EnvelopeIdHeader] = Topic.encodeHeaderValue(record.envelopeId)
       const live = state.live
       if (live !== undefined && !live.closed) {
         publish(live, record, target, headers, resume)
