@@ -361,7 +361,8 @@ export const toRecord = <A, I>(
   if (Either.isLeft(payload)) return invalid("(value)", payload.left, partitionKey)
   if (!(payload.right instanceof Uint8Array))
     return invalid("(value)", "was not encoded to bytes by the codec", partitionKey)
-  const headers: Record<string, string> = { ...topic.headers(value) }
+  // a copy made with `Object.assign`: adding properties to a spread copy is several times slower in V8
+  const headers: Record<string, string> = Object.assign({}, topic.headers(value))
   for (const name of Object.keys(headers)) {
     if (typeof headers[name] !== "string")
       return invalid("headers", `${JSON.stringify(name)} is not a string`, partitionKey)
