@@ -10,8 +10,15 @@ import * as Arbitrary from "effect/Arbitrary"
 import * as Equal from "effect/Equal"
 import * as FastCheck from "effect/FastCheck"
 import * as Hash from "effect/Hash"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
-import { makeUnvalidated, OutboxRecord, type OutboxRecordFields } from "../src/domain/OutboxRecord.js"
+import {
+  fromPrepared,
+  makeUnvalidated,
+  OutboxRecord,
+  type OutboxRecordFields,
+  type PreparedRecord
+} from "../src/domain/OutboxRecord.js"
 
 const fieldsArbitrary = Arbitrary.make(Schema.Struct(OutboxRecord.fields))
 
@@ -50,6 +57,41 @@ describe("OutboxRecord.makeUnvalidated", () => {
         expect(Equal.equals(actual, viaConstructor(fields))).toBe(true)
       }),
       { numRuns: 100 }
+    )
+  })
+
+  it("fromPrepared builds the pending record of a prepared one, without its generatedId flag", () => {
+    FastCheck.assert(
+      FastCheck.property(fieldsArbitrary, FastCheck.boolean(), (fields, generatedId) => {
+        const prepared: PreparedRecord = {
+          id: fields.id,
+          partitionKey: fields.partitionKey,
+          envelopeId: fields.envelopeId,
+          bindingId: fields.bindingId,
+          routeId: fields.routeId,
+          address: fields.address,
+          payload: fields.payload,
+          headers: fields.headers,
+          orderingKey: fields.orderingKey,
+          createdAt: fields.createdAt,
+          expiresAt: fields.expiresAt,
+          generatedId
+        }
+        const expected = viaConstructor({
+          ...fields,
+          status: "pending",
+          claimedBy: Option.none(),
+          claimVersion: 0,
+          claimedAt: Option.none(),
+          firstAttemptedAt: Option.none(),
+          replayCount: 0,
+          completedAt: Option.none()
+        })
+        const actual = fromPrepared(prepared, fields.seq)
+        expect(Reflect.ownKeys(actual)).toEqual(Reflect.ownKeys(expected))
+        expect(Equal.equals(actual, expected)).toBe(true)
+      }),
+      { numRuns: 200 }
     )
   })
 

@@ -92,7 +92,8 @@ export const groupPerTurn = <R extends object, A, E>(
   return (request) =>
     Effect.withFiberRuntime((fiber) => {
       const done = Deferred.unsafeMake<A, E>(fiber.id())
-      waiting.push({ ...request, done })
+      // `Object.assign` onto the new object, not a spread: adding `done` to a spread copy is slow in V8
+      waiting.push(Object.assign({ done }, request))
       // calls of two fibers in one turn: callers run side by side, so group them again
       if (turn.mark(fiber)) alone = 0
       if (scheduled) return Deferred.await(done)
