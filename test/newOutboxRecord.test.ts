@@ -5,10 +5,13 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
+import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as FastCheck from "effect/FastCheck"
 import * as Schema from "effect/Schema"
+import * as NewRecordCheck from "../src/domain/NewRecordCheck.js"
 import { NewOutboxRecord, NewOutboxRecordFields } from "../src/domain/OutboxRecord.js"
+import * as PrepareBatch from "../src/services/PrepareBatch.js"
 
 const validate = Schema.validateEither(Schema.Struct(NewOutboxRecordFields))
 
@@ -122,4 +125,16 @@ describe("NewOutboxRecord constructor", () => {
     )
     expect(unchecked.partitionKey).toBe("")
   })
+
+  it.effect("a header named __proto__ is dropped as the schema drops it, by every backend's persist", () =>
+    Effect.gen(function* () {
+      // JSON gives an own property named `__proto__`; a literal would set the prototype instead
+      const headers: unknown = JSON.parse('{"__proto__":"x","a":"1"}')
+      const input = { partitionKey: "p", envelopeId: "e", bindingId: "b", payload: new Uint8Array(1), headers }
+      expect(NewRecordCheck.quickFields(input)).toBeUndefined()
+      const [prepared] = yield* PrepareBatch.prepare([input])
+      expect(prepared?.headers).toEqual({ a: "1" })
+      expect(Object.hasOwn(prepared?.headers ?? {}, "__proto__")).toBe(false)
+    })
+  )
 })

@@ -37,7 +37,8 @@ const optionalHeaders = (u: unknown): u is Headers | undefined => {
   if (u === undefined) return true
   if (typeof u !== "object" || u === null || Array.isArray(u)) return false
   for (const key in u) {
-    if (Object.hasOwn(u, key) && typeof Reflect.get(u, key) !== "string") return false
+    // a `__proto__` key is left to the schema, which drops it: a copy of these headers would keep it
+    if (key === "__proto__" || (Object.hasOwn(u, key) && typeof Reflect.get(u, key) !== "string")) return false
   }
   return true
 }
