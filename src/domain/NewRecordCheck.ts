@@ -33,15 +33,23 @@ const nonEmpty = (u: unknown): u is string => typeof u === "string" && u.length 
 const optionalString = (u: unknown): u is string | undefined => u === undefined || typeof u === "string"
 const optionalUtc = (u: unknown): u is DateTime.Utc | undefined =>
   u === undefined || (DateTime.isDateTime(u) && DateTime.isUtc(u))
-const optionalHeaders = (u: unknown): u is Headers | undefined => {
-  if (u === undefined) return true
+/**
+ * True for headers the `Headers` schema would yield unchanged: an object (not an array) whose enumerable
+ * properties are all its own, all strings, and none named `__proto__` (the schema drops that key, where a
+ * copy of the object would keep it). The quick checks of new records and of stored rows use it; anything else
+ * is left to the schema, which accepts it or names the problem.
+ *
+ * @since 0.2.0
+ */
+export const isPlainHeaders = (u: unknown): u is Headers => {
   if (typeof u !== "object" || u === null || Array.isArray(u)) return false
   for (const key in u) {
-    // a `__proto__` key is left to the schema, which drops it: a copy of these headers would keep it
-    if (key === "__proto__" || (Object.hasOwn(u, key) && typeof Reflect.get(u, key) !== "string")) return false
+    if (key === "__proto__" || !Object.hasOwn(u, key) || typeof Reflect.get(u, key) !== "string") return false
   }
   return true
 }
+
+const optionalHeaders = (u: unknown): u is Headers | undefined => u === undefined || isPlainHeaders(u)
 
 /**
  * The fields of `input` when the structural check accepts them, else `undefined` (the schema then decides).

@@ -10,6 +10,7 @@ import * as DateTime from "effect/DateTime"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
+import { isPlainHeaders } from "../../domain/NewRecordCheck.js"
 import { CorruptRecord } from "../../domain/OutboxError.js"
 import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
@@ -193,14 +194,7 @@ const quickHeaders = (u: unknown): OutboxRecord.Headers | undefined => {
   } catch {
     return undefined
   }
-  if (typeof parsed !== "object" || parsed === null || Array.isArray(parsed)) return undefined
-  const out: Record<string, string> = {}
-  for (const key of Object.keys(parsed)) {
-    const value: unknown = Reflect.get(parsed, key)
-    if (key === "__proto__" || typeof value !== "string") return undefined
-    out[key] = value
-  }
-  return out
+  return isPlainHeaders(parsed) ? parsed : undefined
 }
 
 /**

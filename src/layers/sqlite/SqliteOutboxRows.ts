@@ -11,6 +11,7 @@ import * as Option from "effect/Option"
 import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import * as Fence from "../../domain/Fence.js"
+import { isPlainHeaders } from "../../domain/NewRecordCheck.js"
 import { CorruptRecord } from "../../domain/OutboxError.js"
 import { isRowObject } from "../sql/SqlOutboxRow.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
@@ -153,15 +154,6 @@ const isRow = (input: unknown): input is Row => {
 const isStatus = (u: string): u is OutboxRecord.RecordStatus =>
   u === "pending" || u === "claimed" || u === "completed" || u === "expired"
 
-/** A JSON object whose own values are all strings (a key the schema would treat specially is left to it). */
-const isHeaders = (u: unknown): u is OutboxRecord.Headers => {
-  if (typeof u !== "object" || u === null || Array.isArray(u)) return false
-  for (const key in u) {
-    if (key === "__proto__" || !Object.hasOwn(u, key) || typeof Reflect.get(u, key) !== "string") return false
-  }
-  return true
-}
-
 /** The headers of a well-formed column, or `undefined` for anything the schema must look at. */
 const quickHeaders = (text: string): OutboxRecord.Headers | undefined => {
   if (text === "{}") return emptyHeaders
@@ -171,7 +163,7 @@ const quickHeaders = (text: string): OutboxRecord.Headers | undefined => {
   } catch {
     return undefined
   }
-  return isHeaders(parsed) ? parsed : undefined
+  return isPlainHeaders(parsed) ? parsed : undefined
 }
 
 /** The schema path: decodes with {@link Row} and the status and headers schemas, naming any problem. */
