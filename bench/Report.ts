@@ -560,7 +560,10 @@ const drainSection = (data: unknown): Array<string> => {
         `With the producer in a second process (bench/drainProducer.ts) on the same file, the relay has its ` +
           `thread to itself but the two processes take turns at SQLite's one write lock (each commit an fsync): ` +
           `p99 ≤ 250 ms ${metText(bool(other, "met"))}; the relay's event loop, its waits for the lock included, was ` +
-          `${Math.round((num(other, "relayEventLoopUtilization") ?? 0) * 100)} % busy.`,
+          `${Math.round((num(other, "relayEventLoopUtilization") ?? 0) * 100)} % busy` +
+          (num(other, "relayCpuMicrosPerRecord") === undefined
+            ? "."
+            : `, its process's CPU ${num(other, "relayCpuMicrosPerRecord")} µs per record delivered.`),
         ""
       )
     }
