@@ -554,6 +554,14 @@ const drainSection = (data: unknown): Array<string> => {
           `the process's one thread (better-sqlite3 runs every statement and fsync on it); ${ceiling.replace(/^sqlite latency ceiling: /, "")}.`,
         ""
       )
+      const floor = str(at(data, "sqlite", "latencyGoal", "floor"), "statement")
+      if (floor !== undefined) {
+        out.push(
+          `${floor.replace(/^sqlite latency floor: the pace/, "The pace")}: the goal is out of reach on one thread in a run whose ` +
+            `producer costs as much as its relay.`,
+          ""
+        )
+      }
     }
     if (other !== undefined) {
       out.push(

@@ -748,6 +748,29 @@ const latencyCeiling = (run: Latency): string =>
   `both together saturate it at ${run.thread.saturatedPerSecond} rec/s, the offered ${run.offeredPerSecond} rec/s is ` +
   `${Math.round(run.thread.offeredToSaturated * 100)} % of that`
 
+/**
+ * The lowest load the latency run's pace can put on the one thread: the pace is half the relay's throughput
+ * round (`drainPerSecond`), so the relay alone needs at least half the thread even at its drain cost per record
+ * `R` (a steady producer's batches are smaller, never cheaper), and the producer adds its cost `P` per record:
+ * the load is at least ½ + ½ · P / R. The goal needs a load below 1, so P < R; where the producer costs as
+ * much as the relay per record, it is out of reach on one thread whatever the relay does.
+ */
+const latencyFloor = (producerMicros: number, drainPerSecond: number) => {
+  const relayDrainMicrosPerRecord = Number((1e6 / drainPerSecond).toFixed(1))
+  const producerToRelayDrain = Number((producerMicros / relayDrainMicrosPerRecord).toFixed(3))
+  const lowestLoad = Number((0.5 + producerToRelayDrain / 2).toFixed(3))
+  return {
+    relayDrainMicrosPerRecord,
+    producerToRelayDrain,
+    lowestLoad,
+    statement:
+      `sqlite latency floor: the pace is half the relay's throughput round (${relayDrainMicrosPerRecord} µs a record), ` +
+      `the producer costs ${producerMicros} µs a record (${producerToRelayDrain}× the relay's), so the thread's load is at ` +
+      `least ${Math.round(lowestLoad * 100)} % even with every record claimed at the drain's cost; below 100 % needs a ` +
+      `producer cheaper per record than the relay`
+  }
+}
+
 const memoryStores: () => Stores = () => Layer.mergeAll(MemoryOutboxStore.layer, MemoryLeaseStore.layer)
 const sqliteStores = (options: SqliteOutboxStore.SqliteOutboxStoreOptions = {}): Stores =>
   Layer.mergeAll(SqliteOutboxStore.layerWith(options), SqliteLeaseStore.layer).pipe(
@@ -859,6 +882,8 @@ const main = Effect.gen(function* () {
   const sqliteLatency = yield* latency(sqliteStores(), latencyRate, quick ? 1 : 3, undefined, producerMicros)
   console.log("sqlite latency", sqliteLatency)
   console.log(latencyCeiling(sqliteLatency))
+  const floor = latencyFloor(producerMicros, sqlite.recordsPerSecondWall)
+  console.log(floor.statement)
   const sqliteLatencyOtherProcess = yield* latencyOtherProcess(latencyRate, quick ? 1 : 3)
   console.log("sqlite latency, producer in a second process", sqliteLatencyOtherProcess)
 
@@ -933,6 +958,13 @@ const main = Effect.gen(function* () {
         target: "p99 ≤ 250 ms with a steady producer at half the measured throughput, in the relay's process",
         met: sqliteLatency.p99Millis <= 250,
         ceiling: latencyCeiling(sqliteLatency),
+        floor: {
+          producerMicrosPerRecord: producerMicros,
+          relayDrainMicrosPerRecord: floor.relayDrainMicrosPerRecord,
+          producerToRelayDrain: floor.producerToRelayDrain,
+          lowestLoad: floor.lowestLoad,
+          statement: floor.statement
+        },
         note:
           "producer and relay share the process's one thread (better-sqlite3 runs every statement and fsync on it): " +
           "producerMicrosPerRecord is the paced producer's busy time alone (a fresh store, no relay), relayMicrosPerRecord the rest of the busy time of the latency run; " +
