@@ -557,8 +557,8 @@ const drainSection = (data: unknown): Array<string> => {
       const floor = str(at(data, "sqlite", "latencyGoal", "floor"), "statement")
       if (floor !== undefined) {
         out.push(
-          `${floor.replace(/^sqlite latency floor: the pace/, "The pace")}: the goal is out of reach on one thread in a run whose ` +
-            `producer costs as much as its relay.`,
+          `${floor.replace(/^sqlite latency floor: the pace/, "The pace")}: its claims under a steady producer are smaller ` +
+            `than a backlog's, each with its fixed cost.`,
           ""
         )
       }
