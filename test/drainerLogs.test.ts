@@ -126,6 +126,23 @@ describe("Drainer logs (memory, TestClock)", () => {
     }).pipe(Effect.provide(layer), Effect.provide(logger))
   })
 
+  it.effect("the drain loop's cycles log with the drainer's partition and owner, as drainOnce's do", () => {
+    const { layer: logger, lines } = capture()
+    return Effect.gen(function* () {
+      const p = "logs-loop"
+      yield* setup(p, ["r1"])
+      const sink = yield* MemorySink.MemorySink
+      yield* sink.failRecord("r1", { failure: "permanent" })
+      const d = yield* Drainer.make({ partitionKey: p, owner: OWNER, onPermanentFailure: "drop" })
+      const fiber = yield* Effect.fork(d.run)
+      while (warnings(lines, "dropped by policy").length < 1) yield* yieldToEventLoop
+      yield* Fiber.interrupt(fiber)
+      expect(warnings(lines, "dropped by policy").map((l) => l.annotations)).toMatchObject([
+        { recordId: "r1", partition: p, owner: OWNER, category: "permanent" }
+      ])
+    }).pipe(Effect.provide(layer), Effect.provide(logger))
+  })
+
   it.effect("a sink failing for minutes logs a WARN once per minute with the count, then INFO on recovery", () => {
     const { layer: logger, lines } = capture()
     return Effect.gen(function* () {

@@ -118,11 +118,31 @@ const sweep = (instance: Instance, token: LeaseToken.LeaseToken): Effect.Effect<
   })
 
 /**
- * One cycle with the given claim limit (default: the current adaptive batch size).
+ * The log annotations of a drainer's cycles: its partition and owner.
+ *
+ * @since 0.2.0
+ */
+export const annotations =
+  (instance: Instance) =>
+  <A, E, R>(self: Effect.Effect<A, E, R>): Effect.Effect<A, E, R> =>
+    Effect.annotateLogs(self, { partition: instance.config.partitionKey, owner: instance.config.owner })
+
+/**
+ * One cycle with the given claim limit (default: the current adaptive batch size), its logs annotated with
+ * the drainer's partition and owner.
  *
  * @since 0.1.0
  */
 export const drainOnce = (instance: Instance, limit?: number): Effect.Effect<CycleResult, CycleError> =>
+  annotations(instance)(cycle(instance, limit))
+
+/**
+ * One cycle as {@link drainOnce}, without annotating its logs: for the drain loop, which annotates a whole turn
+ * of cycles once.
+ *
+ * @since 0.2.0
+ */
+export const cycle = (instance: Instance, limit?: number): Effect.Effect<CycleResult, CycleError> =>
   Effect.gen(function* () {
     const claimLimit = limit ?? instance.currentBatchSize
     const live = yield* Lease.live(instance)
@@ -170,4 +190,4 @@ export const drainOnce = (instance: Instance, limit?: number): Effect.Effect<Cyc
     // after the batch: the counts' statements never delay its sends
     yield* refreshGauges(instance)
     return { leased: true, limit: claimLimit, claimed: records.length, swept, ...counters }
-  }).pipe(Effect.annotateLogs({ partition: instance.config.partitionKey, owner: instance.config.owner }))
+  })

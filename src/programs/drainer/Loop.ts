@@ -119,7 +119,7 @@ export const runTurn = (instance: Instance, endTurn: TurnEnd): Effect.Effect<voi
         const timers = { watchdog, send }
         instance.timers = timers
         return Effect.ensuring(
-          cycles(instance, endTurn),
+          Cycle.annotations(instance)(cycles(instance, endTurn)),
           Effect.sync(() => {
             if (instance.timers === timers) instance.timers = undefined
           })
@@ -173,7 +173,7 @@ const cycles = (instance: Instance, endTurn: TurnEnd): Effect.Effect<void, Drain
       // loop a turn so that timers (lease renewals, sleeps of other fibers) are not starved
       yield* yieldToEventLoop
       mark = hub.mark()
-      const result = yield* tolerated(instance, Cycle.drainOnce(instance))
+      const result = yield* tolerated(instance, Cycle.cycle(instance))
       if (yield* endTurn(result, instance.toComplete.size + instance.toRelease.size)) return
       if (result === undefined || !result.leased) {
         yield* pause
