@@ -188,7 +188,7 @@ const isConstructor = (f: unknown): f is new (fields: OutboxRecordFields) => unk
 const hasRecordPrototype = (u: unknown): u is OutboxRecord =>
   typeof u === "object" && u !== null && Object.getPrototypeOf(u) === OutboxRecord.prototype
 
-const viaPrototype: (fields: OutboxRecordFields) => OutboxRecord = (() => {
+const viaWrittenRecord: (fields: OutboxRecordFields) => OutboxRecord = (() => {
   const Written: unknown = WrittenRecord
   if (!isConstructor(Written)) return viaConstructor
   return (fields) => {
@@ -230,7 +230,7 @@ export const makeUnvalidated: (fields: OutboxRecordFields) => OutboxRecord = (()
     completedAt: Option.none()
   }
   const expected = viaConstructor(sample)
-  const actual = viaPrototype(sample)
+  const actual = viaWrittenRecord(sample)
   const keys = (o: object): string => Reflect.ownKeys(o).map(String).join(",")
   const same =
     Object.getPrototypeOf(actual) === Object.getPrototypeOf(expected) &&
@@ -238,7 +238,7 @@ export const makeUnvalidated: (fields: OutboxRecordFields) => OutboxRecord = (()
     Equal.equals(expected, actual) &&
     Equal.equals(actual, expected) &&
     Hash.hash(actual) === Hash.hash(expected)
-  return same ? viaPrototype : viaConstructor
+  return same ? viaWrittenRecord : viaConstructor
 })()
 
 /**

@@ -185,7 +185,14 @@ const int = (u: unknown): number | undefined => {
 const nullableInt = (u: unknown): number | null | undefined => (u === null ? null : int(u))
 const nonEmpty = (u: unknown): u is string => typeof u === "string" && u.length > 0
 
-const quickHeaders = (u: unknown): OutboxRecord.Headers | undefined => {
+/**
+ * The headers of a well-formed `headers` column (JSON text of a string map the `Headers` schema keeps
+ * unchanged), or `undefined` for anything the schema must look at. The SQL stores' row checks (SQLite,
+ * PostgreSQL, MySQL) share it.
+ *
+ * @since 0.2.0
+ */
+export const quickHeaders = (u: unknown): OutboxRecord.Headers | undefined => {
   if (u === "{}") return {}
   if (typeof u !== "string") return undefined
   let parsed: unknown

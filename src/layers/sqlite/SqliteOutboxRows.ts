@@ -11,9 +11,8 @@ import * as Option from "effect/Option"
 import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import * as Fence from "../../domain/Fence.js"
-import { isPlainHeaders } from "../../domain/NewRecordCheck.js"
 import { CorruptRecord } from "../../domain/OutboxError.js"
-import { isRowObject } from "../sql/SqlOutboxRow.js"
+import { isRowObject, quickHeaders } from "../sql/SqlOutboxRow.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
 
 /**
@@ -153,18 +152,6 @@ const isRow = (input: unknown): input is Row => {
 
 const isStatus = (u: string): u is OutboxRecord.RecordStatus =>
   u === "pending" || u === "claimed" || u === "completed" || u === "expired"
-
-/** The headers of a well-formed column, or `undefined` for anything the schema must look at. */
-const quickHeaders = (text: string): OutboxRecord.Headers | undefined => {
-  if (text === "{}") return emptyHeaders
-  let parsed: unknown
-  try {
-    parsed = JSON.parse(text)
-  } catch {
-    return undefined
-  }
-  return isPlainHeaders(parsed) ? parsed : undefined
-}
 
 /** The schema path: decodes with {@link Row} and the status and headers schemas, naming any problem. */
 const decodeRowSlow = (input: unknown): Either.Either<DecodedRow, CorruptRecord> => {
