@@ -466,8 +466,7 @@ const statementTimeLines = (data: unknown): Array<string> => {
     "",
     ...(counted
       ? [
-          `Store work in that round (claim → complete; the raw baseline's persists left out): relay ${perBatch("relay")}; ` +
-            `raw loop ${perBatch("raw")}.`,
+          `Store work in that round (claim → complete): relay ${perBatch("relay")}; ` + `raw loop ${perBatch("raw")}.`,
           ""
         ]
       : [])
