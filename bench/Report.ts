@@ -465,10 +465,7 @@ const statementTimeLines = (data: unknown): Array<string> => {
       `${ceiling === undefined ? na : `${ceiling.toFixed(2)}×`} the raw baseline.`,
     "",
     ...(counted
-      ? [
-          `Store work in that round (claim → complete): relay ${perBatch("relay")}; ` + `raw loop ${perBatch("raw")}.`,
-          ""
-        ]
+      ? [`Store work in that round (claim → complete): relay ${perBatch("relay")}; raw loop ${perBatch("raw")}.`, ""]
       : [])
   ]
 }
@@ -558,6 +555,16 @@ const drainSection = (data: unknown): Array<string> => {
         out.push(
           `${floor.replace(/^sqlite latency floor: the pace/, "The pace")}: its claims under a steady producer are smaller ` +
             `than a backlog's, each with its fixed cost.`,
+          ""
+        )
+      }
+      const raw = at(data, "sqlite", "latencyGoal", "rawBaseline")
+      const rawBusy = num(raw, "eventLoopUtilization")
+      if (rawBusy !== undefined) {
+        out.push(
+          `The same pace without Effect, the store or the drainer (a raw better-sqlite3 producer and relay with the ` +
+            `store's statements, on the one thread): the thread ${Math.round(rawBusy * 100)} % busy, ` +
+            `${num(raw, "microsPerRecord") ?? na} µs a record, p99 ${num(raw, "p99Millis") ?? na} ms.`,
           ""
         )
       }

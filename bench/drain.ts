@@ -540,6 +540,184 @@ const statementClock = {
     }
   }
 }
+/** The latency run's raw baseline (see {@link rawSteady}). */
+interface RawSteady {
+  readonly records: number
+  readonly offeredPerSecond: number
+  readonly p50Millis: number
+  readonly p99Millis: number
+  readonly maxMillis: number
+  readonly eventLoopUtilization: number
+  /** The thread's busy time per record, producer and relay together. */
+  readonly microsPerRecord: number
+}
+
+/**
+ * The latency run of {@link latency} without Effect, the store or the drainer: a raw better-sqlite3 producer and
+ * relay on one connection and the one thread, with the store's own statements. The producer persists batches of
+ * 100 over the 8 partitions at `perSecond` (one transaction: the seq blocks, one insert); each persist wakes the
+ * relay, which claims every partition in one transaction (the completes of its previous claims first, as the
+ * store's group commit does), hands the records to a no-op send, and claims again until a claim finds nothing.
+ * Latency = the persist's start to the send. It shows what the pace costs the thread when nothing but SQLite
+ * and a minimal loop run: the goal's reach on this machine.
+ */
+const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
+  new Promise((resolve, reject) => {
+    const db = new RawSqlite(freshFile())
+    db.pragma("journal_mode = WAL")
+    db.pragma("synchronous = FULL")
+    db.pragma("busy_timeout = 5000")
+    for (const ddl of SqliteOutboxSchema.createStatements(names)) db.exec(ddl)
+    const cache = new Map<string, RawStatement>()
+    const st = (sql: string): RawStatement => {
+      let prepared = cache.get(sql)
+      if (prepared === undefined) {
+        prepared = db.prepare(sql)
+        cache.set(sql, prepared)
+      }
+      return prepared
+    }
+    const tx = <A>(body: () => A): A => {
+      st("BEGIN IMMEDIATE").run()
+      try {
+        const result = body()
+        st("COMMIT").run()
+        return result
+      } catch (error) {
+        st("ROLLBACK").run()
+        throw error
+      }
+    }
+    const rawToken = { owner: "raw", version: 1 }
+    const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
+    const interval = (seconds * 1000) / batches
+    const total = batches * 100
+    const made = partitions.map(() => 0)
+    const persistedAt = new Map<string, number>()
+    const samples: Array<number> = []
+    let toComplete: Array<Array<string>> = partitions.map(() => [])
+    let scheduled = false
+    let finished = false
+    let n = 0
+    const persist = (): void => {
+      const now = Date.now()
+      const at = performance.now()
+      const byPartition: Array<Array<PreparedRecord>> = partitions.map(() => [])
+      for (let i = 0; i < 100; i++) {
+        const slot = i % partitions.length
+        const k = made[slot] ?? 0
+        made[slot] = k + 1
+        const envelopeId = `raw-${n}-${i}`
+        persistedAt.set(envelopeId, at)
+        byPartition[slot]?.push({
+          id: formatTimeOrderedId(now, i, n, Math.floor(Math.random() * 0xffffffff)),
+          partitionKey: partitions[slot] ?? "p0",
+          envelopeId,
+          bindingId: "b",
+          routeId: "",
+          address: "",
+          payload,
+          headers: {},
+          orderingKey: k % 2 === 0 ? Option.some(`k${(k >> 1) % keysPerPartition}`) : Option.none(),
+          createdAt: DateTime.unsafeMake(now),
+          expiresAt: Option.none()
+        })
+      }
+      n++
+      tx(() => {
+        const counts: Array<unknown> = []
+        byPartition.forEach((list, slot) => counts.push(partitions[slot], list.length))
+        const last = new Map<unknown, number>()
+        for (const row of st(statements.allocateSeqs(partitions.length)).all(...counts)) {
+          last.set(row["partition_key"], Number(row["seq_counter"]))
+        }
+        const values: Array<unknown> = []
+        byPartition.forEach((list, slot) => {
+          let seq = (last.get(partitions[slot]) ?? 0) - list.length + 1
+          for (const record of list) values.push(...SqliteOutboxSchema.insertValues(record, seq++))
+        })
+        st(statements.insert(100)).all(...values)
+      })
+      wake()
+    }
+    const wake = (): void => {
+      if (scheduled) return
+      scheduled = true
+      setImmediate(cycle)
+    }
+    const cycle = (): void => {
+      scheduled = false
+      if (finished) return
+      try {
+        claimOnce()
+      } catch (error) {
+        finished = true
+        reject(error)
+      }
+    }
+    const claimOnce = (): void => {
+      const now = Date.now()
+      const claimed = tx(() =>
+        partitions.map((partitionKey, slot) => {
+          const done = toComplete[slot] ?? []
+          if (done.length > 0) st(statements.complete(done.length)).all(...bind.complete(done, rawToken, now))
+          st(statements.raiseFence).all(partitionKey, rawToken.version)
+          const rows = st(statements.selectClaimable).all(
+            ...bind.selectClaimable(partitionKey, rawToken.version, undefined, 500)
+          )
+          if (rows.length === 0) return rows
+          const ids = rows.map((row) => String(row["id"]))
+          st(statements.claimUpdate(ids.length)).all(...bind.claimUpdate(ids, rawToken, now, partitionKey, undefined))
+          return rows
+        })
+      )
+      toComplete = partitions.map(() => [])
+      const sentAt = performance.now()
+      let any = false
+      claimed.forEach((rows, slot) => {
+        for (const row of rows) {
+          any = true
+          const at = persistedAt.get(String(row["envelope_id"]))
+          if (at !== undefined) samples.push(sentAt - at)
+          toComplete[slot]?.push(String(row["id"]))
+        }
+      })
+      if (samples.length >= total) finish()
+      else if (any) wake()
+    }
+    const utilizationStart = performance.eventLoopUtilization()
+    const start = performance.now()
+    const finish = (): void => {
+      finished = true
+      const wall = (performance.now() - start) / 1000
+      const utilization = performance.eventLoopUtilization(utilizationStart).utilization
+      db.close()
+      resolve({
+        records: total,
+        offeredPerSecond: Math.round(perSecond),
+        p50Millis: Number(percentile(samples, 50).toFixed(1)),
+        p99Millis: Number(percentile(samples, 99).toFixed(1)),
+        maxMillis: Number(percentile(samples, 100).toFixed(1)),
+        eventLoopUtilization: Number(utilization.toFixed(3)),
+        microsPerRecord: Number(((utilization * wall * 1e6) / total).toFixed(1))
+      })
+    }
+    let next = 0
+    const tick = (): void => {
+      if (finished) return
+      try {
+        persist()
+      } catch (error) {
+        finished = true
+        reject(error)
+        return
+      }
+      next++
+      if (next < batches) setTimeout(tick, Math.max(0, start + next * interval - performance.now()))
+    }
+    setTimeout(tick, 0)
+  })
+
 /** The statement clock's phases as reported: count, total milliseconds, mean rows per statement. */
 const phasesOf = (
   timed: ReadonlyMap<string, PhaseTime>
@@ -832,6 +1010,7 @@ const main = Effect.gen(function* () {
     const producerMicros = yield* producerCost(sqliteStores(), rate, seconds)
     console.log(`sqlite producer alone at ${Math.round(rate)} rec/s: ${producerMicros} µs of the thread per record`)
     console.log("sqlite latency", yield* latency(sqliteStores(), rate, seconds, show("diagnosis")))
+    console.log("sqlite latency, raw producer and relay", yield* Effect.promise(() => rawSteady(rate, seconds)))
     statementClock.install()
     console.log("sqlite latency, statements timed", yield* latency(sqliteStores(), rate, seconds, show("diagnosis")))
     return
@@ -896,6 +1075,8 @@ const main = Effect.gen(function* () {
   console.log(latencyCeiling(sqliteLatency))
   const floor = latencyFloor(sqliteLatency, sqlite.recordsPerSecondWall)
   console.log(floor.statement)
+  const rawLatency = yield* Effect.promise(() => rawSteady(latencyRate, quick ? 1 : 3))
+  console.log("sqlite latency, raw producer and relay", rawLatency)
   const sqliteLatencyOtherProcess = yield* latencyOtherProcess(latencyRate, quick ? 1 : 3)
   console.log("sqlite latency, producer in a second process", sqliteLatencyOtherProcess)
 
@@ -971,6 +1152,13 @@ const main = Effect.gen(function* () {
         met: sqliteLatency.p99Millis <= 250,
         ceiling: latencyCeiling(sqliteLatency),
         floor: { ...floor, producerAloneMicrosPerRecord: producerAloneMicros },
+        rawBaseline: {
+          ...rawLatency,
+          note:
+            "the same pace without Effect, the store or the drainer: a raw better-sqlite3 producer (batches of 100, one transaction each) and " +
+            "a raw relay (every partition claimed in one transaction a wake, the previous claims' completes first, a no-op send) on one " +
+            "connection and the one thread, the store's own statements; latency = the persist's start to the send"
+        },
         note:
           "producer and relay share the process's one thread (better-sqlite3 runs every statement and fsync on it): " +
           "producerMicrosPerRecord is the producer's persists' wall time in the run (an upper bound: their waits for the connection included), relayMicrosPerRecord the rest of the busy time; " +

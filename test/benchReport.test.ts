@@ -252,6 +252,34 @@ describe("bench report", () => {
     expect(without).not.toContain("SQLite statement time")
   })
 
+  it("renders the SQLite latency goal with its floor and the raw producer and relay at the same pace", () => {
+    const latencyGoal = {
+      target: "p99 ≤ 250 ms",
+      met: false,
+      ceiling: "sqlite latency ceiling: producer 15 µs + relay 26 µs of the one thread per record",
+      floor: { statement: "sqlite latency floor: the pace is half the relay's throughput round (18 µs a record)" },
+      rawBaseline: { eventLoopUtilization: 0.733, microsPerRecord: 27.5, p99Millis: 4.4 }
+    }
+    const drain = {
+      date: "2026-12-05T12:00:00.000Z",
+      sqlite: {
+        latency: { offeredPerSecond: 25_000, p50Millis: 120, p99Millis: 300, maxMillis: 320 },
+        latencyGoal
+      }
+    }
+    const readme = renderReadme({ drain })
+    expect(readme).toContain("SQLite goal: p99 ≤ 250 ms — **not met**.")
+    expect(readme).toContain("The pace is half the relay's throughput round (18 µs a record): its claims")
+    expect(readme).toContain(
+      "The same pace without Effect, the store or the drainer (a raw better-sqlite3 producer and relay with the " +
+        "store's statements, on the one thread): the thread 73 % busy, 27.5 µs a record, p99 4.4 ms."
+    )
+    const { rawBaseline: _raw, ...withoutRaw } = latencyGoal
+    const without = renderReadme({ drain: { ...drain, sqlite: { ...drain.sqlite, latencyGoal: withoutRaw } } })
+    expect(without).toContain("The pace is half the relay's throughput round")
+    expect(without).not.toContain("The same pace without Effect")
+  })
+
   it("renders the latency section: p50/p99 per backend against its goal, the shorter method named, idle costs", () => {
     const latency = {
       date: "2026-12-03T19:00:00.000Z",
