@@ -564,7 +564,8 @@ const drainSection = (data: unknown): Array<string> => {
         out.push(
           `The same pace without Effect, the store or the drainer (a raw better-sqlite3 producer and relay with the ` +
             `store's statements, on the one thread): the thread ${Math.round(rawBusy * 100)} % busy, ` +
-            `${num(raw, "microsPerRecord") ?? na} µs a record, p99 ${num(raw, "p99Millis") ?? na} ms.`,
+            `${num(raw, "microsPerRecord") ?? na} µs a record, p99 ${num(raw, "p99Millis") ?? na} ms (a lower bound: ` +
+            `records of one key in one claim go out without a complete between them, rare at this pace).`,
           ""
         )
       }

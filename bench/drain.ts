@@ -559,7 +559,9 @@ interface RawSteady {
  * relay, which claims every partition in one transaction (the completes of its previous claims first, as the
  * store's group commit does), hands the records to a no-op send, and claims again until a claim finds nothing.
  * Latency = the persist's start to the send. It shows what the pace costs the thread when nothing but SQLite
- * and a minimal loop run: the goal's reach on this machine.
+ * and a minimal loop run: the goal's reach on this machine. A lower bound: two records of one ordering key in
+ * one claim are sent without the complete between them that the drainer commits (SPEC §6 step 5); at this pace
+ * a claim rarely holds two (a partition's keyed records cycle through its 16 keys, 32 records a cycle).
  */
 const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
   new Promise((resolve, reject) => {
@@ -1157,7 +1159,8 @@ const main = Effect.gen(function* () {
           note:
             "the same pace without Effect, the store or the drainer: a raw better-sqlite3 producer (batches of 100, one transaction each) and " +
             "a raw relay (every partition claimed in one transaction a wake, the previous claims' completes first, a no-op send) on one " +
-            "connection and the one thread, the store's own statements; latency = the persist's start to the send"
+            "connection and the one thread, the store's own statements; latency = the persist's start to the send; a lower bound: " +
+            "two records of one key in one claim are sent without a complete between them (rare at this pace)"
         },
         note:
           "producer and relay share the process's one thread (better-sqlite3 runs every statement and fsync on it): " +
