@@ -2,10 +2,12 @@
  * The PostgreSQL wake-up (SPEC §3.4): a committed persist `NOTIFY`s its partition and the wake signal
  * completes that partition's waiters; a rolled-back persist signals nothing; with the listening
  * connection killed (notifications lost) a relay still drains everything by polling; and the wake signal
- * listens again on a new connection, so notifications wake an idle relay again.
+ * listens again on a new connection, so notifications wake an idle relay again; its checks of the listening
+ * connection never cancel a query the application runs on the same pool.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
+import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
@@ -295,6 +297,32 @@ describe("PostgresWakeSignal", () => {
       expect(error._tag).toBe("InvalidConfiguration")
       expect(error.problems).toEqual(["checkInterval must be a finite duration of at least 1 millisecond"])
     }).pipe(Effect.provide(clientLayer(url)))
+  )
+
+  it.live("its checks never cancel a query of the application on the shared pool", () =>
+    Effect.gen(function* () {
+      const wake = yield* WakeSignal
+      const any = yield* Effect.fork(wake.awaitAnyWork)
+      const sql = yield* SqlClient.SqlClient
+      // a check's answer arrives as its ping's query returns; a ping interrupted then must not be cancelled on
+      // the server, where the cancel would reach whatever query the pool runs on that connection next
+      const failures: Array<string> = []
+      const query = sql`SELECT pg_sleep(0.002)`.pipe(
+        Effect.catchAll((error) =>
+          Effect.sync(() => {
+            failures.push(String(error.cause ?? error.message))
+          })
+        )
+      )
+      const started = yield* Clock.currentTimeMillis
+      const loop = Effect.repeat(query, {
+        while: () => Effect.map(Clock.currentTimeMillis, (now) => now - started < 3_000)
+      })
+      yield* Effect.all([loop, loop, loop, loop, loop, loop], { concurrency: "unbounded", discard: true })
+      expect(failures).toEqual([])
+      expect(yield* Fiber.poll(any)).toEqual(Option.none())
+      yield* Fiber.interrupt(any)
+    }).pipe(Effect.provide(layer("wake_cancel", { checkInterval: "50 millis" })))
   )
 
   it.live("while its connection is healthy, the checks keep the same listening backend and wake no waiter", () =>

@@ -8,8 +8,9 @@
  * connection (the `PgClient`'s one `LISTEN` connection) is checked every `checkInterval` with a
  * notification to itself on a second channel; a check not answered in time (the connection was dropped,
  * e.g. by `pg_terminate_backend`) ends the listeners, and listening starts again on a new connection,
- * with an exponential back-off while that fails. Use the same `schema` and `tablePrefix` as the outbox
- * store.
+ * with an exponential back-off while that fails. The checks' pings go through the client's pool and are
+ * never cancelled half-way: a ping outliving its check finishes on its own. Use the same `schema` and
+ * `tablePrefix` as the outbox store.
  *
  * @since 0.1.0
  */
@@ -85,7 +86,13 @@ export const make = (
       Effect.gen(function* () {
         const id = `${yield* Random.nextIntBetween(0, 2 ** 30)}`
         const answered = Effect.repeat(Queue.take(pings), { until: (ping) => ping === id })
+        // a ping whose check ended (answered, or out of time) while its query ran is left to finish, never
+        // interrupted: interrupting a query of the pool makes the driver send `pg_cancel_backend` for its
+        // connection, which may by then run a query of the application's (the answer to a ping arrives
+        // as its query returns)
         const send = sql`SELECT pg_notify(${pingChannel}, ${id})`.pipe(
+          Effect.uninterruptible,
+          Effect.disconnect,
           Effect.catchAll(() => Effect.void),
           Effect.repeat(Schedule.spaced(pingEvery)),
           Effect.withTracerEnabled(false)
