@@ -565,31 +565,7 @@ interface RawSteady {
  */
 const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
   new Promise((resolve, reject) => {
-    const db = new RawSqlite(freshFile())
-    db.pragma("journal_mode = WAL")
-    db.pragma("synchronous = FULL")
-    db.pragma("busy_timeout = 5000")
-    for (const ddl of SqliteOutboxSchema.createStatements(names)) db.exec(ddl)
-    const cache = new Map<string, RawStatement>()
-    const st = (sql: string): RawStatement => {
-      let prepared = cache.get(sql)
-      if (prepared === undefined) {
-        prepared = db.prepare(sql)
-        cache.set(sql, prepared)
-      }
-      return prepared
-    }
-    const tx = <A>(body: () => A): A => {
-      st("BEGIN IMMEDIATE").run()
-      try {
-        const result = body()
-        st("COMMIT").run()
-        return result
-      } catch (error) {
-        st("ROLLBACK").run()
-        throw error
-      }
-    }
+    const { db, st, tx } = openRaw()
     const rawToken = { owner: "raw", version: 1 }
     const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
     const interval = (seconds * 1000) / batches
@@ -611,19 +587,7 @@ const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
         made[slot] = k + 1
         const envelopeId = `raw-${n}-${i}`
         persistedAt.set(envelopeId, at)
-        byPartition[slot]?.push({
-          id: formatTimeOrderedId(now, i, n, Math.floor(Math.random() * 0xffffffff)),
-          partitionKey: partitions[slot] ?? "p0",
-          envelopeId,
-          bindingId: "b",
-          routeId: "",
-          address: "",
-          payload,
-          headers: {},
-          orderingKey: k % 2 === 0 ? Option.some(`k${(k >> 1) % keysPerPartition}`) : Option.none(),
-          createdAt: DateTime.unsafeMake(now),
-          expiresAt: Option.none()
-        })
+        byPartition[slot]?.push(rawRecord(partitions[slot] ?? "p0", k, envelopeId, now, n, i))
       }
       n++
       tx(() => {
@@ -740,7 +704,12 @@ const statements = SqliteOutboxSchema.statements(names, { staleReclaim: false })
 /** The store's own bind lists of those statements. */
 const bind = SqlOutboxStatements.binds(SqlDialect.sqlite)
 
-const rawBaseline = (count: number): Throughput => {
+/**
+ * A raw better-sqlite3 connection on a fresh file with the store's pragmas (WAL, `synchronous = FULL`) and
+ * schema: statements prepared once per text, and `tx`, which runs a body in `BEGIN … COMMIT` (`ROLLBACK` when
+ * it throws).
+ */
+const openRaw = () => {
   const db = new RawSqlite(freshFile())
   db.pragma("journal_mode = WAL")
   db.pragma("synchronous = FULL")
@@ -766,25 +735,39 @@ const rawBaseline = (count: number): Throughput => {
       throw error
     }
   }
+  return { db, st, tx }
+}
+
+/**
+ * The raw loops' record: the `k`-th record of its partition, keyed when `k` is even (the partition's keys in
+ * turn, as bench/DrainRecords.ts makes them); its id is made of `now`, its `batch` and its place `i` in it.
+ */
+const rawRecord = (partitionKey: string, k: number, envelopeId: string, now: number, batch: number, i: number) =>
+  ({
+    id: formatTimeOrderedId(now, i, batch, Math.floor(Math.random() * 0xffffffff)),
+    partitionKey,
+    envelopeId,
+    bindingId: "b",
+    routeId: "",
+    address: "",
+    payload,
+    headers: {},
+    orderingKey: k % 2 === 0 ? Option.some(`k${(k >> 1) % keysPerPartition}`) : Option.none(),
+    createdAt: DateTime.unsafeMake(now),
+    expiresAt: Option.none()
+  }) satisfies PreparedRecord
+
+const rawBaseline = (count: number): Throughput => {
+  const { db, st, tx } = openRaw()
   // the backlog, untimed and laid out as the relay's (`backlogBatches`, "partition"): transactions of 100
   // records of one partition, the partitions taking turns
   const now = Date.now()
   for (let n = 0; n * 100 < count; n++) {
     const partitionKey = partitions[n % partitions.length] ?? "p0"
     const k = Math.floor(n / partitions.length) * 100
-    const batch: Array<PreparedRecord> = Array.from({ length: Math.min(100, count - n * 100) }, (_, i) => ({
-      id: formatTimeOrderedId(now, i, n, Math.floor(Math.random() * 0xffffffff)),
-      partitionKey,
-      envelopeId: `raw-${n}-${i}`,
-      bindingId: "b",
-      routeId: "",
-      address: "",
-      payload,
-      headers: {},
-      orderingKey: (k + i) % 2 === 0 ? Option.some(`k${((k + i) >> 1) % keysPerPartition}`) : Option.none(),
-      createdAt: DateTime.unsafeMake(now),
-      expiresAt: Option.none()
-    }))
+    const batch = Array.from({ length: Math.min(100, count - n * 100) }, (_, i) =>
+      rawRecord(partitionKey, k + i, `raw-${n}-${i}`, now, n, i)
+    )
     tx(() => {
       const [row] = st(statements.allocateSeqs(1)).all(partitionKey, batch.length)
       let seq = Number(row?.["seq_counter"]) - batch.length + 1
