@@ -78,6 +78,36 @@ export const make = (
     const hub = yield* Effect.acquireRelease(PubSub.unbounded<string>(), PubSub.shutdown)
 
     /**
+     * The ping query last started. It runs in a fiber of its own that nothing interrupts: interrupting a query
+     * of the pool makes the driver send `pg_cancel_backend` for its connection, which may by then run a query
+     * of the application's (the answer to a ping arrives as its query returns, so a check often ends while its
+     * ping's query is still in flight). A check that ends leaves its ping to finish; while that one has not
+     * finished, the next ping waits for it instead of starting another, so a stuck database holds one pool
+     * connection for pings, not one per check.
+     */
+    let lastPing: Fiber.RuntimeFiber<void> | undefined
+    const ping = (id: string): Effect.Effect<void> =>
+      Effect.suspend(() => {
+        const running = lastPing !== undefined && lastPing.unsafePoll() === null ? lastPing : undefined
+        const started =
+          running !== undefined
+            ? Effect.succeed(running)
+            : Effect.tap(
+                Effect.forkDaemon(
+                  sql`SELECT pg_notify(${pingChannel}, ${id})`.pipe(
+                    Effect.asVoid,
+                    Effect.catchAll(() => Effect.void),
+                    Effect.withTracerEnabled(false)
+                  )
+                ),
+                (fiber) => {
+                  lastPing = fiber
+                }
+              )
+        return Effect.flatMap(started, Fiber.join)
+      })
+
+    /**
      * One check: pings (at least five times per `checkInterval`) until one of this check's pings comes back on
      * `pings`, or `window` passes (the first check after listening starts waits at least `firstCheckMin`).
      * Succeeds with whether an answer came.
@@ -86,17 +116,7 @@ export const make = (
       Effect.gen(function* () {
         const id = `${yield* Random.nextIntBetween(0, 2 ** 30)}`
         const answered = Effect.repeat(Queue.take(pings), { until: (ping) => ping === id })
-        // a ping whose check ended (answered, or out of time) while its query ran is left to finish, never
-        // interrupted: interrupting a query of the pool makes the driver send `pg_cancel_backend` for its
-        // connection, which may by then run a query of the application's (the answer to a ping arrives
-        // as its query returns)
-        const send = sql`SELECT pg_notify(${pingChannel}, ${id})`.pipe(
-          Effect.uninterruptible,
-          Effect.disconnect,
-          Effect.catchAll(() => Effect.void),
-          Effect.repeat(Schedule.spaced(pingEvery)),
-          Effect.withTracerEnabled(false)
-        )
+        const send = Effect.repeat(ping(id), Schedule.spaced(pingEvery))
         const outcome = yield* Effect.raceFirst(Effect.as(answered, true), Effect.as(send, false)).pipe(
           Effect.timeoutOption(window)
         )
