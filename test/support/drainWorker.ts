@@ -8,8 +8,10 @@
  * loops: pick the next partition round-robin, take a fresh version from the shared `drain_version`
  * counter (so versions rise and earlier owners get fenced out), claim a batch, pretend to work, and
  * complete the batch together with its completion-log rows in ONE transaction (so the log order is
- * the commit order). A `StaleFencingToken` is counted and the worker moves on. It stops when no
- * partition holds a non-terminal record, and prints one JSON summary line.
+ * the commit order). A `StaleFencingToken` is counted and the worker moves on; a deadlock or serialization
+ * failure of that transaction runs it again (up to five times: inside a caller's transaction the store
+ * returns such failures to the caller). It stops when no partition holds a non-terminal record, and prints
+ * one JSON summary line.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as Clock from "effect/Clock"
@@ -18,11 +20,13 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Random from "effect/Random"
 import * as Schema from "effect/Schema"
+import * as PostgresOutboxSchema from "../../src/layers/postgres/PostgresOutboxSchema.js"
 import * as PostgresOutboxStore from "../../src/layers/postgres/PostgresOutboxStore.js"
 import * as SqliteDatabase from "../../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxStore from "../../src/layers/sqlite/SqliteOutboxStore.js"
 import { OutboxStore } from "../../src/services/OutboxStore.js"
 import { clientLayer } from "./PostgresServer.js"
+import * as MysqlOutboxSchema from "../../src/layers/mysql/MysqlOutboxSchema.js"
 import * as MysqlOutboxStore from "../../src/layers/mysql/MysqlOutboxStore.js"
 import { clientLayer as mysqlClientLayer } from "./MysqlServer.js"
 
@@ -55,7 +59,22 @@ interface Summary {
   completed: number
   staleClaims: number
   staleCompletes: number
+  /** Deadlocks and serialization failures of the complete's transaction, each run again up to five times (see {@link isConflict}). */
+  conflictRetries: number
   errors: Array<string>
+}
+
+/**
+ * A deadlock or serialization failure of the worker's own transaction (PostgreSQL, MySQL). A store returns
+ * such failures inside a caller's transaction (the transaction is doomed), wrapped in `StoreUnavailable`; the
+ * caller runs its transaction again, as an application does.
+ */
+const isConflict = (error: unknown): boolean => {
+  const tag: unknown = typeof error === "object" && error !== null ? Reflect.get(error, "_tag") : undefined
+  const sqlError: unknown = tag === "StoreUnavailable" ? Reflect.get(Object(error), "cause") : error
+  if (backend === "postgres") return PostgresOutboxSchema.isConflict(sqlError)
+  if (backend === "mysql") return MysqlOutboxSchema.isConflict(sqlError)
+  return false
 }
 
 /**
@@ -85,6 +104,7 @@ const program = Effect.gen(function* () {
     claims: 0,
     claimed: 0,
     completed: 0,
+    conflictRetries: 0,
     staleClaims: 0,
     staleCompletes: 0,
     errors: []
@@ -167,6 +187,12 @@ const program = Effect.gen(function* () {
         })
       )
       .pipe(
+        Effect.tapError((error) =>
+          Effect.sync(() => {
+            if (isConflict(error)) summary.conflictRetries++
+          })
+        ),
+        Effect.retry({ while: isConflict, times: 5 }),
         Effect.as(true),
         Effect.catchTag("StaleFencingToken", () =>
           Effect.sync(() => {
