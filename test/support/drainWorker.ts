@@ -8,9 +8,9 @@
  * loops: pick the next partition round-robin, take a fresh version from the shared `drain_version`
  * counter (so versions rise and earlier owners get fenced out), claim a batch, pretend to work, and
  * complete the batch together with its completion-log rows in ONE transaction (so the log order is
- * the commit order). A `StaleFencingToken` is counted and the worker moves on; a deadlock or serialization
- * failure of that transaction runs it again (up to five times: inside a caller's transaction the store
- * returns such failures to the caller). It stops when no partition holds a non-terminal record, and prints
+ * the commit order). A `StaleFencingToken` is counted and the worker moves on; a conflict of that
+ * transaction (a deadlock, a serialization failure, SQLite's busy lock) runs it again, up to five times:
+ * inside a caller's transaction every store returns such failures to the caller. It stops when no partition holds a non-terminal record, and prints
  * one JSON summary line.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
@@ -24,6 +24,7 @@ import * as PostgresOutboxSchema from "../../src/layers/postgres/PostgresOutboxS
 import * as PostgresOutboxStore from "../../src/layers/postgres/PostgresOutboxStore.js"
 import * as SqliteDatabase from "../../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxStore from "../../src/layers/sqlite/SqliteOutboxStore.js"
+import { isBusy } from "../../src/layers/sqlite/SqliteSupport.js"
 import { OutboxStore } from "../../src/services/OutboxStore.js"
 import { clientLayer } from "./PostgresServer.js"
 import * as MysqlOutboxSchema from "../../src/layers/mysql/MysqlOutboxSchema.js"
@@ -59,22 +60,24 @@ interface Summary {
   completed: number
   staleClaims: number
   staleCompletes: number
-  /** Deadlocks and serialization failures of the complete's transaction, each run again up to five times (see {@link isConflict}). */
+  /** Conflicts of the complete's transaction, each run again up to five times (see {@link isConflict}). */
   conflictRetries: number
   errors: Array<string>
 }
 
 /**
- * A deadlock or serialization failure of the worker's own transaction (PostgreSQL, MySQL). A store returns
- * such failures inside a caller's transaction (the transaction is doomed), wrapped in `StoreUnavailable`; the
- * caller runs its transaction again, as an application does.
+ * A conflict of the worker's own transaction: a deadlock or serialization failure (PostgreSQL), a deadlock or
+ * lock-wait timeout (MySQL), another connection's lock after the busy timeout (SQLite). Inside a caller's
+ * transaction every store returns these to the caller (the transaction is doomed), wrapped in
+ * `StoreUnavailable` or as the bare `SqlError` of the caller's own statements; the caller runs its transaction
+ * again, as an application does.
  */
 const isConflict = (error: unknown): boolean => {
   const tag: unknown = typeof error === "object" && error !== null ? Reflect.get(error, "_tag") : undefined
   const sqlError: unknown = tag === "StoreUnavailable" ? Reflect.get(Object(error), "cause") : error
   if (backend === "postgres") return PostgresOutboxSchema.isConflict(sqlError)
   if (backend === "mysql") return MysqlOutboxSchema.isConflict(sqlError)
-  return false
+  return isBusy(sqlError)
 }
 
 /**
