@@ -417,6 +417,29 @@ describe("drainer histories (Enqueue → Relay → MemorySink, memory stores, Te
     expect(stats.duplicates).toBe(0)
   })
 
+  it("regression, seed 903486728: a drainer stopped twice (its renew failed, then its relay stopped) still finishes its in-flight send before the lease is handed back", async () => {
+    // shrunk counterexample: the failed renew interrupted the drainer, whose final drain waited for the
+    // in-flight send; the relay's stop interrupted it again, which cut that wait short, so the lease was
+    // handed back, the send landed afterwards, and the next owner delivered the record again
+    const stats = emptyStats()
+    await Effect.runPromise(
+      runHistory(
+        [
+          { _tag: "LoseLease", partition: 0 },
+          { _tag: "StartRelay" },
+          { _tag: "Enqueue", partition: 1, keys: [undefined] },
+          { _tag: "Tick", millis: 10 },
+          { _tag: "Enqueue", partition: 0, keys: [undefined] },
+          { _tag: "Tick", millis: 1000 },
+          { _tag: "Enqueue", partition: 0, keys: [undefined] }
+        ],
+        stats
+      )
+    )
+    expect(stats.delivered).toBe(3)
+    expect(stats.duplicates).toBe(0)
+  })
+
   it("30 random workloads with sink failures, failing completes, lease moves and interrupted relays: all delivered or dead-lettered, per-key order, justified duplicates", async () => {
     const seed = testSeed("drainer histories")
     const stats = emptyStats()

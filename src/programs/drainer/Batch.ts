@@ -8,6 +8,7 @@
  * @since 0.1.0
  */
 import * as Clock from "effect/Clock"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
 import * as Fiber from "effect/Fiber"
@@ -24,17 +25,30 @@ import * as Turns from "./Turns.js"
 import * as Waves from "./Waves.js"
 import * as Watchdog from "./Watchdog.js"
 
+/**
+ * Runs `effect` until it ends or `budget` passes, whatever happens to the caller meanwhile: the wait runs
+ * in a fiber of its own, interruptible there so that the budget can cut it short, and the caller awaits
+ * that fiber uninterruptibly. A final drain runs inside an interrupted fiber, and that fiber may be
+ * interrupted again (its relay stops while a failed lease renew is already stopping it): an interruptible
+ * wait in the caller's own fiber would end at that second interruption, and the lease would be handed back
+ * while sends were still in flight (SPEC §6, shutdown).
+ */
+const withinBudget = <A>(effect: Effect.Effect<A>, budget: Duration.Duration): Effect.Effect<Option.Option<A>> =>
+  Effect.uninterruptible(
+    Effect.flatMap(Effect.forkDaemon(Effect.interruptible(Effect.timeoutOption(effect, budget))), Fiber.join)
+  )
+
 /** Releases whatever the batch still holds (bounded by the final-drain budget). */
 const releaseHeld = (
   instance: Instance,
   state: BatchState.BatchState,
   token: LeaseToken.LeaseToken
 ): Effect.Effect<void> =>
-  Settle.release(instance, Array.from(state.held.values()), token, state).pipe(
-    // interruptible, so that the timeout can cut it short inside the uninterruptible final drain
-    Effect.interruptible,
-    Effect.timeoutOption(instance.config.finalDrainBudget),
-    Effect.asVoid
+  Effect.asVoid(
+    withinBudget(
+      Settle.release(instance, Array.from(state.held.values()), token, state),
+      instance.config.finalDrainBudget
+    )
   )
 
 /** Counts the batch's completions once (per batch rather than per record). */
@@ -54,10 +68,7 @@ const finalDrain = (
 ): Effect.Effect<void> =>
   Effect.gen(function* () {
     state.stopRequested = true
-    const finished = yield* Fiber.await(fiber).pipe(
-      Effect.interruptible,
-      Effect.timeoutOption(instance.config.finalDrainBudget)
-    )
+    const finished = yield* withinBudget(Fiber.await(fiber), instance.config.finalDrainBudget)
     if (Option.isNone(finished)) yield* Fiber.interruptFork(fiber)
     yield* releaseHeld(instance, state, token)
     yield* countCompletions(instance, state)
