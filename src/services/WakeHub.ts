@@ -31,6 +31,14 @@ export interface WakeHubService {
   /** Completes once the partition (or every partition) was signalled after `mark`; interruptible. */
   readonly awaitWork: (partitionKey: string, mark: number) => Effect.Effect<void>
   /**
+   * The callback form of `awaitWork`: calls `wake` once the partition (or every partition) was signalled
+   * after `mark`, at once (before returning) when it already was. Returns a cancel that drops the wait
+   * (a no-op once `wake` ran). For a wait that shares one asynchronous step with a timer.
+   *
+   * @since 0.2.0
+   */
+  readonly onWork: (partitionKey: string, mark: number, wake: () => void) => () => void
+  /**
    * Completes once a partition `accepts` was signalled (or every partition was) after `mark`;
    * interruptible.
    */
@@ -85,60 +93,75 @@ export const makeHub = (): WakeHubService => {
     for (const [partitionKey, at] of lastByPartition) if (at > mark && accepts(partitionKey)) return true
     return false
   }
-  const wait = (
+  /** Calls `wake` once `already` holds or the waiter registered by `register` is resumed; returns a cancel. */
+  const listen = (
     already: () => boolean,
     accepts: (partitionKey: string) => boolean,
-    register: (waiter: Waiter) => () => void
-  ): Effect.Effect<void> =>
+    register: (waiter: Waiter) => () => void,
+    wake: () => void
+  ): (() => void) => {
+    if (already()) {
+      wake()
+      return () => undefined
+    }
+    let unregister: () => void = () => undefined
+    const waiter: Waiter = {
+      accepts,
+      resume: () => {
+        unregister()
+        wake()
+      }
+    }
+    unregister = register(waiter)
+    return () => unregister()
+  }
+  const wait = (listening: (wake: () => void) => () => void): Effect.Effect<void> =>
     Effect.async<void>((resume) => {
-      if (already()) {
-        resume(Effect.void)
-        return
-      }
-      let unregister: () => void = () => undefined
-      const waiter: Waiter = {
-        accepts,
-        resume: () => {
-          unregister()
-          resume(Effect.void)
-        }
-      }
-      unregister = register(waiter)
-      return Effect.sync(() => unregister())
+      const cancel = listening(() => resume(Effect.void))
+      return Effect.sync(cancel)
     })
+  const registerFor =
+    (partitionKey: string) =>
+    (waiter: Waiter): (() => void) => {
+      let waiters = byPartition.get(partitionKey)
+      if (waiters === undefined) {
+        waiters = new Set()
+        byPartition.set(partitionKey, waiters)
+      }
+      const set = waiters
+      set.add(waiter)
+      return () => {
+        set.delete(waiter)
+        if (set.size === 0 && byPartition.get(partitionKey) === set) byPartition.delete(partitionKey)
+      }
+    }
+  const onWork = (partitionKey: string, mark: number, wake: () => void): (() => void) =>
+    listen(
+      () => signalledSince(partitionKey, mark),
+      () => true,
+      registerFor(partitionKey),
+      wake
+    )
 
   return {
     signal,
     signalAll,
     mark: () => generation,
-    awaitWork: (partitionKey, mark) =>
-      wait(
-        () => signalledSince(partitionKey, mark),
-        () => true,
-        (waiter) => {
-          let waiters = byPartition.get(partitionKey)
-          if (waiters === undefined) {
-            waiters = new Set()
-            byPartition.set(partitionKey, waiters)
-          }
-          const set = waiters
-          set.add(waiter)
-          return () => {
-            set.delete(waiter)
-            if (set.size === 0 && byPartition.get(partitionKey) === set) byPartition.delete(partitionKey)
-          }
-        }
-      ),
+    awaitWork: (partitionKey, mark) => wait((wake) => onWork(partitionKey, mark, wake)),
+    onWork,
     awaitAnyWork: (mark, accepts = () => true) =>
-      wait(
-        () => anySignalledSince(mark, accepts),
-        accepts,
-        (waiter) => {
-          anyWaiters.add(waiter)
-          return () => {
-            anyWaiters.delete(waiter)
-          }
-        }
+      wait((wake) =>
+        listen(
+          () => anySignalledSince(mark, accepts),
+          accepts,
+          (waiter) => {
+            anyWaiters.add(waiter)
+            return () => {
+              anyWaiters.delete(waiter)
+            }
+          },
+          wake
+        )
       )
   }
 }
