@@ -244,4 +244,39 @@ describe("an idle drainer on the live clock", () => {
       yield* Fiber.interrupt(fiber)
     }).pipe(Effect.provide(stores))
   )
+
+  it.live(
+    "waits on the hub alone when the WakeSignal signals through that hub, on the signal too when it does not",
+    () =>
+      Effect.gen(function* () {
+        const sink = yield* MemorySink.MemorySink
+        const run = (p: string, through: "drainer's hub" | "another hub") =>
+          Effect.gen(function* () {
+            const hub = makeHub()
+            let waits = 0
+            const signal = Layer.succeed(WakeSignal, {
+              awaitWork: () =>
+                Effect.zipRight(
+                  Effect.sync(() => waits++),
+                  Effect.never
+                ),
+              awaitAnyWork: Effect.never,
+              signalsThrough: through === "drainer's hub" ? hub : makeHub()
+            })
+            const fiber = yield* idleDrainer(p, hub).pipe(Effect.provide(signal))
+            const waitsWhileIdle = waits
+            yield* Effect.provideService((yield* OutboxStore).persist([rec(p, `${p}-r1`)]), WakeHub, makeHub())
+            // the source's signal, as SqliteWakeSignal gives it: on the hub
+            hub.signal(p)
+            yield* eventually(
+              "delivered",
+              Effect.map(sink.deliveredIds, (ids) => ids.includes(`${p}-r1`))
+            )
+            yield* Fiber.interrupt(fiber)
+            return waitsWhileIdle
+          })
+        expect(yield* run("live-through-hub", "drainer's hub")).toBe(0)
+        expect(yield* run("live-through-other", "another hub")).toBe(1)
+      }).pipe(Effect.provide(stores))
+  )
 })

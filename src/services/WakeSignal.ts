@@ -8,6 +8,7 @@
  */
 import * as Context from "effect/Context"
 import type * as Effect from "effect/Effect"
+import type { WakeHubService } from "./WakeHub.js"
 
 /**
  * A source of "there may be new work" signals.
@@ -30,6 +31,14 @@ export interface WakeSignalService {
    * callers use `awaitAnyWork`.
    */
   readonly awaitWorkWhere?: ((matches: (partitionKey: string) => boolean) => Effect.Effect<void>) | undefined
+  /**
+   * The `WakeHub` through which the source gives each of its signals as well, if it does (as
+   * `SqliteWakeSignal` does): a drainer waiting on that same hub then needs no wait of its own on this
+   * source (a fiber per wait, forked again after every signal). Optional.
+   *
+   * @since 0.2.0
+   */
+  readonly signalsThrough?: WakeHubService | undefined
 }
 
 /**

@@ -117,7 +117,8 @@ export const make = (
     const service = WakeSignal.of({
       awaitWork: (partitionKey) => Effect.suspend(() => hub.awaitWork(partitionKey, hub.mark())),
       awaitAnyWork: Effect.suspend(() => hub.awaitAnyWork(hub.mark())),
-      awaitWorkWhere: (matches) => Effect.suspend(() => hub.awaitAnyWork(hub.mark(), matches))
+      awaitWorkWhere: (matches) => Effect.suspend(() => hub.awaitAnyWork(hub.mark(), matches)),
+      signalsThrough: hub
     })
     if (isMemory(filename)) return service
 

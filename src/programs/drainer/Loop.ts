@@ -213,7 +213,8 @@ const cycles = (instance: Instance, endTurn: TurnEnd): Effect.Effect<void, Drain
     yield* startCounters(instance)
     const idle = idleBackoff(config)
     const pause = idle.next
-    const wake = instance.wake
+    // a source that signals through this hub wakes the pause below without a wait of its own
+    const wake = instance.wake?.signalsThrough === instance.hub ? undefined : instance.wake
     const hub = instance.hub
     const partitionKey = config.partitionKey
     // the in-process wake-up: the generation is taken before each cycle's claim, so a persist of this
