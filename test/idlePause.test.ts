@@ -17,16 +17,14 @@ import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
 import * as MemorySink from "../src/layers/sinks/MemorySink.js"
-import * as Drainer from "../src/programs/Drainer.js"
 import { idleBackoff, sleepOrWork } from "../src/programs/drainer/Loop.js"
 import { yieldToEventLoop } from "../src/services/EventLoop.js"
-import { LeaseStore } from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { makeHub, WakeHub, type WakeHubService } from "../src/services/WakeHub.js"
 import { WakeSignal } from "../src/services/WakeSignal.js"
+import { idleDrainer as startIdleDrainer } from "./support/IdleDrainer.js"
 
 const OWNER = "idle-pause"
-const dropAll = { onExpired: "drop", onPermanentFailure: "drop", onPoison: "drop" } as const
 
 const rec = (partitionKey: string, id: string) =>
   new NewOutboxRecord({ id, partitionKey, envelopeId: id, bindingId: "b", payload: new Uint8Array([1]) })
@@ -188,23 +186,22 @@ const firedBy = (fire: Deferred.Deferred<void>): Layer.Layer<WakeSignal> =>
     Context.make(WakeSignal, { awaitWork: () => Deferred.await(fire), awaitAnyWork: Deferred.await(fire) })
   )
 
-/** A drainer of `p` on the live clock, idle for 10 minutes after its first empty claim, with its own hub. */
+/** A drainer of `p` on the live clock with its own hub, in its 10-minute pause once its first claim found nothing. */
 const idleDrainer = (p: string, hub: WakeHubService) =>
   Effect.gen(function* () {
-    const leases = yield* LeaseStore
-    yield* leases.acquire(p, OWNER, "1 hour")
-    const drainer = yield* Drainer.make({
-      partitionKey: p,
-      owner: OWNER,
-      idleBackoffMin: "10 minutes",
-      idleBackoffMax: "10 minutes",
-      ...dropAll
-    }).pipe(Effect.provideService(WakeHub, hub))
-    const fiber = yield* Effect.fork(drainer.run)
-    // let it claim (nothing) and enter its pause
+    const fiber = yield* startIdleDrainer(p, OWNER).pipe(Effect.provideService(WakeHub, hub))
     yield* Effect.sleep("50 millis")
     return fiber
   })
+
+/** Waits (in real time) until the sink has delivered `id`. */
+const delivered = (id: string) =>
+  Effect.flatMap(MemorySink.MemorySink, (sink) =>
+    eventually(
+      `${id} delivered`,
+      Effect.map(sink.deliveredIds, (ids) => ids.includes(id))
+    )
+  )
 
 const stores = Layer.mergeAll(MemoryOutboxStore.layer, MemoryLeaseStore.layer, MemorySink.layer)
 
@@ -216,10 +213,7 @@ describe("an idle drainer on the live clock", () => {
       const fiber = yield* idleDrainer("live-local", hub)
       expect(yield* sink.deliveredIds).toEqual([])
       yield* Effect.provideService((yield* OutboxStore).persist([rec("live-local", "r1")]), WakeHub, hub)
-      yield* eventually(
-        "delivered",
-        Effect.map(sink.deliveredIds, (ids) => ids.length === 1)
-      )
+      yield* delivered("r1")
       expect(yield* sink.deliveredIds).toEqual(["r1"])
       yield* Fiber.interrupt(fiber)
     }).pipe(Effect.provide(stores))
@@ -236,10 +230,7 @@ describe("an idle drainer on the live clock", () => {
       yield* Effect.sleep("100 millis")
       expect(yield* sink.deliveredIds).toEqual([])
       yield* Deferred.succeed(fire, undefined)
-      yield* eventually(
-        "delivered",
-        Effect.map(sink.deliveredIds, (ids) => ids.length === 1)
-      )
+      yield* delivered("r1")
       expect(yield* sink.deliveredIds).toEqual(["r1"])
       yield* Fiber.interrupt(fiber)
     }).pipe(Effect.provide(stores))
@@ -268,10 +259,7 @@ describe("an idle drainer on the live clock", () => {
             yield* Effect.provideService((yield* OutboxStore).persist([rec(p, `${p}-r1`)]), WakeHub, makeHub())
             // the source's signal, as SqliteWakeSignal gives it: on the hub
             hub.signal(p)
-            yield* eventually(
-              "delivered",
-              Effect.map(sink.deliveredIds, (ids) => ids.includes(`${p}-r1`))
-            )
+            yield* delivered(`${p}-r1`)
             yield* Fiber.interrupt(fiber)
             return waitsWhileIdle
           })

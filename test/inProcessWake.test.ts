@@ -31,7 +31,6 @@ import * as MemorySink from "../src/layers/sinks/MemorySink.js"
 import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteLeaseStore from "../src/layers/sqlite/SqliteLeaseStore.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
-import * as Drainer from "../src/programs/Drainer.js"
 import * as Relay from "../src/programs/Relay.js"
 import { DeadLetterStore } from "../src/services/DeadLetterStore.js"
 import * as DynamoDb from "../src/services/DynamoDb.js"
@@ -43,6 +42,7 @@ import { makeHub, WakeHub } from "../src/services/WakeHub.js"
 import { outboxTableForFile } from "./support/DynamoOutboxTable.js"
 import { makeTestClientConfig } from "./support/DynamoLocal.js"
 import { clientLayer, createDatabase } from "./support/PostgresServer.js"
+import { idleDrainer as startIdleDrainer } from "./support/IdleDrainer.js"
 
 const OWNER = "in-process-wake"
 const dropAll = { onExpired: "drop", onPermanentFailure: "drop", onPoison: "drop" } as const
@@ -75,16 +75,7 @@ const delivered = (count: number) =>
  */
 const idleDrainer = (p: string) =>
   Effect.gen(function* () {
-    const leases = yield* LeaseStore
-    yield* leases.acquire(p, OWNER, "1 hour")
-    const drainer = yield* Drainer.make({
-      partitionKey: p,
-      owner: OWNER,
-      idleBackoffMin: "10 minutes",
-      idleBackoffMax: "10 minutes",
-      ...dropAll
-    })
-    const fiber = yield* Effect.fork(drainer.run)
+    const fiber = yield* startIdleDrainer(p, OWNER)
     // its first cycle: one claim (nothing there), then the pause
     for (let i = 0; i < 50; i++) yield* yieldToEventLoop
     yield* Effect.promise(() => new Promise((resolve) => setTimeout(resolve, 50)))

@@ -14,12 +14,11 @@ import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
 import * as MemorySink from "../src/layers/sinks/MemorySink.js"
-import * as Drainer from "../src/programs/Drainer.js"
 import * as Relay from "../src/programs/Relay.js"
 import { yieldToEventLoop } from "../src/services/EventLoop.js"
-import { LeaseStore } from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { makeHub, WakeHub } from "../src/services/WakeHub.js"
+import { idleDrainer as startIdleDrainer } from "./support/IdleDrainer.js"
 import { WakeSignal } from "../src/services/WakeSignal.js"
 
 const OWNER = "relay-wake"
@@ -84,19 +83,7 @@ const until = <E, R>(check: Effect.Effect<boolean, E, R>) =>
   })
 
 /** An idle drainer of `p` whose back-off is 10 minutes from the first pause. */
-const idleDrainer = (p: string) =>
-  Effect.gen(function* () {
-    const leases = yield* LeaseStore
-    yield* leases.acquire(p, OWNER, "1 hour")
-    const d = yield* Drainer.make({
-      partitionKey: p,
-      owner: OWNER,
-      idleBackoffMin: "10 minutes",
-      idleBackoffMax: "10 minutes",
-      ...dropAll
-    })
-    return yield* Effect.fork(d.run)
-  })
+const idleDrainer = (p: string) => startIdleDrainer(p, OWNER)
 
 describe("WakeSignal (memory, TestClock)", () => {
   it.effect("an idle drainer delivers a new record as soon as the signal fires, long before its back-off ends", () =>
