@@ -267,4 +267,34 @@ describe("an idle drainer on the live clock", () => {
         expect(yield* run("live-through-other", "another hub")).toBe(1)
       }).pipe(Effect.provide(stores))
   )
+
+  it.live("waits for the WakeSignal again after it fired: a second signal brings a second record", () =>
+    Effect.gen(function* () {
+      // each wait ends at the next fire, as a backend's signal does for the commits after the call
+      let next = yield* Deferred.make<void>()
+      const fire = Effect.suspend(() => {
+        const current = next
+        return Effect.zipRight(
+          Effect.map(Deferred.make<void>(), (fresh) => {
+            next = fresh
+          }),
+          Deferred.succeed(current, undefined)
+        )
+      })
+      const signal = Layer.succeed(WakeSignal, {
+        awaitWork: () => Effect.suspend(() => Deferred.await(next)),
+        awaitAnyWork: Effect.never
+      })
+      const p = "live-refire"
+      const fiber = yield* idleDrainer(p, makeHub()).pipe(Effect.provide(signal))
+      const store = yield* OutboxStore
+      for (const id of ["r1", "r2"]) {
+        // persisted as another process would: only the signal brings it forward
+        yield* Effect.provideService(store.persist([rec(p, `${p}-${id}`)]), WakeHub, makeHub())
+        yield* fire
+        yield* delivered(`${p}-${id}`)
+      }
+      yield* Fiber.interrupt(fiber)
+    }).pipe(Effect.provide(stores))
+  )
 })

@@ -221,23 +221,23 @@ const cycles = (instance: Instance, endTurn: TurnEnd): Effect.Effect<void, Drain
     // process committed while a claim that comes back empty runs ends the pause that follows at once
     let mark = hub.mark()
     // the wait for a backend's signal starts before the claim that may come back empty (armed after every
-    // cycle that made progress, and again after every pause), so a persist committed while that claim runs
-    // is not missed; a signal that fired meanwhile only costs one more claim. When it fires it signals the
-    // partition on the hub, so a pause waits on the hub alone (one race, not a race within a race)
-    let armed: { fired: boolean } | undefined
+    // cycle that made progress, and again before every idle pause), so a persist committed while that claim
+    // runs is not missed; a signal that fired meanwhile only costs one more claim. When it fires it signals
+    // the partition on the hub and disarms, so a pause waits on the hub alone
+    let armed: object | undefined
     const arm: Effect.Effect<void> =
       wake === undefined
         ? Effect.void
         : Effect.suspend(() => {
             if (armed !== undefined) return Effect.void
-            const signal = { fired: false }
+            const signal = {}
             armed = signal
             return Effect.asVoid(
               Effect.fork(
                 Effect.zipRight(
                   wake.awaitWork(partitionKey),
                   Effect.sync(() => {
-                    signal.fired = true
+                    if (armed === signal) armed = undefined
                     hub.signal(partitionKey)
                   })
                 )
@@ -245,16 +245,10 @@ const cycles = (instance: Instance, endTurn: TurnEnd): Effect.Effect<void, Drain
             )
           })
     const lastPauseLog = { at: Number.NEGATIVE_INFINITY }
-    const pauseOrWork = Effect.flatMap(idle.nextMillis, (millis) => sleepOrWork(hub, partitionKey, mark, millis))
-    const idlePause: Effect.Effect<void> =
-      wake === undefined
-        ? pauseOrWork
-        : Effect.zipRight(
-            arm,
-            Effect.map(pauseOrWork, () => {
-              if (armed?.fired === true) armed = undefined
-            })
-          )
+    const idlePause: Effect.Effect<void> = Effect.zipRight(
+      arm,
+      Effect.flatMap(idle.nextMillis, (millis) => sleepOrWork(hub, partitionKey, mark, millis))
+    )
     for (;;) {
       // a cycle against an in-memory store and sink never leaves the microtask queue; give the event
       // loop a turn so that timers (lease renewals, sleeps of other fibers) are not starved
