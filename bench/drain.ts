@@ -39,10 +39,12 @@
  * baseline (best against best, and the median of the per-round ratios reported beside it); SQLite latency p99
  * ≤ 250 ms. Writes
  * bench/results/drain.json. `--only=memory` / `--only=sqlite` runs one backend (throughput only) and
- * prints its figures without writing the results file, for profiling; `--only=sqlite-latency` runs one
+ * prints its figures without writing the results file, for profiling (`--only=sqlite` ends with a raw and a
+ * relay round with every statement timed, by kind); `--only=sqlite-latency` runs one
  * throughput round, then the latency phase at half of it (or `--rate=N` records/s) with a diagnosis: the
  * two legs of the latency (to the claim, claim to delivery), persist times, the event loop's delay, and, in a
- * second run with every statement timed, SQLite's statements by kind (counts, time, rows per claim);
+ * second run with every statement timed, SQLite's statements by kind (counts, time, rows per claim), for the
+ * relay and for the raw producer and relay at the same pace;
  * `--only=sqlite-latency-process` runs one throughput round, then the latency phase with the producer in a
  * second process.
  */
@@ -997,6 +999,11 @@ const main = Effect.gen(function* () {
     console.log("sqlite latency", yield* latency(sqliteStores(), rate, seconds, show("diagnosis")))
     console.log("sqlite latency, raw producer and relay", yield* Effect.promise(() => rawSteady(rate, seconds)))
     statementClock.install()
+    statementClock.start()
+    const rawTimed = yield* Effect.promise(() => rawSteady(rate, seconds))
+    statementClock.stop(rawTimed.records)
+    console.log("sqlite latency, raw producer and relay, statements timed", rawTimed)
+    console.log("raw statements by kind", JSON.stringify(phasesOf(statementClock.phases), null, 1))
     console.log("sqlite latency, statements timed", yield* latency(sqliteStores(), rate, seconds, show("diagnosis")))
     return
   }
@@ -1020,7 +1027,9 @@ const main = Effect.gen(function* () {
     }
     statementClock.install()
     console.log("raw sqlite, statements counted", rawBaseline(sqliteCount).statements)
+    console.log("raw sqlite, statements by kind", JSON.stringify(phasesOf(statementClock.phases), null, 1))
     console.log("sqlite relay, statements counted", (yield* throughput(sqliteStores(), sqliteCount, "noop")).statements)
+    console.log("sqlite relay, statements by kind", JSON.stringify(phasesOf(statementClock.phases), null, 1))
     return
   }
 
