@@ -336,7 +336,9 @@ const latency = (
       persistTimes.push(performance.now() - before)
     }
     const total = batches * 100
-    while ((yield* recorder.deliveredIds).length < total) yield* Effect.sleep("5 millis")
+    // woken by the sink's own count, not polled: a poll copies every delivery so far, on the relay's thread
+    yield* recorder.awaitAttempts(total)
+    while ((yield* recorder.deliveredIds).length < total) yield* Effect.sleep("1 millis")
     const wall = (performance.now() - start) / 1000
     const cpu = (cpuMillis() - startCpu) / 1000
     const utilization = performance.eventLoopUtilization(utilizationStart).utilization
@@ -887,7 +889,9 @@ const latencyOtherProcess = (
       const [word, producedText, busyText] = (yield* nextLine).split(" ")
       const total = Number(producedText)
       if (word !== "done" || !(total > 0)) return yield* Effect.dieMessage("the producer process failed")
-      while ((yield* recorder.deliveredIds).length < total) yield* Effect.sleep("5 millis")
+      // woken by the sink's own count, not polled: a poll copies every delivery so far, on the relay's thread
+      yield* recorder.awaitAttempts(total)
+      while ((yield* recorder.deliveredIds).length < total) yield* Effect.sleep("1 millis")
       const utilization = performance.eventLoopUtilization(utilizationStart).utilization
       const relayCpuMillis = cpuMillis() - cpuStart
       if (diagnose !== undefined) {
