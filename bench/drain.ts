@@ -218,6 +218,16 @@ const awaitDrained = (store: OutboxStore["Type"]) =>
   })
 
 /**
+ * Waits until the recorder holds `total` deliveries: woken by the sink's own count of sends rather than polled (a
+ * poll copies every delivery so far, on the relay's thread); the bench's sinks never fail a send.
+ */
+const awaitDelivered = (recorder: MemorySink.MemorySinkService, total: number): Effect.Effect<void> =>
+  Effect.gen(function* () {
+    yield* recorder.awaitAttempts(total)
+    while ((yield* recorder.deliveredIds).length < total) yield* Effect.sleep("1 millis")
+  })
+
+/**
  * Persists a backlog, then runs the relay until the sink has received every record and the store holds
  * none pending or claimed (the last completes included).
  */
@@ -240,8 +250,7 @@ const throughput = (
     const startCpu = cpuMillis()
     const relay = yield* Effect.fork(Relay.run(options).pipe(Effect.provideService(Sink, sink)))
     if (sinkKind === "memory") {
-      yield* recorder.awaitAttempts(count)
-      while ((yield* recorder.deliveredIds).length < count) yield* Effect.sleep("1 millis")
+      yield* awaitDelivered(recorder, count)
     } else {
       while (counting.sent() < count) yield* Effect.sleep("1 millis")
     }
@@ -336,9 +345,7 @@ const latency = (
       persistTimes.push(performance.now() - before)
     }
     const total = batches * 100
-    // woken by the sink's own count, not polled: a poll copies every delivery so far, on the relay's thread
-    yield* recorder.awaitAttempts(total)
-    while ((yield* recorder.deliveredIds).length < total) yield* Effect.sleep("1 millis")
+    yield* awaitDelivered(recorder, total)
     const wall = (performance.now() - start) / 1000
     const cpu = (cpuMillis() - startCpu) / 1000
     const utilization = performance.eventLoopUtilization(utilizationStart).utilization
@@ -889,9 +896,7 @@ const latencyOtherProcess = (
       const [word, producedText, busyText] = (yield* nextLine).split(" ")
       const total = Number(producedText)
       if (word !== "done" || !(total > 0)) return yield* Effect.dieMessage("the producer process failed")
-      // woken by the sink's own count, not polled: a poll copies every delivery so far, on the relay's thread
-      yield* recorder.awaitAttempts(total)
-      while ((yield* recorder.deliveredIds).length < total) yield* Effect.sleep("1 millis")
+      yield* awaitDelivered(recorder, total)
       const utilization = performance.eventLoopUtilization(utilizationStart).utilization
       const relayCpuMillis = cpuMillis() - cpuStart
       if (diagnose !== undefined) {
