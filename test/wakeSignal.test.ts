@@ -203,4 +203,48 @@ describe("WakeSignal (memory, TestClock)", () => {
       yield* Fiber.interrupt(fiber)
     }).pipe(Effect.provide(Layer.merge(stores, handDriven)))
   )
+
+  it.effect(
+    "the relay's discovery waits on its hub alone when the WakeSignal signals through that hub, on the signal too when it does not",
+    () =>
+      Effect.gen(function* () {
+        const run = (p: string, through: "relay's hub" | "another hub") =>
+          Effect.gen(function* () {
+            const hub = makeHub()
+            let waits = 0
+            const counted = Effect.zipRight(
+              Effect.sync(() => waits++),
+              Effect.never
+            )
+            const signal = Layer.succeed(WakeSignal, {
+              awaitWork: () => counted,
+              awaitAnyWork: counted,
+              awaitWorkWhere: () => counted,
+              signalsThrough: through === "relay's hub" ? hub : makeHub()
+            })
+            const sink = yield* MemorySink.MemorySink
+            const fiber = yield* Effect.fork(
+              Effect.scoped(
+                Effect.zipRight(
+                  Relay.start({ owner: OWNER, discoveryInterval: "10 minutes", drainer: dropAll }),
+                  Effect.never
+                )
+              ).pipe(Effect.provide(signal), Effect.provideService(WakeHub, hub))
+            )
+            // the first round found nothing; the relay now waits for its interval or a signal
+            yield* settle
+            const waitsWhileIdle = waits
+            yield* elsewhere((yield* OutboxStore).persist([rec(p, `${p}-1`)]))
+            // the source's signal, as SqliteWakeSignal gives it: on the hub, for every partition
+            hub.signalAll()
+            yield* TestClock.adjust("250 millis")
+            yield* until(Effect.map(sink.deliveredIds, (ids) => ids.includes(`${p}-1`)))
+            yield* Fiber.interrupt(fiber)
+            return waitsWhileIdle
+          })
+        expect(yield* run("through-hub", "relay's hub")).toBe(0)
+        expect(yield* run("through-other", "another hub")).toBe(1)
+        expect(yield* Clock.currentTimeMillis).toBe(500)
+      }).pipe(Effect.provide(stores))
+  )
 })

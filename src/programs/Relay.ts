@@ -41,7 +41,7 @@ import * as OutboxMetrics from "../services/OutboxMetrics.js"
 import { OutboxStore } from "../services/OutboxStore.js"
 import type { Sink } from "../services/Sink.js"
 import { WakeHub, type WakeHubService } from "../services/WakeHub.js"
-import { WakeSignal, type WakeSignalService } from "../services/WakeSignal.js"
+import { unlessThrough, WakeSignal, type WakeSignalService } from "../services/WakeSignal.js"
 import * as Build from "./drainer/Build.js"
 import type * as Loop from "./drainer/Loop.js"
 import type * as Drainer from "./Drainer.js"
@@ -147,15 +147,19 @@ const discoveryLoop = (
   const floor = Duration.min(interval, wakeFloor)
   const rest = Duration.subtract(interval, floor)
   const unheld = (partitionKey: string) => !held(partitionKey)
+  // a source that signals through this hub wakes the wait below without a wait of its own
+  const source = unlessThrough(wake, hub)
   return Effect.gen(function* () {
     for (;;) {
       // armed before the round, so that work persisted during the round is not missed
       const mark = hub.mark()
       // a backend that names the partition wakes discovery only for one not drained here yet
       const signal =
-        wake === undefined
+        source === undefined
           ? undefined
-          : yield* Effect.fork(wake.awaitWorkWhere === undefined ? wake.awaitAnyWork : wake.awaitWorkWhere(unheld))
+          : yield* Effect.fork(
+              source.awaitWorkWhere === undefined ? source.awaitAnyWork : source.awaitWorkWhere(unheld)
+            )
       yield* discover
       yield* Effect.sleep(floor)
       const local = hub.awaitAnyWork(mark, unheld)

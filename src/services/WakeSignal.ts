@@ -48,3 +48,15 @@ export interface WakeSignalService {
  * @since 0.1.0
  */
 export class WakeSignal extends Context.Tag("effect-outbox/WakeSignal")<WakeSignal, WakeSignalService>() {}
+
+/**
+ * The source a waiter on `hub` must still wait on beside the hub: none when the source gives its signals
+ * through that hub (`signalsThrough`, as `SqliteWakeSignal` does), since a wait on the hub already sees
+ * them; else the source itself. The drainer's idle pause and the relay's discovery wait both ask it.
+ *
+ * @since 0.2.0
+ */
+export const unlessThrough = (
+  wake: WakeSignalService | undefined,
+  hub: WakeHubService
+): WakeSignalService | undefined => (wake?.signalsThrough === hub ? undefined : wake)

@@ -19,6 +19,7 @@ import * as Random from "effect/Random"
 import type { DrainStalled, StaleFencingToken } from "../../domain/OutboxError.js"
 import { yieldToEventLoop } from "../../services/EventLoop.js"
 import type { WakeHubService } from "../../services/WakeHub.js"
+import { unlessThrough } from "../../services/WakeSignal.js"
 import * as Cycle from "./Cycle.js"
 import { type Instance, routeMetricsFor } from "./Instance.js"
 import { type DrainerSettings, nextBatchSize } from "./Settings.js"
@@ -214,7 +215,7 @@ const cycles = (instance: Instance, endTurn: TurnEnd): Effect.Effect<void, Drain
     const idle = idleBackoff(config)
     const pause = idle.next
     // a source that signals through this hub wakes the pause below without a wait of its own
-    const wake = instance.wake?.signalsThrough === instance.hub ? undefined : instance.wake
+    const wake = unlessThrough(instance.wake, instance.hub)
     const hub = instance.hub
     const partitionKey = config.partitionKey
     // the in-process wake-up: the generation is taken before each cycle's claim, so a persist of this
