@@ -70,6 +70,11 @@ const rec = (partitionKey: string, id: string) =>
  */
 const elsewhere = <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.provideService(effect, WakeHub, makeHub())
 
+/** A relay whose discovery interval (10 minutes) never passes in a test: only a wake-up brings a round forward. */
+const relayRunning = Effect.scoped(
+  Effect.zipRight(Relay.start({ owner: OWNER, discoveryInterval: "10 minutes", drainer: dropAll }), Effect.never)
+)
+
 /** Lets forked fibers run (the drain loop yields to the event loop between cycles). */
 const settle = Effect.repeatN(yieldToEventLoop, 10)
 
@@ -183,14 +188,7 @@ describe("WakeSignal (memory, TestClock)", () => {
     Effect.gen(function* () {
       const control = yield* WakeControl
       const sink = yield* MemorySink.MemorySink
-      const fiber = yield* Effect.fork(
-        Effect.scoped(
-          Effect.zipRight(
-            Relay.start({ owner: OWNER, discoveryInterval: "10 minutes", drainer: dropAll }),
-            Effect.never
-          )
-        )
-      )
+      const fiber = yield* Effect.fork(relayRunning)
       // the first round found nothing; the relay now waits for its interval or a signal
       yield* until(Effect.map(control.waiting, (n) => n === 1))
       yield* elsewhere((yield* OutboxStore).persist([rec("wake-new", "n1")]))
@@ -224,12 +222,7 @@ describe("WakeSignal (memory, TestClock)", () => {
             })
             const sink = yield* MemorySink.MemorySink
             const fiber = yield* Effect.fork(
-              Effect.scoped(
-                Effect.zipRight(
-                  Relay.start({ owner: OWNER, discoveryInterval: "10 minutes", drainer: dropAll }),
-                  Effect.never
-                )
-              ).pipe(Effect.provide(signal), Effect.provideService(WakeHub, hub))
+              relayRunning.pipe(Effect.provide(signal), Effect.provideService(WakeHub, hub))
             )
             // the first round found nothing; the relay now waits for its interval or a signal
             yield* settle
