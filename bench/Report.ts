@@ -569,6 +569,20 @@ const drainSection = (data: unknown): Array<string> => {
           ""
         )
       }
+      const handWritten = at(data, "sqlite", "latencyGoal", "handWrittenBaseline")
+      const handWrittenP99 = num(handWritten, "p99Millis")
+      if (handWrittenP99 !== undefined) {
+        out.push(
+          `The same loop written on Effect and the store's client (\`@effect/sql-sqlite-node\`, \`sql.withTransaction\`, ` +
+            `\`sql.unsafe\`), without the store or the drainer: the thread ` +
+            `${Math.round((num(handWritten, "eventLoopUtilization") ?? 0) * 100)} % busy, ` +
+            `${num(handWritten, "microsPerRecord") ?? na} µs a record, p99 ${handWrittenP99} ms — ` +
+            (handWrittenP99 <= 250
+              ? "the goal is within reach of code on that client."
+              : "code on that client misses the goal too."),
+          ""
+        )
+      }
     }
     if (other !== undefined) {
       out.push(

@@ -15,8 +15,10 @@
  *    and relay share the process's one thread (better-sqlite3 runs every statement and `fsync` on it), so the
  *    run also prints that thread's ceiling: the producer's cost per record (its persists' time in the run), the
  *    relay's (the rest of the busy time), the rate at which both keep the thread busy all the time, and the
- *    relay's cost under the steady producer over its cost in the throughput round. On SQLite the
- *    same run follows with the producer in a second OS process (bench/drainProducer.ts) on the same file and
+ *    relay's cost under the steady producer over its cost in the throughput round. On SQLite two loops run
+ *    at the same pace for comparison: the raw baseline's (below) and the same loop written on Effect and the
+ *    store's client (`@effect/sql-sqlite-node`), which tells whether the goal is within reach of code on that
+ *    client. The same run follows with the producer in a second OS process (bench/drainProducer.ts) on the same file and
  *    the relay, with `SqliteWakeSignal` and the drainer's default idle back-off (as the CLI's SQLite relay
  *    runs), alone on this process's thread.
  *
@@ -44,15 +46,17 @@
  * throughput round, then the latency phase at half of it (or `--rate=N` records/s) with a diagnosis: the
  * two legs of the latency (to the claim, claim to delivery), persist times, the event loop's delay, and, in a
  * second run with every statement timed, SQLite's statements by kind (counts, time, rows per claim), for the
- * relay and for the raw producer and relay at the same pace;
+ * relay and for the raw producer and relay at the same pace (the hand-written `@effect/sql` loop runs there too);
  * `--only=sqlite-latency-process` runs one throughput round, then the latency phase with the producer in a
  * second process.
  */
+import * as SqlClient from "@effect/sql/SqlClient"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
+import * as Queue from "effect/Queue"
 import * as DateTime from "effect/DateTime"
 import * as fs from "node:fs"
 import { spawn } from "node:child_process"
@@ -695,6 +699,122 @@ const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
     setTimeout(tick, 0)
   })
 
+/**
+ * The loop of {@link rawSteady} written on Effect and the store's client, as an application would write it:
+ * `@effect/sql-sqlite-node` (opened as the store's database is, `SqliteDatabase.layer`), `sql.withTransaction`
+ * and `sql.unsafe` with the store's statements, a persist's wake through a `Queue`. No store and no drainer:
+ * one transaction claims every partition a wake (the previous claims' completes first) and a no-op send
+ * follows, until a claim finds nothing. It tells whether the goal is within reach of code on the client the
+ * store must use (a persist joins the application's transaction on it); the same lower bound as the raw loop
+ * (a key's records of one claim go out without a complete between them).
+ */
+const handWrittenSteady = (perSecond: number, seconds: number): Effect.Effect<RawSteady> =>
+  Effect.gen(function* () {
+    const sql = yield* SqlClient.SqlClient
+    for (const ddl of SqliteOutboxSchema.createStatements(names)) yield* sql.unsafe(ddl)
+    const token = { owner: "hand-written", version: 1 }
+    const wake = yield* Queue.sliding<void>(1)
+    const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
+    const interval = (seconds * 1000) / batches
+    const total = batches * 100
+    const made = partitions.map(() => 0)
+    const persistedAt = new Map<string, number>()
+    const samples: Array<number> = []
+    let toComplete: Array<Array<string>> = partitions.map(() => [])
+    const claimPartition = (partitionKey: string, slot: number, now: number) =>
+      Effect.gen(function* () {
+        const done = toComplete[slot] ?? []
+        if (done.length > 0) yield* sql.unsafe(statements.complete(done.length), bind.complete(done, token, now))
+        yield* sql.unsafe(statements.raiseFence, [partitionKey, token.version])
+        const rows = yield* sql.unsafe(
+          statements.selectClaimable,
+          bind.selectClaimable(partitionKey, token.version, undefined, 500)
+        )
+        if (rows.length === 0) return rows
+        const ids = rows.map((row) => String(Reflect.get(row, "id")))
+        yield* sql.unsafe(
+          statements.claimUpdate(ids.length),
+          bind.claimUpdate(ids, token, now, partitionKey, undefined)
+        )
+        return rows
+      })
+    /** One claim of every partition; whether it found any record. */
+    const claimOnce = Effect.gen(function* () {
+      const now = Date.now()
+      const claimed = yield* sql.withTransaction(
+        Effect.forEach(partitions, (partitionKey, slot) => claimPartition(partitionKey, slot, now))
+      )
+      toComplete = partitions.map(() => [])
+      const sentAt = performance.now()
+      let any = false
+      claimed.forEach((rows, slot) => {
+        for (const row of rows) {
+          any = true
+          const at = persistedAt.get(String(Reflect.get(row, "envelope_id")))
+          if (at !== undefined) samples.push(sentAt - at)
+          toComplete[slot]?.push(String(Reflect.get(row, "id")))
+        }
+      })
+      return any
+    })
+    const relay = yield* Effect.fork(
+      Effect.forever(
+        Effect.zipRight(Queue.take(wake), Effect.iterate(true, { while: (found) => found, body: () => claimOnce }))
+      )
+    )
+    const persist = (n: number) =>
+      Effect.suspend(() => {
+        const now = Date.now()
+        const at = performance.now()
+        const byPartition: Array<Array<PreparedRecord>> = partitions.map(() => [])
+        for (let i = 0; i < 100; i++) {
+          const slot = i % partitions.length
+          const k = made[slot] ?? 0
+          made[slot] = k + 1
+          const envelopeId = `hand-${n}-${i}`
+          persistedAt.set(envelopeId, at)
+          byPartition[slot]?.push(rawRecord(partitions[slot] ?? "p0", k, envelopeId, now, n, i))
+        }
+        return sql.withTransaction(
+          Effect.gen(function* () {
+            const counts: Array<unknown> = []
+            byPartition.forEach((list, slot) => counts.push(partitions[slot], list.length))
+            const last = new Map<unknown, number>()
+            for (const row of yield* sql.unsafe(statements.allocateSeqs(partitions.length), counts)) {
+              last.set(Reflect.get(row, "partition_key"), Number(Reflect.get(row, "seq_counter")))
+            }
+            const values: Array<unknown> = []
+            byPartition.forEach((list, slot) => {
+              let seq = (last.get(partitions[slot]) ?? 0) - list.length + 1
+              for (const record of list) SqliteOutboxSchema.pushInsertValues(values, record, seq++)
+            })
+            yield* sql.unsafe(statements.insert(100), values)
+          })
+        )
+      })
+    const utilizationStart = performance.eventLoopUtilization()
+    const start = performance.now()
+    for (let n = 0; n < batches; n++) {
+      const wait = start + n * interval - performance.now()
+      if (wait > 0) yield* Effect.sleep(`${Math.ceil(wait)} millis`)
+      yield* persist(n)
+      yield* Queue.offer(wake, undefined)
+    }
+    while (samples.length < total) yield* Effect.sleep("1 millis")
+    const wall = (performance.now() - start) / 1000
+    const utilization = performance.eventLoopUtilization(utilizationStart).utilization
+    yield* Fiber.interrupt(relay)
+    return {
+      records: total,
+      offeredPerSecond: Math.round(perSecond),
+      p50Millis: Number(percentile(samples, 50).toFixed(1)),
+      p99Millis: Number(percentile(samples, 99).toFixed(1)),
+      maxMillis: Number(percentile(samples, 100).toFixed(1)),
+      eventLoopUtilization: Number(utilization.toFixed(3)),
+      microsPerRecord: Number(((utilization * wall * 1e6) / total).toFixed(1))
+    }
+  }).pipe(Effect.provide(SqliteDatabase.layer({ filename: freshFile() })), Effect.orDie)
+
 /** The statement clock's phases as reported: count, total milliseconds, mean rows per statement. */
 const phasesOf = (
   timed: ReadonlyMap<string, PhaseTime>
@@ -1007,6 +1127,7 @@ const main = Effect.gen(function* () {
     console.log(`sqlite producer alone at ${Math.round(rate)} rec/s: ${producerMicros} µs of the thread per record`)
     console.log("sqlite latency", yield* latency(sqliteStores(), rate, seconds, show("diagnosis")))
     console.log("sqlite latency, raw producer and relay", yield* Effect.promise(() => rawSteady(rate, seconds)))
+    console.log("sqlite latency, hand-written on @effect/sql-sqlite-node", yield* handWrittenSteady(rate, seconds))
     statementClock.install()
     statementClock.start()
     const rawTimed = yield* Effect.promise(() => rawSteady(rate, seconds))
@@ -1080,6 +1201,8 @@ const main = Effect.gen(function* () {
   console.log(floor.statement)
   const rawLatency = yield* Effect.promise(() => rawSteady(latencyRate, quick ? 1 : 3))
   console.log("sqlite latency, raw producer and relay", rawLatency)
+  const handWrittenLatency = yield* handWrittenSteady(latencyRate, quick ? 1 : 3)
+  console.log("sqlite latency, hand-written on @effect/sql-sqlite-node", handWrittenLatency)
   const sqliteLatencyOtherProcess = yield* latencyOtherProcess(latencyRate, quick ? 1 : 3)
   console.log("sqlite latency, producer in a second process", sqliteLatencyOtherProcess)
 
@@ -1162,6 +1285,14 @@ const main = Effect.gen(function* () {
             "a raw relay (every partition claimed in one transaction a wake, the previous claims' completes first, a no-op send) on one " +
             "connection and the one thread, the store's own statements; latency = the persist's start to the send; a lower bound: " +
             "two records of one key in one claim are sent without a complete between them (rare at this pace)"
+        },
+        handWrittenBaseline: {
+          ...handWrittenLatency,
+          note:
+            "the raw baseline's loop written on Effect and the store's client, as an application would write it: @effect/sql-sqlite-node " +
+            "opened as the store's database (SqliteDatabase.layer), sql.withTransaction and sql.unsafe with the store's statements, a " +
+            "persist's wake through a Queue; no store and no drainer (every partition claimed in one transaction a wake); whether the " +
+            "goal is within reach of code on the client the store must use; the same lower bound as the raw baseline"
         },
         note:
           "producer and relay share the process's one thread (better-sqlite3 runs every statement and fsync on it): " +

@@ -258,7 +258,8 @@ describe("bench report", () => {
       met: false,
       ceiling: "sqlite latency ceiling: producer 15 µs + relay 26 µs of the one thread per record",
       floor: { statement: "sqlite latency floor: the pace is half the relay's throughput round (18 µs a record)" },
-      rawBaseline: { eventLoopUtilization: 0.733, microsPerRecord: 27.5, p99Millis: 4.4 }
+      rawBaseline: { eventLoopUtilization: 0.733, microsPerRecord: 27.5, p99Millis: 4.4 },
+      handWrittenBaseline: { eventLoopUtilization: 0.861, microsPerRecord: 41.2, p99Millis: 21.5 }
     }
     const drain = {
       date: "2026-12-05T12:00:00.000Z",
@@ -274,10 +275,26 @@ describe("bench report", () => {
       "The same pace without Effect, the store or the drainer (a raw better-sqlite3 producer and relay with the " +
         "store's statements, on the one thread): the thread 73 % busy, 27.5 µs a record, p99 4.4 ms (a lower bound:"
     )
-    const { rawBaseline: _raw, ...withoutRaw } = latencyGoal
+    expect(readme).toContain(
+      "The same loop written on Effect and the store's client (`@effect/sql-sqlite-node`, `sql.withTransaction`, " +
+        "`sql.unsafe`), without the store or the drainer: the thread 86 % busy, 41.2 µs a record, p99 21.5 ms — " +
+        "the goal is within reach of code on that client."
+    )
+    const slow = renderReadme({
+      drain: {
+        ...drain,
+        sqlite: {
+          ...drain.sqlite,
+          latencyGoal: { ...latencyGoal, handWrittenBaseline: { ...latencyGoal.handWrittenBaseline, p99Millis: 400 } }
+        }
+      }
+    })
+    expect(slow).toContain("p99 400 ms — code on that client misses the goal too.")
+    const { rawBaseline: _raw, handWrittenBaseline: _handWritten, ...withoutRaw } = latencyGoal
     const without = renderReadme({ drain: { ...drain, sqlite: { ...drain.sqlite, latencyGoal: withoutRaw } } })
     expect(without).toContain("The pace is half the relay's throughput round")
     expect(without).not.toContain("The same pace without Effect")
+    expect(without).not.toContain("The same loop written on Effect")
   })
 
   it("renders the latency section: p50/p99 per backend against its goal, the shorter method named, idle costs", () => {
