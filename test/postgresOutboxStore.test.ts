@@ -387,6 +387,40 @@ describe("PostgresOutboxStore", () => {
     }).pipe(Effect.provide(clientLayer(url)))
   )
 
+  it.live("an operation interrupted while it waits for a pooled connection leaves the connection in the pool", () =>
+    Effect.gen(function* () {
+      const sql = yield* SqlClient.SqlClient
+      const store = yield* OutboxStore
+      yield* store.persist([record("pooled", "1")])
+      // the pool's one connection, held by a transaction until `release`
+      const holding = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      const holder = yield* Effect.fork(
+        sql.withTransaction(Effect.zipRight(Deferred.succeed(holding, undefined), Deferred.await(release)))
+      )
+      yield* Deferred.await(holding)
+      // operations that wait for that connection (a claim, a count), interrupted while they wait
+      const waiters = yield* Effect.forEach(
+        [Effect.ignore(store.claim("pooled", token("o", 1), 10)), Effect.ignore(store.countPending("pooled"))],
+        (operation) => Effect.fork(operation)
+      )
+      yield* Effect.sleep("200 millis")
+      yield* Effect.forEach(waiters, Fiber.interruptFork, { discard: true })
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      yield* Effect.forEach(waiters, Fiber.await, { discard: true })
+      // the connection went back to the pool each time: the next operations get it
+      for (let i = 0; i < 3; i++) {
+        const pending = yield* store
+          .countPending("pooled")
+          .pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "the pool's connection was lost" }))
+        expect(pending).toBe(1)
+      }
+    }).pipe(
+      Effect.provide(PostgresOutboxStore.layerWith({ schema: "pooled" }).pipe(Layer.provideMerge(clientLayer(url, 1))))
+    )
+  )
+
   it.live("text with a NUL character is an InvalidRecord, nothing stored", () =>
     Effect.gen(function* () {
       const store = yield* OutboxStore

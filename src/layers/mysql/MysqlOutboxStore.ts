@@ -49,6 +49,7 @@ import * as SqlOutboxRow from "../sql/SqlOutboxRow.js"
 import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import * as SqlServerBackend from "../sql/SqlServerBackend.js"
 import * as SqlSweep from "../sql/SqlSweep.js"
+import { reserveConnection } from "../sql/SqlTransaction.js"
 import * as MysqlClaim from "./MysqlClaim.js"
 import * as MysqlOutboxSchema from "./MysqlOutboxSchema.js"
 import * as MysqlPersist from "./MysqlPersist.js"
@@ -101,7 +102,7 @@ export const migrate = (
 ): Effect.Effect<void, SqlError | StoreUnavailable, SqlClient.SqlClient> =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
     Effect.scoped(
-      Effect.flatMap(sql.reserve, (conn) =>
+      Effect.flatMap(reserveConnection(sql), (conn) =>
         Effect.gen(function* () {
           const got = yield* MysqlClaim.decodeRows(
             "migrate",

@@ -19,6 +19,7 @@ import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Option from "effect/Option"
+import type * as Scope from "effect/Scope"
 
 /**
  * Attempts after the first for a transaction that failed with a conflict.
@@ -26,6 +27,20 @@ import * as Option from "effect/Option"
  * @since 0.1.0
  */
 export const conflictRetries = 5
+
+/**
+ * A connection reserved from the client's pool for the enclosing scope (which returns it when it closes),
+ * acquired without interruption. `@effect/sql-pg` hands a reserved connection over through a callback of the
+ * pool with no canceller: a caller interrupted while it waits for one (a relay stopping, a drainer whose lease
+ * was lost, while the pool is busy or opening a connection) would leave the connection checked out for good.
+ * The pool then shrinks by one each time until every operation waits forever, and closing it never ends. As
+ * `sql.withTransaction` does, the wait for the connection is not interrupted: the connection always reaches
+ * the scope, and an interrupted caller returns it at once.
+ *
+ * @since 0.2.0
+ */
+export const reserveConnection = (sql: SqlClient.SqlClient): Effect.Effect<Connection, SqlError, Scope.Scope> =>
+  Effect.uninterruptible(sql.reserve)
 
 /**
  * The statement runner of one store.
@@ -109,7 +124,7 @@ export const make = (sql: SqlClient.SqlClient, dialect: TransactionDialect): Tra
   ): Effect.Effect<A, E | SqlError> =>
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
       Option.isNone(outer)
-        ? Effect.scoped(Effect.flatMap(sql.reserve, (conn) => f(conn, false)))
+        ? Effect.scoped(Effect.flatMap(reserveConnection(sql), (conn) => f(conn, false)))
         : f(outer.value[0], true)
     )
 
@@ -150,7 +165,7 @@ export const make = (sql: SqlClient.SqlClient, dialect: TransactionDialect): Tra
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
       const run = inTransaction(body, options?.connectionOnly === true)
       if (Option.isSome(outer)) return run(outer.value[0], true, outer.value[1] + 1)
-      const once = Effect.scoped(Effect.flatMap(sql.reserve, (conn) => run(conn, false, 0)))
+      const once = Effect.scoped(Effect.flatMap(reserveConnection(sql), (conn) => run(conn, false, 0)))
       // a conflict runs the whole transaction again at once, at most `conflictRetries` times (a plain
       // catch per attempt: the hot path pays for no schedule)
       const attempt = (retriesLeft: number): Effect.Effect<A, E | SqlError> =>
