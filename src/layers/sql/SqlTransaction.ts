@@ -35,7 +35,8 @@ export const conflictRetries = 5
  * was lost, while the pool is busy or opening a connection) would leave the connection checked out for good.
  * The pool then shrinks by one each time until every operation waits forever, and closing it never ends. As
  * `sql.withTransaction` does, the wait for the connection is not interrupted: the connection always reaches
- * the scope, and an interrupted caller returns it at once.
+ * the scope, and an interrupted caller returns it at once. That wait is as long as the pool's for a free
+ * connection: bounded by the client's `connectTimeout` (`PgClient`) when one is set.
  *
  * @since 0.2.0
  */
