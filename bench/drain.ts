@@ -568,6 +568,99 @@ interface RawSteady {
 }
 
 /**
+ * What the steady loops ({@link rawSteady}, {@link handWrittenSteady}) share: the pace, the producer's batches
+ * with each record's persist time, the relay's sends (latency samples) and the ids each partition completes
+ * in its next claim, and the run's result.
+ */
+const steadyRun = (perSecond: number, seconds: number, prefix: string) => {
+  const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
+  const total = batches * 100
+  const made = partitions.map(() => 0)
+  const persistedAt = new Map<string, number>()
+  const samples: Array<number> = []
+  let toComplete: Array<Array<string>> = partitions.map(() => [])
+  const utilizationStart = performance.eventLoopUtilization()
+  const start = performance.now()
+  return {
+    batches,
+    /** When batch `n` is due (`performance.now()` time). */
+    dueAt: (n: number): number => start + (n * seconds * 1000) / batches,
+    /**
+     * Batch `n`: 100 records over the partitions (the `k`-th of a partition keyed as {@link rawRecord} keys
+     * it), envelope ids `<prefix>-<n>-<i>`, by partition.
+     */
+    batch: (n: number): Array<Array<PreparedRecord>> => {
+      const now = Date.now()
+      const at = performance.now()
+      const byPartition: Array<Array<PreparedRecord>> = partitions.map(() => [])
+      for (let i = 0; i < 100; i++) {
+        const slot = i % partitions.length
+        const k = made[slot] ?? 0
+        made[slot] = k + 1
+        const envelopeId = `${prefix}-${n}-${i}`
+        persistedAt.set(envelopeId, at)
+        byPartition[slot]?.push(rawRecord(partitions[slot] ?? "p0", k, envelopeId, now, n, i))
+      }
+      return byPartition
+    },
+    /** The ids the partition's previous claim left to complete. */
+    toComplete: (slot: number): ReadonlyArray<string> => toComplete[slot] ?? [],
+    /** Sends one claim's rows (by partition) now: latency samples kept, their ids completed next; whether any. */
+    send: (claimed: ReadonlyArray<ReadonlyArray<object>>): boolean => {
+      toComplete = partitions.map(() => [])
+      const sentAt = performance.now()
+      let any = false
+      claimed.forEach((rows, slot) => {
+        for (const row of rows) {
+          any = true
+          const at = persistedAt.get(String(Reflect.get(row, "envelope_id")))
+          if (at !== undefined) samples.push(sentAt - at)
+          toComplete[slot]?.push(String(Reflect.get(row, "id")))
+        }
+      })
+      return any
+    },
+    /** Every record was sent. */
+    done: (): boolean => samples.length >= total,
+    result: (): RawSteady => {
+      const wall = (performance.now() - start) / 1000
+      const utilization = performance.eventLoopUtilization(utilizationStart).utilization
+      return {
+        records: total,
+        offeredPerSecond: Math.round(perSecond),
+        p50Millis: Number(percentile(samples, 50).toFixed(1)),
+        p99Millis: Number(percentile(samples, 99).toFixed(1)),
+        maxMillis: Number(percentile(samples, 100).toFixed(1)),
+        eventLoopUtilization: Number(utilization.toFixed(3)),
+        microsPerRecord: Number(((utilization * wall * 1e6) / total).toFixed(1))
+      }
+    }
+  }
+}
+
+/** The bound values of `allocateSeqs(partitions.length)` for a batch: each partition and its record count. */
+const seqCounts = (byPartition: ReadonlyArray<ReadonlyArray<PreparedRecord>>): Array<unknown> => {
+  const counts: Array<unknown> = []
+  byPartition.forEach((list, slot) => counts.push(partitions[slot], list.length))
+  return counts
+}
+
+/** The insert's bound values of a batch, from the rows of its `allocateSeqs` (each partition's last seq). */
+const batchInsertValues = (
+  byPartition: ReadonlyArray<ReadonlyArray<PreparedRecord>>,
+  seqRows: ReadonlyArray<object>
+): Array<unknown> => {
+  const last = new Map<unknown, number>()
+  for (const row of seqRows) last.set(Reflect.get(row, "partition_key"), Number(Reflect.get(row, "seq_counter")))
+  const values: Array<unknown> = []
+  byPartition.forEach((list, slot) => {
+    let seq = (last.get(partitions[slot]) ?? 0) - list.length + 1
+    for (const record of list) SqliteOutboxSchema.pushInsertValues(values, record, seq++)
+  })
+  return values
+}
+
+/**
  * The latency run of {@link latency} without Effect, the store or the drainer: a raw better-sqlite3 producer and
  * relay on one connection and the one thread, with the store's own statements. The producer persists batches of
  * 100 over the 8 partitions at `perSecond` (one transaction: the seq blocks, one insert); each persist wakes the
@@ -582,42 +675,15 @@ const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
   new Promise((resolve, reject) => {
     const { db, st, tx } = openRaw()
     const rawToken = { owner: "raw", version: 1 }
-    const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
-    const interval = (seconds * 1000) / batches
-    const total = batches * 100
-    const made = partitions.map(() => 0)
-    const persistedAt = new Map<string, number>()
-    const samples: Array<number> = []
-    let toComplete: Array<Array<string>> = partitions.map(() => [])
     let scheduled = false
     let finished = false
     let n = 0
     const persist = (): void => {
-      const now = Date.now()
-      const at = performance.now()
-      const byPartition: Array<Array<PreparedRecord>> = partitions.map(() => [])
-      for (let i = 0; i < 100; i++) {
-        const slot = i % partitions.length
-        const k = made[slot] ?? 0
-        made[slot] = k + 1
-        const envelopeId = `raw-${n}-${i}`
-        persistedAt.set(envelopeId, at)
-        byPartition[slot]?.push(rawRecord(partitions[slot] ?? "p0", k, envelopeId, now, n, i))
-      }
+      const byPartition = run.batch(n)
       n++
       tx(() => {
-        const counts: Array<unknown> = []
-        byPartition.forEach((list, slot) => counts.push(partitions[slot], list.length))
-        const last = new Map<unknown, number>()
-        for (const row of st(statements.allocateSeqs(partitions.length)).all(...counts)) {
-          last.set(row["partition_key"], Number(row["seq_counter"]))
-        }
-        const values: Array<unknown> = []
-        byPartition.forEach((list, slot) => {
-          let seq = (last.get(partitions[slot]) ?? 0) - list.length + 1
-          for (const record of list) values.push(...SqliteOutboxSchema.insertValues(record, seq++))
-        })
-        st(statements.insert(100)).all(...values)
+        const seqs = st(statements.allocateSeqs(partitions.length)).all(...seqCounts(byPartition))
+        st(statements.insert(100)).all(...batchInsertValues(byPartition, seqs))
       })
       wake()
     }
@@ -640,7 +706,7 @@ const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
       const now = Date.now()
       const claimed = tx(() =>
         partitions.map((partitionKey, slot) => {
-          const done = toComplete[slot] ?? []
+          const done = run.toComplete(slot)
           if (done.length > 0) st(statements.complete(done.length)).all(...bind.complete(done, rawToken, now))
           st(statements.raiseFence).all(partitionKey, rawToken.version)
           const rows = st(statements.selectClaimable).all(
@@ -652,36 +718,16 @@ const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
           return rows
         })
       )
-      toComplete = partitions.map(() => [])
-      const sentAt = performance.now()
-      let any = false
-      claimed.forEach((rows, slot) => {
-        for (const row of rows) {
-          any = true
-          const at = persistedAt.get(String(row["envelope_id"]))
-          if (at !== undefined) samples.push(sentAt - at)
-          toComplete[slot]?.push(String(row["id"]))
-        }
-      })
-      if (samples.length >= total) finish()
+      const any = run.send(claimed)
+      if (run.done()) finish()
       else if (any) wake()
     }
-    const utilizationStart = performance.eventLoopUtilization()
-    const start = performance.now()
+    const run = steadyRun(perSecond, seconds, "raw")
     const finish = (): void => {
       finished = true
-      const wall = (performance.now() - start) / 1000
-      const utilization = performance.eventLoopUtilization(utilizationStart).utilization
+      const result = run.result()
       db.close()
-      resolve({
-        records: total,
-        offeredPerSecond: Math.round(perSecond),
-        p50Millis: Number(percentile(samples, 50).toFixed(1)),
-        p99Millis: Number(percentile(samples, 99).toFixed(1)),
-        maxMillis: Number(percentile(samples, 100).toFixed(1)),
-        eventLoopUtilization: Number(utilization.toFixed(3)),
-        microsPerRecord: Number(((utilization * wall * 1e6) / total).toFixed(1))
-      })
+      resolve(result)
     }
     let next = 0
     const tick = (): void => {
@@ -694,7 +740,7 @@ const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
         return
       }
       next++
-      if (next < batches) setTimeout(tick, Math.max(0, start + next * interval - performance.now()))
+      if (next < run.batches) setTimeout(tick, Math.max(0, run.dueAt(next) - performance.now()))
     }
     setTimeout(tick, 0)
   })
@@ -714,16 +760,10 @@ const handWrittenSteady = (perSecond: number, seconds: number): Effect.Effect<Ra
     for (const ddl of SqliteOutboxSchema.createStatements(names)) yield* sql.unsafe(ddl)
     const token = { owner: "hand-written", version: 1 }
     const wake = yield* Queue.sliding<void>(1)
-    const batches = Math.max(1, Math.round((perSecond * seconds) / 100))
-    const interval = (seconds * 1000) / batches
-    const total = batches * 100
-    const made = partitions.map(() => 0)
-    const persistedAt = new Map<string, number>()
-    const samples: Array<number> = []
-    let toComplete: Array<Array<string>> = partitions.map(() => [])
+    const run = steadyRun(perSecond, seconds, "hand")
     const claimPartition = (partitionKey: string, slot: number, now: number) =>
       Effect.gen(function* () {
-        const done = toComplete[slot] ?? []
+        const done = run.toComplete(slot)
         if (done.length > 0) yield* sql.unsafe(statements.complete(done.length), bind.complete(done, token, now))
         yield* sql.unsafe(statements.raiseFence, [partitionKey, token.version])
         const rows = yield* sql.unsafe(
@@ -738,25 +778,16 @@ const handWrittenSteady = (perSecond: number, seconds: number): Effect.Effect<Ra
         )
         return rows
       })
-    /** One claim of every partition; whether it found any record. */
-    const claimOnce = Effect.gen(function* () {
-      const now = Date.now()
-      const claimed = yield* sql.withTransaction(
-        Effect.forEach(partitions, (partitionKey, slot) => claimPartition(partitionKey, slot, now))
-      )
-      toComplete = partitions.map(() => [])
-      const sentAt = performance.now()
-      let any = false
-      claimed.forEach((rows, slot) => {
-        for (const row of rows) {
-          any = true
-          const at = persistedAt.get(String(Reflect.get(row, "envelope_id")))
-          if (at !== undefined) samples.push(sentAt - at)
-          toComplete[slot]?.push(String(Reflect.get(row, "id")))
-        }
-      })
-      return any
-    })
+    /** One claim of every partition, sent; whether it found any record. */
+    const claimOnce = Effect.map(
+      Effect.suspend(() => {
+        const now = Date.now()
+        return sql.withTransaction(
+          Effect.forEach(partitions, (partitionKey, slot) => claimPartition(partitionKey, slot, now))
+        )
+      }),
+      run.send
+    )
     const relay = yield* Effect.fork(
       Effect.forever(
         Effect.zipRight(Queue.take(wake), Effect.iterate(true, { while: (found) => found, body: () => claimOnce }))
@@ -764,55 +795,24 @@ const handWrittenSteady = (perSecond: number, seconds: number): Effect.Effect<Ra
     )
     const persist = (n: number) =>
       Effect.suspend(() => {
-        const now = Date.now()
-        const at = performance.now()
-        const byPartition: Array<Array<PreparedRecord>> = partitions.map(() => [])
-        for (let i = 0; i < 100; i++) {
-          const slot = i % partitions.length
-          const k = made[slot] ?? 0
-          made[slot] = k + 1
-          const envelopeId = `hand-${n}-${i}`
-          persistedAt.set(envelopeId, at)
-          byPartition[slot]?.push(rawRecord(partitions[slot] ?? "p0", k, envelopeId, now, n, i))
-        }
+        const byPartition = run.batch(n)
         return sql.withTransaction(
           Effect.gen(function* () {
-            const counts: Array<unknown> = []
-            byPartition.forEach((list, slot) => counts.push(partitions[slot], list.length))
-            const last = new Map<unknown, number>()
-            for (const row of yield* sql.unsafe(statements.allocateSeqs(partitions.length), counts)) {
-              last.set(Reflect.get(row, "partition_key"), Number(Reflect.get(row, "seq_counter")))
-            }
-            const values: Array<unknown> = []
-            byPartition.forEach((list, slot) => {
-              let seq = (last.get(partitions[slot]) ?? 0) - list.length + 1
-              for (const record of list) SqliteOutboxSchema.pushInsertValues(values, record, seq++)
-            })
-            yield* sql.unsafe(statements.insert(100), values)
+            const seqs = yield* sql.unsafe(statements.allocateSeqs(partitions.length), seqCounts(byPartition))
+            yield* sql.unsafe(statements.insert(100), batchInsertValues(byPartition, seqs))
           })
         )
       })
-    const utilizationStart = performance.eventLoopUtilization()
-    const start = performance.now()
-    for (let n = 0; n < batches; n++) {
-      const wait = start + n * interval - performance.now()
+    for (let n = 0; n < run.batches; n++) {
+      const wait = run.dueAt(n) - performance.now()
       if (wait > 0) yield* Effect.sleep(`${Math.ceil(wait)} millis`)
       yield* persist(n)
       yield* Queue.offer(wake, undefined)
     }
-    while (samples.length < total) yield* Effect.sleep("1 millis")
-    const wall = (performance.now() - start) / 1000
-    const utilization = performance.eventLoopUtilization(utilizationStart).utilization
+    while (!run.done()) yield* Effect.sleep("1 millis")
+    const result = run.result()
     yield* Fiber.interrupt(relay)
-    return {
-      records: total,
-      offeredPerSecond: Math.round(perSecond),
-      p50Millis: Number(percentile(samples, 50).toFixed(1)),
-      p99Millis: Number(percentile(samples, 99).toFixed(1)),
-      maxMillis: Number(percentile(samples, 100).toFixed(1)),
-      eventLoopUtilization: Number(utilization.toFixed(3)),
-      microsPerRecord: Number(((utilization * wall * 1e6) / total).toFixed(1))
-    }
+    return result
   }).pipe(Effect.provide(SqliteDatabase.layer({ filename: freshFile() })), Effect.orDie)
 
 /** The statement clock's phases as reported: count, total milliseconds, mean rows per statement. */
