@@ -24,8 +24,9 @@ import { clientLayer, createDatabase } from "./support/PostgresServer.js"
 
 const url = await createDatabase(inject("postgresUrl"), "outbox_store")
 
-const storeIn = (schema: string, options: PostgresOutboxStore.PostgresOutboxStoreOptions = {}) =>
-  PostgresOutboxStore.layerWith({ schema, ...options }).pipe(Layer.provideMerge(clientLayer(url, 8)))
+/** The store on a schema of its own, with the client it runs on (a pool of `connections`). */
+const storeIn = (schema: string, options: PostgresOutboxStore.PostgresOutboxStoreOptions = {}, connections = 8) =>
+  PostgresOutboxStore.layerWith({ schema, ...options }).pipe(Layer.provideMerge(clientLayer(url, connections)))
 
 const namesOf = (schema: string) => Either.getOrThrow(PostgresOutboxSchema.tableNames("test", schema, ""))
 
@@ -416,9 +417,7 @@ describe("PostgresOutboxStore", () => {
           .pipe(Effect.timeoutFail({ duration: "5 seconds", onTimeout: () => "the pool's connection was lost" }))
         expect(pending).toBe(1)
       }
-    }).pipe(
-      Effect.provide(PostgresOutboxStore.layerWith({ schema: "pooled" }).pipe(Layer.provideMerge(clientLayer(url, 1))))
-    )
+    }).pipe(Effect.provide(storeIn("pooled", {}, 1)))
   )
 
   it.live("text with a NUL character is an InvalidRecord, nothing stored", () =>

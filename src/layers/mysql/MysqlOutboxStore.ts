@@ -49,7 +49,7 @@ import * as SqlOutboxRow from "../sql/SqlOutboxRow.js"
 import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import * as SqlServerBackend from "../sql/SqlServerBackend.js"
 import * as SqlSweep from "../sql/SqlSweep.js"
-import { reserveConnection } from "../sql/SqlTransaction.js"
+import { withReservedConnection } from "../sql/SqlTransaction.js"
 import * as MysqlClaim from "./MysqlClaim.js"
 import * as MysqlOutboxSchema from "./MysqlOutboxSchema.js"
 import * as MysqlPersist from "./MysqlPersist.js"
@@ -101,50 +101,48 @@ export const migrate = (
   }
 ): Effect.Effect<void, SqlError | StoreUnavailable, SqlClient.SqlClient> =>
   Effect.flatMap(SqlClient.SqlClient, (sql) =>
-    Effect.scoped(
-      Effect.flatMap(reserveConnection(sql), (conn) =>
-        Effect.gen(function* () {
-          const got = yield* MysqlClaim.decodeRows(
-            "migrate",
-            LockRows
-          )(yield* tx.run(conn, "SELECT GET_LOCK(?, ?) AS got", [options.lock, migrationLockSeconds]))
-          if (got[0]?.got !== 1) {
-            return yield* new StoreUnavailable({
-              operation: "migrate",
-              cause: `the migration lock was not granted within ${migrationLockSeconds} s`
-            })
-          }
-          yield* Effect.ensuring(
-            Effect.gen(function* () {
-              if (options.database !== undefined) {
-                yield* tx.unprepared(conn, `CREATE DATABASE IF NOT EXISTS \`${options.database}\``)
-              }
-              const collations = yield* MysqlClaim.decodeRows(
+    withReservedConnection(sql, (conn) =>
+      Effect.gen(function* () {
+        const got = yield* MysqlClaim.decodeRows(
+          "migrate",
+          LockRows
+        )(yield* tx.run(conn, "SELECT GET_LOCK(?, ?) AS got", [options.lock, migrationLockSeconds]))
+        if (got[0]?.got !== 1) {
+          return yield* new StoreUnavailable({
+            operation: "migrate",
+            cause: `the migration lock was not granted within ${migrationLockSeconds} s`
+          })
+        }
+        yield* Effect.ensuring(
+          Effect.gen(function* () {
+            if (options.database !== undefined) {
+              yield* tx.unprepared(conn, `CREATE DATABASE IF NOT EXISTS \`${options.database}\``)
+            }
+            const collations = yield* MysqlClaim.decodeRows(
+              "migrate",
+              NameRows
+            )(yield* tx.run(conn, MysqlOutboxSchema.collationQuery, []))
+            const collation = MysqlOutboxSchema.pickCollation(collations.map((row) => row.name))
+            yield* tx.unprepared(
+              conn,
+              `CREATE TABLE IF NOT EXISTS ${options.table} (name VARCHAR(255) NOT NULL PRIMARY KEY,
+  applied_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP) ${MysqlOutboxSchema.tableOptions(collation)}`
+            )
+            const applied = new Set(
+              (yield* MysqlClaim.decodeRows(
                 "migrate",
                 NameRows
-              )(yield* tx.run(conn, MysqlOutboxSchema.collationQuery, []))
-              const collation = MysqlOutboxSchema.pickCollation(collations.map((row) => row.name))
-              yield* tx.unprepared(
-                conn,
-                `CREATE TABLE IF NOT EXISTS ${options.table} (name VARCHAR(255) NOT NULL PRIMARY KEY,
-  applied_at TIMESTAMP NOT NULL DEFAULT CURRENT_TIMESTAMP) ${MysqlOutboxSchema.tableOptions(collation)}`
-              )
-              const applied = new Set(
-                (yield* MysqlClaim.decodeRows(
-                  "migrate",
-                  NameRows
-                )(yield* tx.run(conn, `SELECT name FROM ${options.table}`, []))).map((row) => row.name)
-              )
-              for (const [name, statements] of options.migrations(collation)) {
-                if (applied.has(name)) continue
-                for (const statement of statements) yield* tx.unprepared(conn, statement)
-                yield* tx.run(conn, `INSERT INTO ${options.table} (name) VALUES (?)`, [name])
-              }
-            }),
-            Effect.ignore(tx.run(conn, "SELECT RELEASE_LOCK(?)", [options.lock]))
-          )
-        })
-      )
+              )(yield* tx.run(conn, `SELECT name FROM ${options.table}`, []))).map((row) => row.name)
+            )
+            for (const [name, statements] of options.migrations(collation)) {
+              if (applied.has(name)) continue
+              for (const statement of statements) yield* tx.unprepared(conn, statement)
+              yield* tx.run(conn, `INSERT INTO ${options.table} (name) VALUES (?)`, [name])
+            }
+          }),
+          Effect.ignore(tx.run(conn, "SELECT RELEASE_LOCK(?)", [options.lock]))
+        )
+      })
     )
   )
 

@@ -44,6 +44,17 @@ export const reserveConnection = (sql: SqlClient.SqlClient): Effect.Effect<Conne
   Effect.uninterruptible(sql.reserve)
 
 /**
+ * Runs `f` on a connection reserved with {@link reserveConnection}, returned to the pool when `f` ends (however
+ * it ends).
+ *
+ * @since 0.2.0
+ */
+export const withReservedConnection = <A, E>(
+  sql: SqlClient.SqlClient,
+  f: (conn: Connection) => Effect.Effect<A, E>
+): Effect.Effect<A, E | SqlError> => Effect.scoped(Effect.flatMap(reserveConnection(sql), f))
+
+/**
  * The statement runner of one store.
  *
  * @since 0.1.0
@@ -124,9 +135,7 @@ export const make = (sql: SqlClient.SqlClient, dialect: TransactionDialect): Tra
     f: (conn: Connection, nested: boolean) => Effect.Effect<A, E>
   ): Effect.Effect<A, E | SqlError> =>
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
-      Option.isNone(outer)
-        ? Effect.scoped(Effect.flatMap(reserveConnection(sql), (conn) => f(conn, false)))
-        : f(outer.value[0], true)
+      Option.isNone(outer) ? withReservedConnection(sql, (conn) => f(conn, false)) : f(outer.value[0], true)
     )
 
   const undo = (conn: Connection, nested: boolean): Effect.Effect<void> =>
@@ -166,7 +175,7 @@ export const make = (sql: SqlClient.SqlClient, dialect: TransactionDialect): Tra
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
       const run = inTransaction(body, options?.connectionOnly === true)
       if (Option.isSome(outer)) return run(outer.value[0], true, outer.value[1] + 1)
-      const once = Effect.scoped(Effect.flatMap(reserveConnection(sql), (conn) => run(conn, false, 0)))
+      const once = withReservedConnection(sql, (conn) => run(conn, false, 0))
       // a conflict runs the whole transaction again at once, at most `conflictRetries` times (a plain
       // catch per attempt: the hot path pays for no schedule)
       const attempt = (retriesLeft: number): Effect.Effect<A, E | SqlError> =>
