@@ -250,6 +250,74 @@ describe("bench report", () => {
     )
     const without = renderReadme({ drain: { ...drain, sqlite: { ...drain.sqlite, statementTime: undefined } } })
     expect(without).not.toContain("SQLite statement time")
+    expect(readme).not.toContain("The goal's ceiling for code on the client")
+  })
+
+  it("renders the SQLite relay goal's ceiling on the store's client: the hand-written drain and the verdict", () => {
+    const throughput = (wall: number, cpu: number) => ({ recordsPerSecondWall: wall, recordsPerSecondCpu: cpu })
+    const statementTime = {
+      raw: { wallSeconds: 2, statements: { seconds: 1.9, commits: 400, commitMedianMillis: 0.3 } },
+      relay: { wallSeconds: 3, statements: { seconds: 2, commits: 100, commitMedianMillis: 1 } },
+      handWritten: { wallSeconds: 2.3, statements: { seconds: 1.8, commits: 101, commitMedianMillis: 1.2 } },
+      ceilingRatio: 1,
+      outsideStatementsMicrosPerRecord: { relay: 10, handWritten: 5 },
+      clientCeilingRatio: 0.9
+    }
+    const sqlite = {
+      throughput: throughput(7_000, 6_000),
+      rawBaseline: { best: throughput(10_000, 12_000) },
+      target: "≥ 0.95 × the raw better-sqlite3 claim → complete loop",
+      goalRatio: 0.95,
+      met: false,
+      handWrittenDrain: {
+        throughput: throughput(8_500, 9_000),
+        ratioWall: 0.85,
+        ratioWallMedianOfRounds: 0.875,
+        relayToHandWritten: { bestToBest: 0.8, medianOfRounds: 0.77 }
+      },
+      handWrittenDrainWithoutOrder: {
+        throughput: throughput(10_200, 11_000),
+        ratioWall: 1.02,
+        ratioWallMedianOfRounds: 1.01
+      },
+      statementTime
+    }
+    const readme = renderReadme({ drain: { date: "2026-12-06T00:00:00.000Z", sqlite } })
+    expect(readme).toContain(
+      "| sqlite, hand-written on the store's client, order kept (informational) | 8,500 |  | 0.85× |"
+    )
+    expect(readme).toContain(
+      "| sqlite, hand-written on the store's client, order not kept (informational) | 10,200 |  | 1.02× |"
+    )
+    expect(readme).toContain(
+      "each wave completed before the next is sent: SPEC §6 step 5) reached 0.85× best against best, 0.88× the " +
+        "median of rounds of the raw baseline; without the waves 1.02× best against best, 1.01× the median of rounds. " +
+        "The relay reached 0.80× best against best, 0.77× the median of rounds of the hand-written loop with the waves."
+    )
+    expect(readme).toContain(
+      "; hand-written loop with the order 1.80 s of 2.30 s wall in SQLite statements (101 commits"
+    )
+    expect(readme).toContain(
+      "Outside SQLite statements the relay took 10.0 µs a record, the hand-written loop with the waves 5.0 µs. With " +
+        "the relay's statements and no more time outside them than that loop's, the relay would reach 0.90× the raw " +
+        "baseline — below the goal's 0.95×: in this run even code as lean as that loop would miss it."
+    )
+    const reachable = renderReadme({
+      drain: { sqlite: { ...sqlite, statementTime: { ...statementTime, clientCeilingRatio: 0.96 } } }
+    })
+    expect(reachable).toContain(
+      "would reach 0.96× the raw baseline — the goal's 0.95× is within reach of code as lean as that loop."
+    )
+    expect(reachable).not.toContain("would miss it")
+    const { handWrittenDrain: _hand, handWrittenDrainWithoutOrder: _unordered, ...withoutHandWritten } = sqlite
+    const without = renderReadme({
+      drain: {
+        sqlite: { ...withoutHandWritten, statementTime: { raw: statementTime.raw, relay: statementTime.relay } }
+      }
+    })
+    expect(without).not.toContain("hand-written on the store's client")
+    expect(without).not.toContain("the raw loop written on Effect")
+    expect(without).not.toContain("Outside SQLite statements")
   })
 
   it("renders the SQLite latency goal with its floor and the raw producer and relay at the same pace", () => {
