@@ -21,6 +21,15 @@ export const seedFromEnvironment = (): number | undefined => {
   return seed
 }
 
-/** The seed for the generated test called `name` (see the module comment). */
-export const testSeed = (name: string): number =>
-  seedFromEnvironment() ?? (process.env["CI"] === "true" ? fixedSeed(name) : randomBytes(4).readInt32LE(0))
+/**
+ * The seed for the generated test called `name` (see the module comment). A fresh random seed is printed before
+ * the test runs, so that a run cut off by its timeout (which never reaches the test's own report) can be
+ * replayed too.
+ */
+export const testSeed = (name: string): number => {
+  const given = seedFromEnvironment() ?? (process.env["CI"] === "true" ? fixedSeed(name) : undefined)
+  if (given !== undefined) return given
+  const seed = randomBytes(4).readInt32LE(0)
+  console.log(`[${name}] random seed ${seed} (replay with OUTBOX_SEED=${seed})`)
+  return seed
+}
