@@ -762,6 +762,30 @@ const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
   })
 
 /**
+ * One partition's claim on the store's client with the store's statements: the fence raised to the token's
+ * version, up to `limit` claimable records read (oldest first) and claimed at `now`. Returns the rows read.
+ */
+const claimOnClient = (
+  sql: SqlClient.SqlClient,
+  partitionKey: string,
+  token: { readonly owner: string; readonly version: number },
+  limit: number,
+  now: number
+) =>
+  Effect.gen(function* () {
+    yield* sql.unsafe(statements.raiseFence, [partitionKey, token.version])
+    const rows = yield* sql.unsafe(
+      statements.selectClaimable,
+      bind.selectClaimable(partitionKey, token.version, undefined, limit)
+    )
+    if (rows.length > 0) {
+      const ids = rows.map((row) => String(Reflect.get(row, "id")))
+      yield* sql.unsafe(statements.claimUpdate(ids.length), bind.claimUpdate(ids, token, now, partitionKey, undefined))
+    }
+    return rows
+  })
+
+/**
  * The loop of {@link rawSteady} written on Effect and the store's client, as an application would write it:
  * `@effect/sql-sqlite-node` (opened as the store's database is, `SqliteDatabase.layer`), `sql.withTransaction`
  * and `sql.unsafe` with the store's statements, a persist's wake through a `Queue`. No store and no drainer:
@@ -777,23 +801,13 @@ const handWrittenSteady = (perSecond: number, seconds: number): Effect.Effect<Ra
     const token = { owner: "hand-written", version: 1 }
     const wake = yield* Queue.sliding<void>(1)
     const run = steadyRun(perSecond, seconds, "hand")
-    const claimPartition = (partitionKey: string, slot: number, now: number) =>
-      Effect.gen(function* () {
-        const done = run.toComplete(slot)
-        if (done.length > 0) yield* sql.unsafe(statements.complete(done.length), bind.complete(done, token, now))
-        yield* sql.unsafe(statements.raiseFence, [partitionKey, token.version])
-        const rows = yield* sql.unsafe(
-          statements.selectClaimable,
-          bind.selectClaimable(partitionKey, token.version, undefined, 500)
-        )
-        if (rows.length === 0) return rows
-        const ids = rows.map((row) => String(Reflect.get(row, "id")))
-        yield* sql.unsafe(
-          statements.claimUpdate(ids.length),
-          bind.claimUpdate(ids, token, now, partitionKey, undefined)
-        )
-        return rows
-      })
+    const claimPartition = (partitionKey: string, slot: number, now: number) => {
+      const done = run.toComplete(slot)
+      return Effect.zipRight(
+        done.length > 0 ? sql.unsafe(statements.complete(done.length), bind.complete(done, token, now)) : Effect.void,
+        claimOnClient(sql, partitionKey, token, 500, now)
+      )
+    }
     /** One claim of every partition, sent; whether it found any record. */
     const claimOnce = Effect.map(
       Effect.suspend(() => {
@@ -1003,22 +1017,7 @@ const handWrittenDrain = (count: number, order = true): Effect.Effect<Throughput
       ids.length === 0
         ? Effect.void
         : sql.unsafe(statements.complete(ids.length), bind.complete(ids, token, Date.now()))
-    const claimPartition = (partitionKey: string) =>
-      Effect.gen(function* () {
-        yield* sql.unsafe(statements.raiseFence, [partitionKey, token.version])
-        const rows = yield* sql.unsafe(
-          statements.selectClaimable,
-          bind.selectClaimable(partitionKey, token.version, undefined, 100)
-        )
-        if (rows.length > 0) {
-          const ids = rows.map((row) => String(Reflect.get(row, "id")))
-          yield* sql.unsafe(
-            statements.claimUpdate(ids.length),
-            bind.claimUpdate(ids, token, Date.now(), partitionKey, undefined)
-          )
-        }
-        return rows
-      })
+    const claimPartition = (partitionKey: string) => claimOnClient(sql, partitionKey, token, 100, Date.now())
     /** One claim of every partition, the ids left to complete first; the claimed rows in waves. */
     const claimRound = (left: ReadonlyArray<string>) =>
       Effect.map(
