@@ -573,7 +573,7 @@ const drainSection = (data: unknown): Array<string> => {
   out.push(...table(["backend", "relay rec/s", "raw baseline rec/s", "relay / baseline", "goal", "goal met"], rows))
   out.push(...handWrittenDrainLines(at(data, "sqlite")))
   out.push(...statementTimeLines(at(data, "sqlite", "statementTime")))
-  const clientCeiling = clientCeilingLine(at(data, "sqlite", "statementTime"), num(data, "sqlite", "goalRatio"))
+  const clientCeiling = clientCeilingLine(at(data, "sqlite", "statementTime"), goalRatio(str(data, "sqlite", "target")))
   if (clientCeiling !== undefined) out.push(clientCeiling, "")
   const latencyRows: Array<Array<string>> = []
   for (const backend of ["memory", "sqlite"]) {

@@ -1461,7 +1461,6 @@ const main = Effect.gen(function* () {
       ratioPerRound: perRound,
       ratioWallMedianOfRounds: median(perRound.map((r) => r.wall)),
       target: "≥ 0.95 × the raw better-sqlite3 claim → complete loop",
-      goalRatio: 0.95,
       met: ratioWall >= 0.95,
       withoutGroupCommit: {
         ...againstRawRounds(ungroupedRuns),

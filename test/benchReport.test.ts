@@ -267,7 +267,6 @@ describe("bench report", () => {
       throughput: throughput(7_000, 6_000),
       rawBaseline: { best: throughput(10_000, 12_000) },
       target: "≥ 0.95 × the raw better-sqlite3 claim → complete loop",
-      goalRatio: 0.95,
       met: false,
       handWrittenDrain: {
         throughput: throughput(8_500, 9_000),
