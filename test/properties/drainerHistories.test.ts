@@ -39,11 +39,14 @@ import * as MemorySink from "../../src/layers/sinks/MemorySink.js"
 import * as Enqueue from "../../src/programs/Enqueue.js"
 import * as Relay from "../../src/programs/Relay.js"
 import { DeadLetterStore } from "../../src/services/DeadLetterStore.js"
+import { yieldToEventLoop } from "../../src/services/EventLoop.js"
 import { LeaseStore } from "../../src/services/LeaseStore.js"
 import { OutboxStore } from "../../src/services/OutboxStore.js"
 
 const PARTITIONS = 3
 const MAX_BATCH = 8
+/** Steps of 10 ms of test time a stopping relay is given before the history fails (10 minutes). */
+const stopBudget = 60_000
 
 type Action =
   | { readonly _tag: "Enqueue"; readonly partition: number; readonly keys: ReadonlyArray<string | undefined> }
@@ -221,17 +224,22 @@ const runHistory = (actions: ReadonlyArray<Action>, stats: Stats): Effect.Effect
           )
         ).pipe(Effect.orDie, Effect.provide(context))
       )
-      yield* Deferred.await(ready)
+      // a relay that failed to start ends the history with its cause instead of leaving it waiting
+      yield* Effect.raceFirst(Deferred.await(ready), Fiber.join(fiber))
       relays.push(fiber)
     })
     const stopRelay = (index: number) =>
       Effect.gen(function* () {
         const [fiber] = relays.splice(index % relays.length, 1)
         if (fiber === undefined) return
-        // the relay's final drain may wait on (test) time: keep the clock moving until it has stopped
+        // the relay's final drain may wait on (test) time, and on turns of the event loop (its cycles
+        // yield to it): keep both moving until it has stopped, never waiting on it without moving them
         const stopping = yield* Effect.fork(Fiber.interrupt(fiber))
-        for (let i = 0; i < 2_000 && stopping.unsafePoll() === null; i++) {
+        for (let i = 0; stopping.unsafePoll() === null; i++) {
+          if (i === stopBudget)
+            return yield* Effect.dieMessage(`relay did not stop within ${stopBudget * 10} ms of test time`)
           yield* TestClock.adjust(Duration.millis(10))
+          yield* yieldToEventLoop
         }
         yield* Fiber.join(stopping)
       })
