@@ -95,6 +95,17 @@ export const stampClaimInto = <Instant>(
   target.claimedBy = stamp.claimedBy
   target.claimVersion = stamp.claimVersion
   target.claimedAt = stamp.claimedAt
-  if (Option.isNone(target.firstAttemptedAt)) target.firstAttemptedAt = stamp.claimedAt
+  target.firstAttemptedAt = firstAttemptAfter(target.firstAttemptedAt, stamp)
   target.replayCount += 1
 }
+
+/**
+ * `firstAttemptedAt` after a claim with `stamp` (see {@link stampClaim}): the earlier first attempt when
+ * there was one, else the stamp's own `claimedAt` (shared, not a new value per record).
+ *
+ * @since 0.2.0
+ */
+export const firstAttemptAfter = <Instant>(
+  previous: Option.Option<Instant>,
+  stamp: ClaimStamp<Instant>
+): Option.Option<Instant> => (Option.isSome(previous) ? previous : stamp.claimedAt)

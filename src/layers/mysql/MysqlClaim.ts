@@ -144,7 +144,7 @@ export const makeClaim = (ctx: StoreContext) =>
       candidates: (conn, partitionKey, version, staleCutoff, limit) =>
         Effect.flatMap(
           ctx.tx.run(conn, ctx.st.selectClaimable, ctx.bind.selectClaimable(partitionKey, version, staleCutoff, limit)),
-          (rows) => decodeAll(rows, SqlOutboxRow.decodeCandidate)
+          SqlOutboxRow.decodeCandidates
         ),
       idOf: (candidate) => candidate.row.id,
       update: (conn, ids, token, now, partitionKey, staleCutoff) =>

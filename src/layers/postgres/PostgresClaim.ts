@@ -10,7 +10,6 @@
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Schema from "effect/Schema"
 import * as Fence from "../../domain/Fence.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
@@ -132,7 +131,7 @@ export const makeClaim = (ctx: StoreContext) =>
       candidates: (conn, partitionKey, version, staleCutoff, limit) =>
         Effect.flatMap(
           ctx.run(conn, ctx.st.selectClaimable, ctx.bind.selectClaimable(partitionKey, version, staleCutoff, limit)),
-          (rows) => decodeAll(rows, SqlOutboxRow.decodeCandidate)
+          SqlOutboxRow.decodeCandidates
         ),
       idOf: (candidate) => candidate.row.id,
       update: (conn, ids, token, now, partitionKey, staleCutoff) =>

@@ -16,7 +16,7 @@ import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
 import type * as ClaimOrder from "../../domain/ClaimOrder.js"
 import * as Fence from "../../domain/Fence.js"
-import type * as LeaseToken from "../../domain/LeaseToken.js"
+import * as SqlClaim from "./SqlClaim.js"
 
 /**
  * An integer column: a number, or decimal text (`pg` returns `bigint` so; `mysql2` past 2^53).
@@ -105,21 +105,32 @@ export interface Candidate extends ClaimOrder.ClaimFacts {
 }
 
 /**
- * Decodes one stored row into a claim {@link Candidate} (validated as {@link decodeRow} validates it).
+ * Decodes the stored rows of a claim's candidate query into claim {@link Candidate}s, in their order (each
+ * validated as {@link decodeRow} validates it); the first row that does not decode fails them all.
  *
- * @since 0.1.0
+ * @since 0.2.0
  */
-export const decodeCandidate = (input: unknown): Either.Either<Candidate, CorruptRecord> =>
-  Either.map(decodeRowForm(input), (row): Candidate => ({
-    row,
-    createdAt: DateTime.unsafeMake(row.created_at),
-    seq: row.seq,
-    envelopeId: row.envelope_id,
-    status: row.status,
-    orderingKey: Option.fromNullable(row.ordering_key),
-    claimVersion: row.claim_version,
-    claimedAt: instant(row.claimed_at)
-  }))
+export const decodeCandidates = (rows: Iterable<unknown>): Either.Either<Array<Candidate>, CorruptRecord> => {
+  const out: Array<Candidate> = []
+  let previous: Candidate | undefined
+  for (const input of rows) {
+    const decoded = decodeRowForm(input)
+    if (Either.isLeft(decoded)) return Either.left(decoded.left)
+    const row = decoded.right
+    previous = {
+      row,
+      createdAt: SqlClaim.createdAtOf(row.created_at, previous),
+      seq: row.seq,
+      envelopeId: row.envelope_id,
+      status: row.status,
+      orderingKey: Option.fromNullable(row.ordering_key),
+      claimVersion: row.claim_version,
+      claimedAt: instant(row.claimed_at)
+    }
+    out.push(previous)
+  }
+  return Either.right(out)
+}
 
 /**
  * The record of a candidate the claim update changed: status `claimed` and the fields `Fence.stampClaim`
@@ -127,29 +138,16 @@ export const decodeCandidate = (input: unknown): Either.Either<Candidate, Corrup
  *
  * @since 0.1.0
  */
-export const claimedRecord = (
-  candidate: Candidate,
-  token: LeaseToken.LeaseTokenLike,
-  at: DateTime.Utc
-): OutboxRecord.OutboxRecord => toRecord(candidate.row, { token, at }, candidate.createdAt)
+export const claimedRecord = (candidate: Candidate, stamp: Fence.ClaimStamp<DateTime.Utc>): OutboxRecord.OutboxRecord =>
+  toRecord(candidate.row, stamp, candidate.createdAt, candidate.orderingKey)
 
 const toRecord = (
   r: Row,
-  claim: { readonly token: LeaseToken.LeaseTokenLike; readonly at: DateTime.Utc } | undefined,
-  createdAt: DateTime.Utc
+  claim: Fence.ClaimStamp<DateTime.Utc> | undefined,
+  createdAt: DateTime.Utc,
+  orderingKey: Option.Option<string> = Option.fromNullable(r.ordering_key)
 ): OutboxRecord.OutboxRecord => {
   const firstAttemptedAt = instant(r.first_attempted_at)
-  // the claim fields as stored, or as the claim stamps them (one object either way)
-  const fields: Fence.ClaimFields<DateTime.Utc> =
-    claim === undefined
-      ? {
-          claimedBy: Option.fromNullable(r.claimed_by),
-          claimVersion: r.claim_version,
-          claimedAt: instant(r.claimed_at),
-          firstAttemptedAt,
-          replayCount: r.replay_count
-        }
-      : Fence.stampClaim({ firstAttemptedAt, replayCount: r.replay_count }, claim.token, claim.at)
   return OutboxRecord.makeUnvalidated({
     id: r.id,
     partitionKey: r.partition_key,
@@ -159,16 +157,17 @@ const toRecord = (
     address: r.address,
     payload: Uint8Array.from(r.payload),
     headers: r.headers,
-    orderingKey: Option.fromNullable(r.ordering_key),
+    orderingKey,
     createdAt,
     expiresAt: instant(r.expires_at),
     seq: r.seq,
+    // the claim fields as stored, or as the claim stamps them (`Fence.stampClaim`, the stamp's values shared)
     status: claim === undefined ? r.status : "claimed",
-    claimedBy: fields.claimedBy,
-    claimVersion: fields.claimVersion,
-    claimedAt: fields.claimedAt,
-    firstAttemptedAt: fields.firstAttemptedAt,
-    replayCount: fields.replayCount,
+    claimedBy: claim === undefined ? Option.fromNullable(r.claimed_by) : claim.claimedBy,
+    claimVersion: claim === undefined ? r.claim_version : claim.claimVersion,
+    claimedAt: claim === undefined ? instant(r.claimed_at) : claim.claimedAt,
+    firstAttemptedAt: claim === undefined ? firstAttemptedAt : Fence.firstAttemptAfter(firstAttemptedAt, claim),
+    replayCount: claim === undefined ? r.replay_count : r.replay_count + 1,
     completedAt: instant(r.completed_at)
   })
 }

@@ -43,11 +43,11 @@ interface Candidate extends ClaimOrder.ClaimFacts {
   readonly decoded: SqliteOutboxRows.DecodedRow
 }
 
-const candidateOf = (decoded: SqliteOutboxRows.DecodedRow): Candidate => {
+const candidateOf = (decoded: SqliteOutboxRows.DecodedRow, previous: Candidate | undefined): Candidate => {
   const row = decoded.row
   return {
     decoded,
-    createdAt: DateTime.unsafeMake(row.created_at),
+    createdAt: SqlClaim.createdAtOf(row.created_at, previous),
     seq: row.seq,
     envelopeId: row.envelope_id,
     status: decoded.status,
@@ -105,10 +105,12 @@ export const make = ({ bind, st, staleMillis }: ClaimContext) =>
           run(conn, st.selectClaimable, bind.selectClaimable(partitionKey, version, staleCutoff, limit)),
           (rows) => {
             const out: Array<Candidate> = []
+            let previous: Candidate | undefined
             for (const row of rows) {
               const decoded = SqliteOutboxRows.decodeRowFields(row)
               if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
-              out.push(candidateOf(decoded.right))
+              previous = candidateOf(decoded.right, previous)
+              out.push(previous)
             }
             return Effect.succeed(out)
           }
@@ -129,12 +131,8 @@ export const make = ({ bind, st, staleMillis }: ClaimContext) =>
           }
           return updated
         }),
-      claimed: (candidate, token, at) =>
-        SqliteOutboxRows.toRecord(
-          candidate.decoded,
-          { owner: token.owner, version: token.version, at },
-          candidate.createdAt
-        )
+      claimed: (candidate, stamp) =>
+        SqliteOutboxRows.toRecord(candidate.decoded, stamp, candidate.createdAt, candidate.orderingKey)
     },
     staleMillis
   )

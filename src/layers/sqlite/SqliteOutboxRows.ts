@@ -186,43 +186,21 @@ export const decodeRowFields = (input: unknown): Either.Either<DecodedRow, Corru
 }
 
 /**
- * A claim to apply while building a record (the row was just claimed by `owner` at `version`).
- *
- * @since 0.1.0
- */
-export interface AppliedClaim {
-  readonly owner: string
-  readonly version: number
-  readonly at: DateTime.Utc
-}
-
-/**
  * Builds the `OutboxRecord` of a decoded row, optionally with a claim applied (status `claimed` and the
- * fields `Fence.stampClaim` stamps). `createdAt` may be passed when the caller already built it. Every
+ * fields `Fence.stampClaim` stamps, from the claim's `Fence.ClaimStamp`, whose values every record of the claim
+ * shares). `createdAt` and `orderingKey` may be passed when the caller already built them. Every
  * field was validated by {@link decodeRowFields}, so the record is built without a second validation pass.
  *
  * @since 0.1.0
  */
 export const toRecord = (
   decoded: DecodedRow,
-  claim?: AppliedClaim,
-  createdAt: DateTime.Utc = DateTime.unsafeMake(decoded.row.created_at)
+  claim?: Fence.ClaimStamp<DateTime.Utc>,
+  createdAt: DateTime.Utc = DateTime.unsafeMake(decoded.row.created_at),
+  orderingKey: Option.Option<string> = Option.fromNullable(decoded.row.ordering_key)
 ): OutboxRecord.OutboxRecord => {
   const r = decoded.row
-  const fields =
-    claim === undefined
-      ? {
-          claimedBy: Option.fromNullable(r.claimed_by),
-          claimVersion: r.claim_version,
-          claimedAt: instant(r.claimed_at),
-          firstAttemptedAt: instant(r.first_attempted_at),
-          replayCount: r.replay_count
-        }
-      : Fence.stampClaim(
-          { firstAttemptedAt: instant(r.first_attempted_at), replayCount: r.replay_count },
-          claim,
-          claim.at
-        )
+  const firstAttemptedAt = instant(r.first_attempted_at)
   return OutboxRecord.makeUnvalidated({
     id: r.id,
     partitionKey: r.partition_key,
@@ -232,17 +210,18 @@ export const toRecord = (
     address: r.address,
     payload: r.payload,
     headers: decoded.headers,
-    orderingKey: Option.fromNullable(r.ordering_key),
+    orderingKey,
     createdAt,
     expiresAt: instant(r.expires_at),
     seq: r.seq,
-    status: claim === undefined ? decoded.status : "claimed",
+    // the claim fields as stored, or as the claim stamps them (`Fence.stampClaim`, the stamp's values shared);
     // named one by one, not spread: the literal then has every field from the start
-    claimedBy: fields.claimedBy,
-    claimVersion: fields.claimVersion,
-    claimedAt: fields.claimedAt,
-    firstAttemptedAt: fields.firstAttemptedAt,
-    replayCount: fields.replayCount,
+    status: claim === undefined ? decoded.status : "claimed",
+    claimedBy: claim === undefined ? Option.fromNullable(r.claimed_by) : claim.claimedBy,
+    claimVersion: claim === undefined ? r.claim_version : claim.claimVersion,
+    claimedAt: claim === undefined ? instant(r.claimed_at) : claim.claimedAt,
+    firstAttemptedAt: claim === undefined ? firstAttemptedAt : Fence.firstAttemptAfter(firstAttemptedAt, claim),
+    replayCount: claim === undefined ? r.replay_count : r.replay_count + 1,
     completedAt: instant(r.completed_at)
   })
 }

@@ -146,6 +146,8 @@ export const claimContract = (harness: Harness): void => {
           yield* store.persist([record(pk, { env: "middle", createdAt: START - 5_000 })])
           const batch = yield* store.claim(pk, token("o", 1), 2)
           expect(batch.records.map((r) => r.envelopeId)).toEqual(["early", "middle"])
+          // each claimed record carries its own createdAt (the claim shares a value only between equal ones)
+          expect(batch.records.map((r) => DateTime.toEpochMillis(r.createdAt))).toEqual([START - 9_000, START - 5_000])
         })
       )
     )
