@@ -5,10 +5,10 @@
  */
 import { describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
-import { aloneBeforeImmediate, groupLookupsPerTurn, groupPerTurn } from "../src/services/EventLoop.js"
+import * as Fiber from "effect/Fiber"
+import { aloneBeforeImmediate, Answer, groupLookupsPerTurn, groupPerTurn } from "../src/services/EventLoop.js"
 
 interface Call {
   readonly n: number
@@ -22,7 +22,7 @@ describe("groupPerTurn", () => {
       const groups: Array<Array<number>> = []
       const join = groupPerTurn<Call, number, string>((group) => {
         groups.push(group.map((member) => member.n))
-        return Effect.forEach(group, (member) => Deferred.succeed(member.done, member.n * 10), { discard: true })
+        return Effect.sync(() => group.forEach((member) => member.done.succeed(member.n * 10)))
       })
       const answers = yield* Effect.all(
         [1, 2, 3].map((n) => call(join, n)),
@@ -40,7 +40,7 @@ describe("groupPerTurn", () => {
       const join = groupPerTurn<Call, number, string>((group) =>
         broken
           ? Effect.die(new Error("runner broke"))
-          : Effect.forEach(group, (member) => Deferred.succeed(member.done, member.n), { discard: true })
+          : Effect.sync(() => group.forEach((member) => member.done.succeed(member.n)))
       )
       const exits = yield* Effect.all(
         [1, 2].map((n) => Effect.exit(call(join, n))),
@@ -73,7 +73,7 @@ describe("groupPerTurn with a lone caller", () => {
     const groups: Array<Array<number>> = []
     const join = groupPerTurn<Call, number, string>((group) => {
       groups.push(group.map((member) => member.n))
-      return Effect.forEach(group, (member) => Deferred.succeed(member.done, member.n), { discard: true })
+      return Effect.sync(() => group.forEach((member) => member.done.succeed(member.n)))
     })
     return { groups, join }
   }
@@ -155,6 +155,55 @@ describe("groupLookupsPerTurn", () => {
       expect(failed).toEqual(["down for a,b", "down for a,b"])
       fail = false
       expect(yield* get("c")).toBe("c")
+    })
+  )
+})
+
+describe("Answer", () => {
+  it.effect(
+    "a wait before the answer resumes with it; a wait after it returns it at once; a second answer is ignored",
+    () =>
+      Effect.gen(function* () {
+        const answer = new Answer<number, string>()
+        const waiting = yield* Effect.fork(answer.wait())
+        yield* Effect.yieldNow()
+        expect(waiting.unsafePoll()).toBeNull()
+        answer.succeed(1)
+        answer.succeed(2)
+        answer.failCause(Cause.fail("late"))
+        expect(yield* waiting.await).toEqual(Exit.succeed(1))
+        expect(yield* answer.wait()).toBe(1)
+      })
+  )
+
+  it.live("a wait made before the answer but run after it returns the answer", () =>
+    Effect.gen(function* () {
+      const answer = new Answer<number, string>()
+      const wait = answer.wait()
+      answer.succeed(3)
+      expect(yield* Effect.timeout(wait, "1 second")).toBe(3)
+    })
+  )
+
+  it.effect("a failure reaches the waiter as its cause", () =>
+    Effect.gen(function* () {
+      const answer = new Answer<number, string>()
+      const waiting = yield* Effect.fork(answer.wait())
+      yield* Effect.yieldNow()
+      answer.failCause(Cause.fail("no"))
+      expect(yield* waiting.await).toEqual(Exit.fail("no"))
+    })
+  )
+
+  it.effect("an interrupted wait is let go: the answer given after it goes to a later wait", () =>
+    Effect.gen(function* () {
+      const answer = new Answer<number, string>()
+      const first = yield* Effect.fork(answer.wait())
+      yield* Effect.yieldNow()
+      const exit = yield* Fiber.interrupt(first)
+      expect(Exit.isInterrupted(exit)).toBe(true)
+      answer.succeed(7)
+      expect(yield* answer.wait()).toBe(7)
     })
   )
 })

@@ -22,7 +22,6 @@
  */
 import type { Connection } from "@effect/sql/SqlConnection"
 import { SqlError } from "@effect/sql/SqlError"
-import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import { type GroupMember, groupPerTurn } from "../../services/EventLoop.js"
@@ -69,7 +68,7 @@ const isBusySqlError = (error: unknown): error is SqlError => error instanceof S
 export const make = (tx: Transactions): Submit => {
   /**
    * Runs one group: a lone member as itself (in its own transaction when it needs one), several in one
-   * transaction, completes and releases first. Total: every member's deferred is completed.
+   * transaction, completes and releases first. Total: every member is answered.
    */
   const runGroup = (group: ReadonlyArray<Member>): Effect.Effect<void> => {
     const ordered = group.length === 1 ? group : [...group].sort((a, b) => a.rank - b.rank)
@@ -83,10 +82,13 @@ export const make = (tx: Transactions): Submit => {
             ),
             "always"
           )
-    return Effect.matchCauseEffect(run, {
-      onFailure: (cause) =>
-        Effect.forEach(group, (member) => Deferred.failCause(member.done, cause), { discard: true }),
-      onSuccess: () => Effect.forEach(group, (member) => Deferred.succeed(member.done, undefined), { discard: true })
+    return Effect.matchCause(run, {
+      onFailure: (cause) => {
+        for (const member of group) member.done.failCause(cause)
+      },
+      onSuccess: () => {
+        for (const member of group) member.done.succeed(undefined)
+      }
     })
   }
 
