@@ -6,6 +6,7 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { SqlError } from "@effect/sql/SqlError"
 import { describe, expect, it } from "@effect/vitest"
+import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
@@ -928,6 +929,30 @@ describe("SqliteOutboxStore", () => {
         expect(yield* store.countPending("big")).toBe(100)
         expect(yield* store.countClaimed("big")).toBe(0)
       }).pipe(Effect.provide(memory))
+    )
+
+    it.effect(
+      "a complete of more ids than one guarded update chunk applies the claimed ones and names the others",
+      () =>
+        Effect.gen(function* () {
+          const store = yield* OutboxStore
+          yield* store.persist(
+            Array.from({ length: 2500 }, (_, i) => record("bigmix", `e${String(i).padStart(4, "0")}`))
+          )
+          const claimed = (yield* store.claim("bigmix", token("o", 1), 2400)).records.map((r) => r.id)
+          const pending = (yield* store.queryPending("bigmix", 3)).map((r) => r.id)
+          // the unclaimed ids sit in the second and third chunks
+          const ids = [...claimed.slice(0, 1500), pending[0] ?? "", ...claimed.slice(1500), ...pending.slice(1)]
+          const exit = yield* Effect.exit(store.complete(ids, token("o", 1)))
+          expect(Exit.isFailure(exit)).toBe(true)
+          if (Exit.isFailure(exit)) {
+            const failure = Option.getOrUndefined(Cause.failureOption(exit.cause))
+            expect(failure?._tag).toBe("StaleFencingToken")
+            if (failure?._tag === "StaleFencingToken") expect(failure.recordIds).toEqual(pending)
+          }
+          expect(yield* store.countClaimed("bigmix")).toBe(0)
+          expect(yield* store.countPending("bigmix")).toBe(100)
+        }).pipe(Effect.provide(memory))
     )
 
     it("isBusy recognises lock failures only", () => {

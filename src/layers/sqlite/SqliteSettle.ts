@@ -32,6 +32,16 @@ interface SettleCall {
   readonly now: number
 }
 
+/** The ids a call's updates changed: `all` of them, or the set of those they changed. */
+type Matched = typeof all | ReadonlySet<string>
+const all = "all"
+
+/** The ids without repeats, in their order (the array itself when it has none). */
+const withoutDuplicates = (ids: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const seen = new Set(ids)
+  return seen.size === ids.length ? ids : Array.from(seen)
+}
+
 /** How one complete/release statement can fail before the ids are known. */
 type SettleFailure = SqlError | StoreUnavailable
 
@@ -58,24 +68,36 @@ export const make = (
   tx: Transactions,
   group: SqliteGroupCommit.Submit | undefined
 ): Settle => {
-  /** Runs the guarded updates of one call on `conn`; returns the ids they changed. */
-  const applySettle = (conn: Connection, request: SettleCall): Effect.Effect<Set<string>, SettleFailure> =>
-    Effect.gen(function* () {
-      const { now, operation, token } = request
-      const matched = new Set<string>()
-      for (const chunk of chunksOf(request.ids, idChunk)) {
-        const done =
-          operation === "complete"
-            ? yield* select(idsOf, operation, conn, st.complete(chunk.length), bind.complete(chunk, token, now))
-            : yield* select(idsOf, operation, conn, st.release(chunk.length), bind.release(chunk, token))
-        for (const id of done) matched.add(id)
-      }
-      return matched
-    })
+  /** One guarded update of a chunk of ids; returns the ids it changed. */
+  const settleChunk = (
+    conn: Connection,
+    { now, operation, token }: SettleCall,
+    chunk: ReadonlyArray<string>
+  ): Effect.Effect<Array<string>, SettleFailure> =>
+    operation === "complete"
+      ? select(idsOf, operation, conn, st.complete(chunk.length), bind.complete(chunk, token, now))
+      : select(idsOf, operation, conn, st.release(chunk.length), bind.release(chunk, token))
+
+  /**
+   * Runs the guarded updates of one call on `conn`; returns the ids they changed, or `all` when they changed
+   * every id of the call (the common case: no set of matched ids is built for it).
+   */
+  const applySettle = (conn: Connection, request: SettleCall): Effect.Effect<Matched, SettleFailure> =>
+    request.ids.length <= idChunk
+      ? Effect.map(settleChunk(conn, request, request.ids), (done) =>
+          done.length === request.ids.length ? all : new Set(done)
+        )
+      : Effect.gen(function* () {
+          const matched = new Set<string>()
+          for (const chunk of chunksOf(request.ids, idChunk)) {
+            for (const id of yield* settleChunk(conn, request, chunk)) matched.add(id)
+          }
+          return matched.size === request.ids.length ? all : matched
+        })
 
   return (operation, ids, token) =>
     Effect.gen(function* () {
-      const unique = Array.from(new Set(ids))
+      const unique = withoutDuplicates(ids)
       const now = yield* SqlClock.nowMillis
       const outer = yield* Effect.serviceOption(SqlClient.TransactionConnection)
       const call: SettleCall = { operation, ids: unique, token, now }
@@ -91,7 +113,7 @@ export const make = (
                   : tx.inTransaction((c) => applySettle(c, call))(conn, nested),
               unique.length <= idChunk ? "always" : "outside a caller's transaction"
             )
-      if (matched.size === unique.length) return
+      if (matched === all) return
       return yield* notClaimedBy(
         operation,
         token,
