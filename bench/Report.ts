@@ -489,7 +489,8 @@ const handWrittenDrainLines = (sqlite: unknown): Array<string> => {
     `${a === undefined ? na : `${a.toFixed(2)}×`} best against best, ${b === undefined ? na : `${b.toFixed(2)}×`} the median of rounds`
   const unorderedBest = num(sqlite, "handWrittenDrainWithoutOrder", "ratioWall")
   return [
-    `In the same rounds, the raw loop written on Effect and \`@effect/sql-sqlite-node\` (every partition claimed in ` +
+    `In the same rounds, the raw loop written on Effect and \`@effect/sql-sqlite-node\` (the client used as the store ` +
+      `uses it: one reserved connection, no span per statement; every partition claimed in ` +
       `one transaction, each record sent through an Effect, a key's records sent in waves, each wave completed before ` +
       `the next is sent: SPEC §6 step 5) reached ${pair(best, num(sqlite, "handWrittenDrain", "ratioWallMedianOfRounds"))} ` +
       `of the raw baseline` +

@@ -55,6 +55,7 @@
  * second process.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Fiber from "effect/Fiber"
@@ -761,29 +762,38 @@ const rawSteady = (perSecond: number, seconds: number): Promise<RawSteady> =>
     setTimeout(tick, 0)
   })
 
+/** Runs one of the store's statements with its values on the store's client and returns its rows. */
+type Execute = (text: string, params: ReadonlyArray<unknown>) => Effect.Effect<ReadonlyArray<object>, SqlError>
+
 /**
  * One partition's claim on the store's client with the store's statements: the fence raised to the token's
  * version, up to `limit` claimable records read (oldest first) and claimed at `now`. Returns the rows read.
  */
 const claimOnClient = (
-  sql: SqlClient.SqlClient,
+  execute: Execute,
   partitionKey: string,
   token: { readonly owner: string; readonly version: number },
   limit: number,
   now: number
 ) =>
   Effect.gen(function* () {
-    yield* sql.unsafe(statements.raiseFence, [partitionKey, token.version])
-    const rows = yield* sql.unsafe(
+    yield* execute(statements.raiseFence, [partitionKey, token.version])
+    const rows = yield* execute(
       statements.selectClaimable,
       bind.selectClaimable(partitionKey, token.version, undefined, limit)
     )
     if (rows.length > 0) {
       const ids = rows.map((row) => String(Reflect.get(row, "id")))
-      yield* sql.unsafe(statements.claimUpdate(ids.length), bind.claimUpdate(ids, token, now, partitionKey, undefined))
+      yield* execute(statements.claimUpdate(ids.length), bind.claimUpdate(ids, token, now, partitionKey, undefined))
     }
     return rows
   })
+
+/** {@link Execute} through the client's `unsafe` (its span and connection handling per statement). */
+const unsafeOn =
+  (sql: SqlClient.SqlClient): Execute =>
+  (text, params) =>
+    sql.unsafe(text, params)
 
 /**
  * The loop of {@link rawSteady} written on Effect and the store's client, as an application would write it:
@@ -805,7 +815,7 @@ const handWrittenSteady = (perSecond: number, seconds: number): Effect.Effect<Ra
       const done = run.toComplete(slot)
       return Effect.zipRight(
         done.length > 0 ? sql.unsafe(statements.complete(done.length), bind.complete(done, token, now)) : Effect.void,
-        claimOnClient(sql, partitionKey, token, 500, now)
+        claimOnClient(unsafeOn(sql), partitionKey, token, 500, now)
       )
     }
     /** One claim of every partition, sent; whether it found any record. */
@@ -985,16 +995,17 @@ const rawBaseline = (count: number): Throughput => {
 
 /**
  * The raw baseline's drain written on Effect and the store's client, keeping the order the relay keeps: the
- * ceiling of the SQLite relay goal for code on the client the store must use. `@effect/sql-sqlite-node` opened
- * as the store's database is (`SqliteDatabase.layer`), `sql.withTransaction` and `sql.unsafe` with the store's
- * statements, the backlog persisted untimed as the raw baseline's. Each round claims 100 records of every
- * partition in one transaction (the last wave's completes of the round before first), then sends the claim in
- * waves — the `w`-th record of each ordering key of a partition in wave `w`, keyless records in the first — each
- * record through an `Effect` (a no-op send, as the relay's bench sink), and completes each wave in a transaction
- * of its own before the next wave is sent (SPEC §6 step 5: a record is complete before its younger sibling is
- * sent), the last wave's with the next claim. No store, drainer, lease, record decoding or metrics: what
- * remains is what any relay on that client must do. With `order` false every claimed record is in the first
- * wave (the raw baseline's loop on the client): what the client and `Effect` cost, apart from the order.
+ * ceiling of the SQLite relay goal for code on the client the store must use. `@effect/sql-sqlite-node` opened as
+ * the store's database is (`SqliteDatabase.layer`), used as the store uses it: one connection reserved from the
+ * client, the store's statements run on it (`execute`, no span per statement) inside `BEGIN … COMMIT`; the backlog
+ * persisted untimed as the raw baseline's. Each round claims 100 records of every partition in one transaction (the
+ * last wave's completes of the round before first), then sends the claim in waves — the `w`-th record of each
+ * ordering key of a partition in wave `w`, keyless records in the first — each record through an `Effect` (a no-op
+ * send, as the relay's bench sink), and completes each wave in a transaction of its own before the next wave is
+ * sent (SPEC §6 step 5: a record is complete before its younger sibling is sent), the last wave's with the next
+ * claim. No store, drainer, lease, record decoding or metrics: what remains is what any relay on that client must
+ * do. With `order` false every claimed record is in the first wave (the raw baseline's loop on the client): what
+ * the client and `Effect` cost, apart from the order.
  */
 const handWrittenDrain = (count: number, order = true): Effect.Effect<Throughput> =>
   Effect.gen(function* () {
@@ -1007,6 +1018,11 @@ const handWrittenDrain = (count: number, order = true): Effect.Effect<Throughput
         )
       )
     }
+    // the connection the loop runs on, as the store reserves one (the client's other calls wait for it)
+    const conn = yield* sql.reserve
+    const execute: Execute = (text, params) => conn.execute(text, params, undefined)
+    const transaction = <A>(body: Effect.Effect<A, SqlError>) =>
+      Effect.zipLeft(Effect.zipRight(execute("BEGIN", []), body), execute("COMMIT", []))
     const token = { owner: "hand-written", version: 1 }
     let sent = 0
     const send = (_row: object) =>
@@ -1014,14 +1030,12 @@ const handWrittenDrain = (count: number, order = true): Effect.Effect<Throughput
         sent += 1
       })
     const complete = (ids: ReadonlyArray<string>) =>
-      ids.length === 0
-        ? Effect.void
-        : sql.unsafe(statements.complete(ids.length), bind.complete(ids, token, Date.now()))
-    const claimPartition = (partitionKey: string) => claimOnClient(sql, partitionKey, token, 100, Date.now())
+      ids.length === 0 ? Effect.void : execute(statements.complete(ids.length), bind.complete(ids, token, Date.now()))
+    const claimPartition = (partitionKey: string) => claimOnClient(execute, partitionKey, token, 100, Date.now())
     /** One claim of every partition, the ids left to complete first; the claimed rows in waves. */
     const claimRound = (left: ReadonlyArray<string>) =>
       Effect.map(
-        sql.withTransaction(Effect.zipRight(complete(left), Effect.forEach(partitions, claimPartition))),
+        transaction(Effect.zipRight(complete(left), Effect.forEach(partitions, claimPartition))),
         (claimed) => {
           const waves: Array<Array<object>> = []
           for (const rows of claimed) {
@@ -1049,14 +1063,14 @@ const handWrittenDrain = (count: number, order = true): Effect.Effect<Throughput
       for (const [w, wave] of waves.entries()) {
         yield* Effect.forEach(wave, send, { discard: true })
         const ids = wave.map((row) => String(Reflect.get(row, "id")))
-        if (w < waves.length - 1) yield* sql.withTransaction(complete(ids))
+        if (w < waves.length - 1) yield* transaction(complete(ids))
         else left = ids
       }
     }
     const result = round()
     if (sent !== count) return yield* Effect.dieMessage(`the hand-written drain sent ${sent} of ${count} records`)
     return result
-  }).pipe(Effect.provide(SqliteDatabase.layer({ filename: freshFile() })), Effect.orDie)
+  }).pipe(Effect.scoped, Effect.provide(SqliteDatabase.layer({ filename: freshFile() })), Effect.orDie)
 
 /** The latency run with the producer in a second OS process (see {@link latencyOtherProcess}). */
 interface OtherProcessLatency {
@@ -1478,7 +1492,8 @@ const main = Effect.gen(function* () {
         },
         note:
           "what code on the client the store must use reaches when it keeps the relay's order: the raw baseline's drain written on Effect and " +
-          "@effect/sql-sqlite-node (SqliteDatabase.layer, sql.withTransaction, sql.unsafe with the store's statements), 100 records of " +
+          "@effect/sql-sqlite-node used as the store uses it (SqliteDatabase.layer, one reserved connection, the store's statements run " +
+          "on it inside BEGIN … COMMIT, no span per statement), 100 records of " +
           "every partition claimed in one transaction, each record sent through an Effect (no-op), sent in waves with each wave " +
           "completed in a transaction of its own before the next is sent (a record complete before its younger sibling is sent, SPEC §6 " +
           "step 5), the last wave's completes with the next claim; no store, drainer, lease, record decoding or metrics; in the same rounds"
