@@ -141,13 +141,54 @@ export const decodeCandidates = (rows: Iterable<unknown>): Either.Either<Array<C
 export const claimedRecord = (candidate: Candidate, stamp: Fence.ClaimStamp<DateTime.Utc>): OutboxRecord.OutboxRecord =>
   toRecord(candidate.row, stamp, candidate.createdAt, candidate.orderingKey)
 
+/**
+ * The claim columns of a stored row (the SQL backends and SQLite name them alike).
+ *
+ * @since 0.2.0
+ */
+export interface ClaimColumns {
+  readonly claimed_by: string | null
+  readonly claim_version: number
+  readonly claimed_at: number | null
+  readonly first_attempted_at: number | null
+  readonly replay_count: number
+}
+
+/**
+ * The claim fields of a record read from its row: as stored, or with the claim `stamp` applied
+ * (`Fence.stampClaim`; the stamp's values are shared by every record of its claim).
+ *
+ * @since 0.2.0
+ */
+export const claimFieldsOf = (
+  row: ClaimColumns,
+  stamp: Fence.ClaimStamp<DateTime.Utc> | undefined
+): Fence.ClaimFields<DateTime.Utc> => {
+  const firstAttemptedAt = instant(row.first_attempted_at)
+  return stamp === undefined
+    ? {
+        claimedBy: Option.fromNullable(row.claimed_by),
+        claimVersion: row.claim_version,
+        claimedAt: instant(row.claimed_at),
+        firstAttemptedAt,
+        replayCount: row.replay_count
+      }
+    : {
+        claimedBy: stamp.claimedBy,
+        claimVersion: stamp.claimVersion,
+        claimedAt: stamp.claimedAt,
+        firstAttemptedAt: Fence.firstAttemptAfter(firstAttemptedAt, stamp),
+        replayCount: row.replay_count + 1
+      }
+}
+
 const toRecord = (
   r: Row,
-  claim: Fence.ClaimStamp<DateTime.Utc> | undefined,
+  stamp: Fence.ClaimStamp<DateTime.Utc> | undefined,
   createdAt: DateTime.Utc,
   orderingKey: Option.Option<string> = Option.fromNullable(r.ordering_key)
 ): OutboxRecord.OutboxRecord => {
-  const firstAttemptedAt = instant(r.first_attempted_at)
+  const claim = claimFieldsOf(r, stamp)
   return OutboxRecord.makeUnvalidated({
     id: r.id,
     partitionKey: r.partition_key,
@@ -161,13 +202,12 @@ const toRecord = (
     createdAt,
     expiresAt: instant(r.expires_at),
     seq: r.seq,
-    // the claim fields as stored, or as the claim stamps them (`Fence.stampClaim`, the stamp's values shared)
-    status: claim === undefined ? r.status : "claimed",
-    claimedBy: claim === undefined ? Option.fromNullable(r.claimed_by) : claim.claimedBy,
-    claimVersion: claim === undefined ? r.claim_version : claim.claimVersion,
-    claimedAt: claim === undefined ? instant(r.claimed_at) : claim.claimedAt,
-    firstAttemptedAt: claim === undefined ? firstAttemptedAt : Fence.firstAttemptAfter(firstAttemptedAt, claim),
-    replayCount: claim === undefined ? r.replay_count : r.replay_count + 1,
+    status: stamp === undefined ? r.status : "claimed",
+    claimedBy: claim.claimedBy,
+    claimVersion: claim.claimVersion,
+    claimedAt: claim.claimedAt,
+    firstAttemptedAt: claim.firstAttemptedAt,
+    replayCount: claim.replayCount,
     completedAt: instant(r.completed_at)
   })
 }

@@ -12,7 +12,7 @@ import * as SchemaIssues from "../../domain/SchemaIssues.js"
 import * as Schema from "effect/Schema"
 import * as Fence from "../../domain/Fence.js"
 import { CorruptRecord } from "../../domain/OutboxError.js"
-import { isRowObject, quickHeaders } from "../sql/SqlOutboxRow.js"
+import { claimFieldsOf, isRowObject, quickHeaders } from "../sql/SqlOutboxRow.js"
 import * as OutboxRecord from "../../domain/OutboxRecord.js"
 
 /**
@@ -195,12 +195,12 @@ export const decodeRowFields = (input: unknown): Either.Either<DecodedRow, Corru
  */
 export const toRecord = (
   decoded: DecodedRow,
-  claim?: Fence.ClaimStamp<DateTime.Utc>,
+  stamp?: Fence.ClaimStamp<DateTime.Utc>,
   createdAt: DateTime.Utc = DateTime.unsafeMake(decoded.row.created_at),
   orderingKey: Option.Option<string> = Option.fromNullable(decoded.row.ordering_key)
 ): OutboxRecord.OutboxRecord => {
   const r = decoded.row
-  const firstAttemptedAt = instant(r.first_attempted_at)
+  const claim = claimFieldsOf(r, stamp)
   return OutboxRecord.makeUnvalidated({
     id: r.id,
     partitionKey: r.partition_key,
@@ -214,14 +214,13 @@ export const toRecord = (
     createdAt,
     expiresAt: instant(r.expires_at),
     seq: r.seq,
-    // the claim fields as stored, or as the claim stamps them (`Fence.stampClaim`, the stamp's values shared);
     // named one by one, not spread: the literal then has every field from the start
-    status: claim === undefined ? decoded.status : "claimed",
-    claimedBy: claim === undefined ? Option.fromNullable(r.claimed_by) : claim.claimedBy,
-    claimVersion: claim === undefined ? r.claim_version : claim.claimVersion,
-    claimedAt: claim === undefined ? instant(r.claimed_at) : claim.claimedAt,
-    firstAttemptedAt: claim === undefined ? firstAttemptedAt : Fence.firstAttemptAfter(firstAttemptedAt, claim),
-    replayCount: claim === undefined ? r.replay_count : r.replay_count + 1,
+    status: stamp === undefined ? decoded.status : "claimed",
+    claimedBy: claim.claimedBy,
+    claimVersion: claim.claimVersion,
+    claimedAt: claim.claimedAt,
+    firstAttemptedAt: claim.firstAttemptedAt,
+    replayCount: claim.replayCount,
     completedAt: instant(r.completed_at)
   })
 }
