@@ -24,7 +24,7 @@ import { type InvalidConfiguration, StoreUnavailable } from "../../domain/Outbox
 import { type FencedComplete, LeaseFence } from "../../services/LeaseFence.js"
 import * as SqlDialect from "../sql/SqlDialect.js"
 import * as SqlLeaseFence from "../sql/SqlLeaseFence.js"
-import { bySize } from "../sql/SqlOutboxStatements.js"
+import { bySize, withoutRepeats } from "../sql/SqlOutboxStatements.js"
 import { conflictRetries } from "../sql/SqlTransaction.js"
 import * as MysqlClaim from "./MysqlClaim.js"
 import * as MysqlOutboxSchema from "./MysqlOutboxSchema.js"
@@ -86,7 +86,7 @@ WHERE ${d.placeholders().inIds("id", n)} AND status = 'completed' AND claimed_by
     return LeaseFence.of({
       complete: (partitionKey, ids, token) =>
         Effect.gen(function* () {
-          const unique = Array.from(new Set(ids))
+          const unique = withoutRepeats(ids)
           if (unique.length === 0) return { _tag: "Held", completed: new Set<string>() } satisfies FencedComplete
           const now = yield* SqlClock.nowMillis
           const params = SqlLeaseFence.fencedCompleteBinds(d, partitionKey, unique, token, now)

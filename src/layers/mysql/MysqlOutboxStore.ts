@@ -266,7 +266,7 @@ export const make = (
     // plain combinators, no generator: this runs once per settled batch
     const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
       Effect.flatMap(SqlClock.nowMillis, (now) => {
-        const unique = Array.from(new Set(ids))
+        const unique = SqlOutboxStatements.withoutRepeats(ids)
         return Effect.flatMap(
           settleIds(operation, unique, token, now),
           (done): Effect.Effect<void, StaleFencingToken> =>

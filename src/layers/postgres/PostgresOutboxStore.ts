@@ -250,7 +250,7 @@ export const make = (
 
     const settle = (operation: "complete" | "release", ids: ReadonlyArray<string>, token: LeaseToken.LeaseTokenLike) =>
       Effect.gen(function* () {
-        const unique = Array.from(new Set(ids))
+        const unique = SqlOutboxStatements.withoutRepeats(ids)
         const now = yield* SqlClock.nowMillis
         const matched = yield* tx.standalone((conn) =>
           operation === "complete"

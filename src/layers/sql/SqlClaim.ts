@@ -95,7 +95,7 @@ export const claimWith =
                     for (const candidate of chosen) {
                       if (updated.has(steps.idOf(candidate))) claimed.push(steps.claimed(candidate, stamp))
                     }
-                    claimed.sort(ClaimOrder.compareAge)
+                    // in age order already: the selection returns its records oldest first
                     return ClaimBatch(claimed)
                   }
                 )

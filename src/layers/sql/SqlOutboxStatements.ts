@@ -274,6 +274,17 @@ export interface Binds {
 }
 
 /**
+ * The ids of a complete or release without repeats, in their order (the array itself when it has none, the
+ * common case: no copy).
+ *
+ * @since 0.2.0
+ */
+export const withoutRepeats = (ids: ReadonlyArray<string>): ReadonlyArray<string> => {
+  const seen = new Set(ids)
+  return seen.size === ids.length ? ids : Array.from(seen)
+}
+
+/**
  * The {@link Binds} of a dialect.
  *
  * @since 0.1.0

@@ -16,7 +16,7 @@ import * as Option from "effect/Option"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
 import { type StaleFencingToken, StoreUnavailable } from "../../domain/OutboxError.js"
 import { notClaimedBy } from "../../services/OutboxStore.js"
-import type * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
+import * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import { idChunk } from "./SqliteClaim.js"
 import type * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
 import { chunksOf, idsOf, select } from "./SqliteStatement.js"
@@ -35,12 +35,6 @@ interface SettleCall {
 /** The ids a call's updates changed: `all` of them, or the set of those they changed. */
 type Matched = typeof all | ReadonlySet<string>
 const all = "all"
-
-/** The ids without repeats, in their order (the array itself when it has none). */
-const withoutDuplicates = (ids: ReadonlyArray<string>): ReadonlyArray<string> => {
-  const seen = new Set(ids)
-  return seen.size === ids.length ? ids : Array.from(seen)
-}
 
 /** How one complete/release statement can fail before the ids are known. */
 type SettleFailure = SqlError | StoreUnavailable
@@ -97,7 +91,7 @@ export const make = (
 
   return (operation, ids, token) =>
     Effect.gen(function* () {
-      const unique = withoutDuplicates(ids)
+      const unique = SqlOutboxStatements.withoutRepeats(ids)
       const now = yield* SqlClock.nowMillis
       const outer = yield* Effect.serviceOption(SqlClient.TransactionConnection)
       const call: SettleCall = { operation, ids: unique, token, now }
