@@ -39,14 +39,17 @@
  *
  * In the same rounds, the goal's ceiling for code on the client the store must use: the raw loop written on
  * Effect and `@effect/sql-sqlite-node`, with the relay's order (a key's records sent in waves, each wave
- * completed before the next is sent) and without it (`handWrittenDrain`).
+ * completed before the next is sent) and without it (`handWrittenDrain`); and a drain through the store's own
+ * `claim` and `complete` calls with nothing else (`storeCallsDrain`): what the store's code costs apart from the
+ * drainer.
  *
  * Goals (issue #28 item 4): memory ≥ 150k records/s end to end on a quiet machine; SQLite ≥ 0.95× the raw
  * baseline (best against best, and the median of the per-round ratios reported beside it); SQLite latency p99
  * ≤ 250 ms. Writes
  * bench/results/drain.json. `--only=memory` / `--only=sqlite` runs one backend (throughput only) and
  * prints its figures without writing the results file, for profiling (`--only=sqlite` runs the hand-written
- * drains beside them, and ends with a raw, a relay and a hand-written round with every statement timed, by kind); `--only=sqlite-latency` runs one
+ * drains and the store's calls alone beside them, and ends with a raw, a relay, a hand-written and a store-calls
+ * round with every statement timed, the first three by kind); `--only=sqlite-latency` runs one
  * throughput round, then the latency phase at half of it (or `--rate=N` records/s) with a diagnosis: the
  * two legs of the latency (to the claim, claim to delivery), persist times, the event loop's delay, and, in a
  * second run with every statement timed, SQLite's statements by kind (counts, time, rows per claim), for the
@@ -1072,6 +1075,48 @@ const handWrittenDrain = (count: number, order = true): Effect.Effect<Throughput
     return result
   }).pipe(Effect.scoped, Effect.provide(SqliteDatabase.layer({ filename: freshFile() })), Effect.orDie)
 
+/**
+ * A drain through the store's own calls and nothing else: the goal's ceiling for any relay built on
+ * `OutboxStore`. The backlog persisted as the relay's, then every partition at once (as the relay's drainers run,
+ * so the store's group commit joins their completes) claims up to the relay's `maxBatchSize` with
+ * `OutboxStore.claim`, sends each record through an `Effect` (a no-op, as the relay's bench sink) and completes
+ * the whole claim with one `OutboxStore.complete`, until nothing is left. No drainer, lease, wave or metric, and
+ * fewer completes than the order needs (a key's records of one claim completed together): a lower bound on what
+ * a relay pays in the store's code — row decoding and validation, claim selection, the records built, the
+ * transactions — beside its statements.
+ */
+const storeCallsDrain = (count: number): Effect.Effect<Throughput> =>
+  Effect.gen(function* () {
+    const store = yield* OutboxStore
+    for (const batch of backlogBatches(count, "partition")) yield* store.persist(batch)
+    const token = { owner: "store-calls", version: 1 }
+    let sent = 0
+    const send = (_record: object) =>
+      Effect.sync(() => {
+        sent += 1
+      })
+    const drainPartition = (partitionKey: string): Effect.Effect<void, unknown> =>
+      Effect.flatMap(store.claim(partitionKey, token, relayOptions.drainer.maxBatchSize), ({ records }) =>
+        records.length === 0
+          ? Effect.void
+          : Effect.zipRight(
+              Effect.zipRight(
+                Effect.forEach(records, send, { discard: true }),
+                store.complete(
+                  records.map((record) => record.id),
+                  token
+                )
+              ),
+              Effect.suspend(() => drainPartition(partitionKey))
+            )
+      )
+    const round = startRound(count)
+    yield* Effect.forEach(partitions, drainPartition, { concurrency: "unbounded", discard: true })
+    const result = round()
+    if (sent !== count) return yield* Effect.dieMessage(`the store-calls drain sent ${sent} of ${count} records`)
+    return result
+  }).pipe(Effect.provide(sqliteStores()), Effect.orDie)
+
 /** The latency run with the producer in a second OS process (see {@link latencyOtherProcess}). */
 interface OtherProcessLatency {
   readonly records: number
@@ -1279,6 +1324,7 @@ const main = Effect.gen(function* () {
       console.log("sqlite relay", yield* throughput(sqliteStores(), sqliteCount, "noop"))
       console.log("sqlite hand-written drain", yield* handWrittenDrain(sqliteCount))
       console.log("sqlite hand-written drain, order not kept", yield* handWrittenDrain(sqliteCount, false))
+      console.log("sqlite store calls alone", yield* storeCallsDrain(sqliteCount))
     }
     statementClock.install()
     console.log("raw sqlite, statements counted", rawBaseline(sqliteCount).statements)
@@ -1290,6 +1336,8 @@ const main = Effect.gen(function* () {
       "sqlite hand-written drain, statements by kind",
       JSON.stringify(phasesOf(statementClock.phases), null, 1)
     )
+    const storeCalls = yield* storeCallsDrain(sqliteCount)
+    console.log("sqlite store calls alone, statements timed", storeCalls)
     return
   }
 
@@ -1309,6 +1357,7 @@ const main = Effect.gen(function* () {
   const ungroupedRuns: Array<Throughput> = []
   const handRuns: Array<Throughput> = []
   const handUnorderedRuns: Array<Throughput> = []
+  const storeCallsRuns: Array<Throughput> = []
   // untimed: the SQLite store's code runs for the first time here (see the header)
   const warmUp = yield* throughput(sqliteStores(), sqliteCount, "noop")
   console.log("sqlite relay, warm-up (not counted)", warmUp)
@@ -1323,6 +1372,8 @@ const main = Effect.gen(function* () {
     console.log("sqlite hand-written drain", handRuns[handRuns.length - 1])
     handUnorderedRuns.push(yield* handWrittenDrain(sqliteCount, false))
     console.log("sqlite hand-written drain, order not kept", handUnorderedRuns[handUnorderedRuns.length - 1])
+    storeCallsRuns.push(yield* storeCallsDrain(sqliteCount))
+    console.log("sqlite store calls alone", storeCallsRuns[storeCallsRuns.length - 1])
   }
   const raw = best(rawRuns)
   const sqlite = best(sqliteRuns)
@@ -1373,6 +1424,8 @@ const main = Effect.gen(function* () {
   console.log("sqlite relay, statements timed", timedRelay)
   const timedHand = yield* handWrittenDrain(sqliteCount)
   console.log("sqlite hand-written drain, statements timed", timedHand)
+  const timedStoreCalls = yield* storeCallsDrain(sqliteCount)
+  console.log("sqlite store calls alone, statements timed", timedStoreCalls)
   const relayStatementSeconds = timedRelay.statements?.seconds ?? 0
   console.log(
     `sqlite statements per claimed batch: relay ${timedRelay.statements?.statementsPerBatch} (commits ${timedRelay.statements?.commitsPerBatch}), ` +
@@ -1504,16 +1557,26 @@ const main = Effect.gen(function* () {
           "the same hand-written drain with every claimed record in one wave (a key's records of one claim sent without a complete " +
           "between them, as the raw baseline sends them): what the client and Effect cost apart from the order; informational"
       },
+      storeCallsDrain: {
+        ...againstRawRounds(storeCallsRuns),
+        note:
+          "a drain through the store's own calls and nothing else: every partition at once claims up to maxBatchSize (500) with " +
+          "OutboxStore.claim on the relay's SQLite store, sends each record through an Effect (no-op) and completes the claim with one " +
+          "OutboxStore.complete; no drainer, lease, wave or metric, and fewer completes than the order needs (a key's records of one claim " +
+          "completed together): what the store's own code and statements cost at the relay's batch sizes; informational"
+      },
       statementTime: {
         raw: timedRaw,
         relay: timedRelay,
         handWritten: timedHand,
+        storeCalls: timedStoreCalls,
         // the relay's rate if nothing but its SQLite statements took time, over the raw baseline's rate
         ceilingRatio:
           relayStatementSeconds > 0 ? Number((timedRaw.wallSeconds / relayStatementSeconds).toFixed(3)) : undefined,
         outsideStatementsMicrosPerRecord: {
           relay: outsideStatementsMicros(timedRelay),
-          handWritten: outsideStatementsMicros(timedHand)
+          handWritten: outsideStatementsMicros(timedHand),
+          storeCalls: outsideStatementsMicros(timedStoreCalls)
         },
         // the relay's rate if its statements took what they took and the rest what the hand-written loop's
         // rest took, over the raw baseline's rate
@@ -1529,7 +1592,8 @@ const main = Effect.gen(function* () {
         note:
           "one more raw and relay round with every better-sqlite3 statement timed (both sides load the same module; a COMMIT is mostly its fsync); " +
           "ceilingRatio = raw wall seconds / relay statement seconds, the ratio the relay would reach if nothing outside SQLite took time; " +
-          "outsideStatementsMicrosPerRecord = wall time outside SQLite statements per record (the relay's; the hand-written drain's, with the order kept); " +
+          "outsideStatementsMicrosPerRecord = wall time outside SQLite statements per record (the relay's; the hand-written drain's, with the order kept; " +
+          "the store's own calls alone, storeCallsDrain's: the part of the relay's time outside statements that is the store's code); " +
           "clientCeilingRatio = raw wall seconds / (relay statement seconds + the hand-written drain's time outside statements), the ratio the relay " +
           "would reach if its code took no more than that loop's on the client the store must use (the goal's ceiling for such code); " +
           "statementsPerBatch / commitsPerBatch = statements (BEGIN and COMMIT included) and commits (COMMITs plus writes outside a transaction) per claimed batch, " +
