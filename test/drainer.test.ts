@@ -618,9 +618,9 @@ describe("Drainer", () => {
   )
 
   /**
-   * Keyed k1, k2 and keyless x1, x2 at `maxConcurrency` 2: wave 1 sends k1 and x1 (k1 completed in it), wave 2
-   * sends k2 and x2, and x2 fails (transient, released after the wave's lease check). The release comes after
-   * that check, so the end-of-batch completes (x1, k2) need a lease read of their own.
+   * Keyed k1, k2 and keyless x1, x2 at `maxConcurrency` 2: wave 1 sends k1 and x1 (both completed in it: k1 has a
+   * sibling), wave 2 sends k2 and x2, and x2 fails (transient, released after the wave's lease check). The release
+   * comes after that check, so the end-of-batch complete (k2) needs a lease read of its own.
    */
   const flushBatch = (p: string) => [
     rec(p, "k1", { orderingKey: "K" }),
@@ -651,7 +651,7 @@ describe("Drainer", () => {
     })
 
   it.effect(
-    "lease taken over before the end-of-batch completes: they are not made, duplicate risk counted, the cycle fails stale",
+    "lease taken over before the end-of-batch complete: it is not made, duplicate risk counted, the cycle fails stale",
     () =>
       Effect.gen(function* () {
         const p = "d-flush-lost"
@@ -664,27 +664,27 @@ describe("Drainer", () => {
         const error = yield* Effect.flip(d.drainOnce())
         expect(error._tag).toBe("StaleFencingToken")
         expect(yield* sink.attempts).toEqual(["k1", "x1", "k2", "x2"])
-        // the head with a sibling was completed inside its wave; the deferred completes were never made
-        expect(yield* completeCalls).toEqual([["k1"]])
-        expect(yield* claimedCount(p)).toBe(2)
+        // the head with a sibling was completed inside its wave, with x1; the deferred complete (k2) was never made
+        expect(yield* completeCalls).toEqual([["k1", "x1"]])
+        expect(yield* claimedCount(p)).toBe(1)
         expect(yield* pendingIds(p)).toEqual(["x2"])
-        expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(2)
-        expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(1)
-        // the old owner sends nothing more; the new owner reclaims the two (claimed under the old version)
+        expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(1)
+        expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(2)
+        // the old owner sends nothing more; the new owner reclaims k2 (claimed under the old version) and x2
         expect((yield* d.drainOnce()).leased).toBe(false)
         expect(yield* sink.attempts).toEqual(["k1", "x1", "k2", "x2"])
         const next = yield* Drainer.make({ partitionKey: p, owner: "relay-b", gaugeInterval: 0 }).pipe(
           Effect.provideService(Sink, sink.sink)
         )
-        expect(yield* next.drainOnce()).toMatchObject({ claimed: 3, delivered: 3 })
-        expect((yield* sink.attempts).slice(4).sort()).toEqual(["k2", "x1", "x2"])
+        expect(yield* next.drainOnce()).toMatchObject({ claimed: 2, delivered: 2 })
+        expect((yield* sink.attempts).slice(4).sort()).toEqual(["k2", "x2"])
         expect(yield* claimedCount(p)).toBe(0)
         expect(yield* pendingIds(p)).toEqual([])
       }).pipe(Effect.provide(watchedLayer))
   )
 
   it.effect(
-    "lease unreadable before the end-of-batch completes: the records stay claimed, a later cycle completes them unsent",
+    "lease unreadable before the end-of-batch complete: the record stays claimed, a later cycle completes it unsent",
     () =>
       Effect.gen(function* () {
         const p = "d-flush-unknown"
@@ -692,15 +692,15 @@ describe("Drainer", () => {
         const sink = yield* actAtFlush("k2", "fail")
         const d = yield* drainer(p, { maxConcurrency: 2 }).pipe(Effect.provideService(Sink, sink.sink))
         const first = yield* d.drainOnce()
-        expect(first).toMatchObject({ claimed: 4, delivered: 1, leftClaimed: 2, deferred: 1 })
-        expect(yield* completeCalls).toEqual([["k1"]])
-        expect(yield* claimedCount(p)).toBe(2)
+        expect(first).toMatchObject({ claimed: 4, delivered: 2, leftClaimed: 1, deferred: 1 })
+        expect(yield* completeCalls).toEqual([["k1", "x1"]])
+        expect(yield* claimedCount(p)).toBe(1)
         // unreadable is not lost: no duplicate risk
         expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(0)
-        // same lease epoch: the next cycle completes both without sending them again (and delivers x2)
+        // same lease epoch: the next cycle completes k2 without sending it again (and delivers x2)
         const second = yield* d.drainOnce()
         expect(second).toMatchObject({ leased: true, claimed: 1, delivered: 1 })
-        expect((yield* completeCalls).slice(1).flat().sort()).toEqual(["k2", "x1", "x2"])
+        expect((yield* completeCalls).slice(1).flat().sort()).toEqual(["k2", "x2"])
         expect(yield* claimedCount(p)).toBe(0)
         expect(yield* pendingIds(p)).toEqual([])
         expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(4)
@@ -758,8 +758,9 @@ describe("Drainer", () => {
       const before = yield* reads.count
       expect(yield* d.drainOnce()).toMatchObject({ claimed: 6, delivered: 6 })
       expect(yield* sink.attempts).toEqual(["a1", "b1", "c1", "a2", "b2", "c2"])
-      // a head is completed in its wave, before its successor is sent; the last records at the end of the batch
-      expect(yield* completeCalls).toEqual([["a1", "b1"], ["c1"], ["a2", "b2", "c2"]])
+      // a head is completed in its wave, before its successor is sent, with the wave's others (the second wave,
+      // wide once the first finished at once, holds c1, a2 and b2); the last wave's record at the end of the batch
+      expect(yield* completeCalls).toEqual([["a1", "b1"], ["c1", "a2", "b2"], ["c2"]])
       // the cycle's read, then two per wave (each wave follows a complete); the end-of-batch complete reuses
       // the last wave's check
       expect((yield* reads.count) - before).toBe(1 + 3 * 2)
@@ -922,15 +923,24 @@ describe("Drainer", () => {
     () =>
       Effect.gen(function* () {
         const p = "d-flush-fail"
-        yield* setup(p, wavedBatch(p))
+        // two keys of two records: wave 1 completes the heads (j1, k1), the end-of-batch call the last wave's
+        yield* setup(p, [
+          rec(p, "j1", { orderingKey: "J" }),
+          rec(p, "k1", { orderingKey: "K" }),
+          rec(p, "j2", { orderingKey: "J" }),
+          rec(p, "k2", { orderingKey: "K" })
+        ])
         const faults = yield* Faulty.FaultyOutboxStore
-        // the end-of-batch call (x1, k2) fails, and so does the next cycle's first retry (x1)
-        yield* faults.inject({ operation: "complete", ids: ["x1"], times: 2 })
+        // the end-of-batch call (j2, k2) fails, and so does the next cycle's first retry (j2)
+        yield* faults.inject({ operation: "complete", ids: ["j2"], times: 2 })
         const sink = yield* MemorySink.make()
         const d = yield* drainer(p).pipe(Effect.provideService(Sink, sink.sink))
         const first = yield* d.drainOnce()
-        expect(first).toMatchObject({ claimed: 3, delivered: 1, leftClaimed: 2, deferred: 0 })
-        expect(yield* completeCalls).toEqual([["k1"], ["x1", "k2"]])
+        expect(first).toMatchObject({ claimed: 4, delivered: 2, leftClaimed: 2, deferred: 0 })
+        expect(yield* completeCalls).toEqual([
+          ["j1", "k1"],
+          ["j2", "k2"]
+        ])
         expect(yield* claimedCount(p)).toBe(2)
         expect(yield* counter(OutboxMetrics.OutboxDuplicateRisk, p)).toBe(2)
         // the retry fails again: still claimed, nothing claimed or sent anew
@@ -941,13 +951,13 @@ describe("Drainer", () => {
         expect(third).toMatchObject({ leased: true, claimed: 0 })
         expect(yield* claimedCount(p)).toBe(0)
         expect(yield* pendingIds(p)).toEqual([])
-        expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(3)
-        expect(yield* sink.attempts).toEqual(["k1", "x1", "k2"])
+        expect(yield* counter(OutboxMetrics.OutboxCompletions, p)).toBe(4)
+        expect(yield* sink.attempts).toEqual(["j1", "k1", "j2", "k2"])
       }).pipe(Effect.provide(watchedLayer))
   )
 
   it.effect(
-    "a keyed head is completed inside its wave before its younger sibling is sent; the others in one call at the end",
+    "a keyed head is completed inside its wave before its younger sibling is sent, the wave's others in the same call; the last wave's at the end",
     () =>
       Effect.gen(function* () {
         const p = "d-wave-order"
@@ -968,9 +978,10 @@ describe("Drainer", () => {
         expect(yield* d.drainOnce()).toMatchObject({ claimed: 4, delivered: 4 })
         expect(completedAtSend.get("k1")).toEqual([])
         expect(completedAtSend.get("x1")).toEqual([])
-        expect(completedAtSend.get("k2")).toEqual(["k1"])
-        expect(completedAtSend.get("k3")).toEqual(["k1", "k2"])
-        expect(yield* completeCalls).toEqual([["k1"], ["k2"], ["x1", "k3"]])
+        expect(completedAtSend.get("k2")).toEqual(["k1", "x1"])
+        expect(completedAtSend.get("k3")).toEqual(["k1", "x1", "k2"])
+        // x1 joins k1's complete (no call of its own); k3, the last wave's, is completed at the end of the batch
+        expect(yield* completeCalls).toEqual([["k1", "x1"], ["k2"], ["k3"]])
         expect(yield* claimedCount(p)).toBe(0)
       }).pipe(Effect.provide(watchedLayer))
   )

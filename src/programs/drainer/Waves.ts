@@ -7,8 +7,8 @@
  * the next wave. Expired and poison records are disposed of without a send; the rest are sent after one
  * lease check (none when the lease moved: the batch stops `StaleFencingToken`) and checked again after
  * their sends (lost: not completed, `OutboxDuplicateRisk`). A record with a younger sibling is completed
- * inside its wave, before that sibling is sent; the others' completes wait for one call at the end of the
- * batch. A transient failure releases the record and the untried rest of its group; a record left claimed
+ * inside its wave, before that sibling is sent, and the wave's other records in the same call; the completes
+ * of a wave without such a record wait for one call at the end of the batch. A transient failure releases the record and the untried rest of its group; a record left claimed
  * releases the rest of its group. Nothing ever overtakes a head of its key.
  *
  * @since 0.1.0
@@ -240,9 +240,14 @@ const keepSent = (
     }
   })
 
+/** Whether a slot is to be completed and not settled yet. */
+const completable = (slot: Slot): boolean => slot.how !== undefined && slot.outcome === undefined
+
 /**
- * Completes the wave's records that have a younger sibling (one call, before that sibling is sent); the
- * others' completes are deferred to the end of the batch. `undefined` when there is nothing to complete now.
+ * Completes the wave's records in one call when one of them has a younger sibling (that sibling is sent only
+ * after it): the wave's other records join that call, so they are done sooner and neither the batch nor the
+ * drainer's list of completes to retry holds them until its end. A wave without such a record defers its
+ * completes to the end of the batch (one call for all of them). `undefined` when there is nothing to complete now.
  */
 const completeWave = (
   instance: Instance,
@@ -251,20 +256,18 @@ const completeWave = (
   state: BatchState,
   batch: BatchRuntime
 ): Effect.Effect<void> | undefined => {
-  const completeNow: Array<Slot> = []
-  for (const slot of slots) {
-    const how = slot.how
-    if (how === undefined || slot.outcome !== undefined) continue
-    if (slot.hasNext) {
-      completeNow.push(slot)
-      continue
+  if (!slots.some((slot) => slot.hasNext && completable(slot))) {
+    for (const slot of slots) {
+      const how = slot.how
+      if (how === undefined || slot.outcome !== undefined) continue
+      state.toFlush.push({ record: slot.record, how })
+      // until the deferred complete succeeds, a later cycle of this epoch completes it
+      instance.toComplete.set(slot.record.id, slot.record)
+      slot.outcome = how === "delivered" ? delivered : { _tag: "Disposed", how }
     }
-    state.toFlush.push({ record: slot.record, how })
-    // until the deferred complete succeeds, a later cycle of this epoch completes it
-    instance.toComplete.set(slot.record.id, slot.record)
-    slot.outcome = how === "delivered" ? delivered : { _tag: "Disposed", how }
+    return undefined
   }
-  if (completeNow.length === 0) return undefined
+  const completeNow = slots.filter(completable)
   return Effect.flatMap(
     Settle.completeMany(
       instance,
