@@ -109,6 +109,26 @@ describe("Turns", () => {
     expect(turns.done()).toBe(true)
   })
 
+  it("lets go of a group when it starts and of each record its lane settles; untried and restOf keep the rest", () => {
+    const a = [record("a1", "a"), record("a2", "a"), record("a3", "a")]
+    const groups = Turns.orderGroups([a, [record("s1")]])
+    const turns = Turns.make(groups, 1)
+    const [lane] = turns.take()
+    if (lane === undefined) throw new Error("no lane")
+    // the lane holds the group now; the list of groups does not
+    expect(groups[0]).toBeUndefined()
+    expect(groups[1]?.map((r) => r?.id)).toEqual(["s1"])
+    expect(Turns.advance(lane)).toBe(true)
+    expect(lane.group.map((r) => r?.id)).toEqual([undefined, "a2", "a3"])
+    expect(Turns.restOf(lane, lane.next).map((r) => r.id)).toEqual(["a2", "a3"])
+    expect(Turns.restOf(lane, lane.next + 1).map((r) => r.id)).toEqual(["a3"])
+    turns.requeue([lane])
+    expect(turns.untried().map((r) => r.id)).toEqual(["a2", "a3", "s1"])
+    expect(Turns.advance(lane)).toBe(true)
+    expect(Turns.advance(lane)).toBe(false)
+    expect(lane.group).toEqual([undefined, undefined, undefined])
+  })
+
   it("untried lists the rest of the queued lanes, then every group not started", () => {
     const turns = Turns.make(
       Turns.orderGroups([[record("a1", "a"), record("a2", "a")], [record("s1")], [record("s2")]]),

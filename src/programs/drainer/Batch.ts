@@ -105,6 +105,11 @@ const abandon = (
  * Runs a claimed batch (in age order) to its end and returns its counters; fails with the lease's
  * `StaleFencingToken` when the lease moved, or `DrainStalled` when the watchdog fired.
  *
+ * The batch's state and its groups are built when `run` is called, so call it where the batch starts (the
+ * cycle does, with the claim's result): the effect holds the records only through them, and lets go of each
+ * record once it is settled (see `Turns`), while the rest of the batch is still in flight. A caller that keeps
+ * `records` keeps them all alive until the batch ends.
+ *
  * @since 0.1.0
  */
 export const run = (
@@ -112,10 +117,17 @@ export const run = (
   records: ReadonlyArray<OutboxRecord>,
   token: LeaseToken.LeaseToken
 ): Effect.Effect<BatchState.Counters, StaleFencingToken | DrainStalled> =>
+  runBatch(instance, BatchState.make(records), Turns.orderGroups(groupByKey(records)), token)
+
+/** {@link run} over the batch's state and groups (see `Turns`: it takes the groups over). */
+const runBatch = (
+  instance: Instance,
+  state: BatchState.BatchState,
+  groups: Array<Array<OutboxRecord | undefined> | undefined>,
+  token: LeaseToken.LeaseToken
+): Effect.Effect<BatchState.Counters, StaleFencingToken | DrainStalled> =>
   Effect.uninterruptibleMask((restore) =>
     Effect.gen(function* () {
-      const state = BatchState.make(records)
-      const groups = Turns.orderGroups(groupByKey(records))
       const startedAt = yield* Clock.currentTimeMillis
       const work = Waves.runWaves(instance, groups, token, state)
       // a daemon: interrupting the cycle must not interrupt the batch before the final drain ran

@@ -30,6 +30,7 @@ import { updateAll } from "../../services/BoundMetric.js"
 import type { Instance } from "./Instance.js"
 import * as Lease from "./Lease.js"
 import * as Settle from "./Settle.js"
+import type { ClaimBatch } from "../../services/OutboxStore.js"
 import * as Traced from "../../services/Traced.js"
 
 /**
@@ -167,27 +168,39 @@ export const cycle = (instance: Instance, limit?: number): Effect.Effect<CycleRe
     const token = live.value
     yield* Settle.retryStranded(instance, token)
     const swept = yield* sweep(instance, token)
-    const batch = yield* instance.store.claim(instance.config.partitionKey, token, claimLimit)
-    if (Option.isSome(batch.truncated)) {
-      yield* Effect.logWarning("short claim batch").pipe(Effect.annotateLogs({ error: batch.truncated.value.message }))
-    }
-    const records = batch.records
-    yield* Metric.set(instance.metrics.batchSize, records.length)
-    if (records.length === 0) {
-      yield* refreshGauges(instance)
-      return { ...empty, leased: true, swept }
-    }
-    yield* updateAll(
-      instance.metrics.bound.replayCount,
-      records.map((r) => r.replayCount)
+    // the claimed batch goes on in a continuation, not in this generator, whose frame would keep every record
+    // of the batch alive until the batch ends (see `Batch.run`)
+    return yield* Effect.flatMap(instance.store.claim(instance.config.partitionKey, token, claimLimit), (batch) =>
+      runClaimed(instance, batch, token, { ...empty, leased: true, swept })
     )
-    const counters = yield* Batch.run(instance, records, token).pipe(
-      Traced.span("Drainer.batch", {
-        "outbox.partition": instance.config.partitionKey,
-        "outbox.records": records.length
-      })
-    )
-    // after the batch: the counts' statements never delay its sends
-    yield* refreshGauges(instance)
-    return { leased: true, limit: claimLimit, claimed: records.length, swept, ...counters }
   })
+
+/**
+ * The rest of a cycle once its claim returned: the claim's warnings and metrics, the batch, the gauges.
+ * `idle` is the cycle's result when the claim came back empty. Nothing here keeps the claimed records past
+ * the batch's start.
+ */
+const runClaimed = (
+  instance: Instance,
+  batch: ClaimBatch,
+  token: LeaseToken.LeaseToken,
+  idle: CycleResult
+): Effect.Effect<CycleResult, CycleError> => {
+  const claimed = batch.records.length
+  const warned = Option.isSome(batch.truncated)
+    ? Effect.logWarning("short claim batch").pipe(Effect.annotateLogs({ error: batch.truncated.value.message }))
+    : Effect.void
+  const counted = Effect.zipRight(warned, Metric.set(instance.metrics.batchSize, claimed))
+  if (claimed === 0) return Effect.as(Effect.zipRight(counted, refreshGauges(instance)), idle)
+  const replayCounts = updateAll(
+    instance.metrics.bound.replayCount,
+    batch.records.map((r) => r.replayCount)
+  )
+  const run = Batch.run(instance, batch.records, token).pipe(
+    Traced.span("Drainer.batch", { "outbox.partition": instance.config.partitionKey, "outbox.records": claimed })
+  )
+  return Effect.flatMap(Effect.zipRight(Effect.zipRight(counted, replayCounts), run), (counters) =>
+    // after the batch: the counts' statements never delay its sends
+    Effect.as(refreshGauges(instance), { ...idle, claimed, ...counters })
+  )
+}

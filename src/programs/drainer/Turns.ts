@@ -5,18 +5,50 @@
  * (`take` with a larger width, used while the sink's sends finish at once) offers more lanes; the lanes
  * whose send did not start go back to the front of the queue (`putBack`).
  *
+ * The turn queue holds a batch's records for the drainer and lets go of each as soon as it is settled: a
+ * group leaves the list of groups when it starts, and a lane drops its record when it moves on
+ * ({@link advance}). A settled record is then no longer reachable from the batch, and the garbage collector
+ * frees it while the batch's other records are still in flight (on SQLite the collector's time per batch
+ * fell by about a third, see bench/results/before-after).
+ *
  * @since 0.1.0
  */
 import type { OutboxRecord } from "../../domain/OutboxRecord.js"
 
 /**
- * A started group: its records (one ordering key, age order) and the index of its next record.
+ * A started group: its records (one ordering key, age order) and the index of its next record. The records
+ * before `next` are settled and let go (`undefined`); move on with {@link advance}.
  *
  * @since 0.1.0
  */
 export interface Lane {
-  readonly group: ReadonlyArray<OutboxRecord>
+  readonly group: Array<OutboxRecord | undefined>
   next: number
+}
+
+/**
+ * Moves a lane to its next record, letting go of the one it settled; returns whether a record is left.
+ *
+ * @since 0.2.0
+ */
+export const advance = (lane: Lane): boolean => {
+  lane.group[lane.next] = undefined
+  lane.next += 1
+  return lane.next < lane.group.length
+}
+
+/**
+ * The records of a lane from `from` on (none of them settled yet), in order.
+ *
+ * @since 0.2.0
+ */
+export const restOf = (lane: Lane, from: number): Array<OutboxRecord> => {
+  const rest: Array<OutboxRecord> = []
+  for (let i = from; i < lane.group.length; i++) {
+    const record = lane.group[i]
+    if (record !== undefined) rest.push(record)
+  }
+  return rest
 }
 
 /**
@@ -24,9 +56,7 @@ export interface Lane {
  *
  * @since 0.1.0
  */
-export const orderGroups = (
-  grouped: ReadonlyArray<ReadonlyArray<OutboxRecord>>
-): ReadonlyArray<ReadonlyArray<OutboxRecord>> =>
+export const orderGroups = (grouped: ReadonlyArray<Array<OutboxRecord>>): Array<Array<OutboxRecord | undefined>> =>
   grouped.filter((g) => g.length > 1).concat(grouped.filter((g) => g.length <= 1))
 
 /**
@@ -55,11 +85,11 @@ export interface Turns {
 }
 
 /**
- * Builds the turn queue of a batch.
+ * Builds the turn queue of a batch. It takes the list of groups over: each group leaves it when it starts.
  *
  * @since 0.1.0
  */
-export const make = (groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>, maxConcurrency: number): Turns => {
+export const make = (groups: Array<Array<OutboxRecord | undefined> | undefined>, maxConcurrency: number): Turns => {
   let nextGroup = 0
   let queue: Array<Lane> = []
   // every group of several records starts at once; groups of one start only to fill a wave
@@ -67,6 +97,8 @@ export const make = (groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>, maxConc
     for (;;) {
       const group = groups[nextGroup]
       if (group === undefined || (group.length <= 1 && queue.length >= width)) return
+      // the lane holds the group from here on
+      groups[nextGroup] = undefined
       nextGroup += 1
       if (group.length > 0) queue.push({ group, next: 0 })
     }
@@ -86,14 +118,17 @@ export const make = (groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>, maxConc
     },
     untried: () => {
       const rest: Array<OutboxRecord> = []
-      for (const lane of queue) rest.push(...lane.group.slice(lane.next))
-      for (let g = nextGroup; g < groups.length; g++) rest.push(...(groups[g] ?? []))
+      for (const lane of queue) rest.push(...restOf(lane, lane.next))
+      for (let g = nextGroup; g < groups.length; g++) {
+        for (const record of groups[g] ?? []) if (record !== undefined) rest.push(record)
+      }
       return rest
     },
     done: () => {
       fill(maxConcurrency)
       return queue.length === 0
     },
-    exhausted: () => queue.length === 0 && groups.slice(nextGroup).every((group) => group.length === 0)
+    exhausted: () =>
+      queue.length === 0 && groups.slice(nextGroup).every((group) => group === undefined || group.length === 0)
   }
 }

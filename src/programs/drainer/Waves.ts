@@ -349,30 +349,29 @@ const settle = (
         if (outcome._tag === "Delivered") counters.delivered += 1
         else if (outcome.how === "dlq") counters.deadLettered += 1
         else counters.dropped += 1
-        lane.next += 1
-        if (lane.next < lane.group.length) stillRunning.push(lane)
+        if (Turns.advance(lane)) stillRunning.push(lane)
         continue
       case "Deferred":
         if (outcome.retryAfterMillis !== undefined) {
           counters.retryAfterMillis = Math.max(counters.retryAfterMillis ?? 0, outcome.retryAfterMillis)
         }
-        toRelease.push(lane.group.slice(lane.next))
+        toRelease.push(Turns.restOf(lane, lane.next))
         continue
       case "LeftClaimed":
         state.held.delete(record.id)
         counters.leftClaimed += 1
         if (!outcome.delivered) instance.toRelease.set(record.id, record)
-        toRelease.push(lane.group.slice(lane.next + 1))
+        toRelease.push(Turns.restOf(lane, lane.next + 1))
         continue
       case "Fenced":
         state.fenced = outcome.error
-        toRelease.push(lane.group.slice(lane.next))
+        toRelease.push(Turns.restOf(lane, lane.next))
         continue
       case "Lost":
         state.held.delete(record.id)
         counters.leftClaimed += 1
         state.fenced = outcome.error
-        toRelease.push(lane.group.slice(lane.next + 1))
+        toRelease.push(Turns.restOf(lane, lane.next + 1))
         continue
     }
   }
@@ -547,7 +546,7 @@ const settled = (
  */
 export const runWaves = (
   instance: Instance,
-  groups: ReadonlyArray<ReadonlyArray<OutboxRecord>>,
+  groups: Array<Array<OutboxRecord | undefined> | undefined>,
   token: LeaseToken.LeaseToken,
   state: BatchState
 ): Effect.Effect<void> =>
