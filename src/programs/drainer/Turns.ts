@@ -8,8 +8,8 @@
  * The turn queue holds a batch's records for the drainer and lets go of each as soon as it is settled: a
  * group leaves the list of groups when it starts, and a lane drops its record when it moves on
  * ({@link advance}). A settled record is then no longer reachable from the batch, and the garbage collector
- * frees it while the batch's other records are still in flight (on SQLite the collector's time per batch
- * fell by about a third, see bench/results/before-after).
+ * frees it while the batch's other records are still in flight (see docs/design/drainer.md, "What a batch
+ * holds").
  *
  * @since 0.1.0
  */

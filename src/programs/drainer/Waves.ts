@@ -8,8 +8,9 @@
  * lease check (none when the lease moved: the batch stops `StaleFencingToken`) and checked again after
  * their sends (lost: not completed, `OutboxDuplicateRisk`). A record with a younger sibling is completed
  * inside its wave, before that sibling is sent, and the wave's other records in the same call; the completes
- * of a wave without such a record wait for one call at the end of the batch. A transient failure releases the record and the untried rest of its group; a record left claimed
- * releases the rest of its group. Nothing ever overtakes a head of its key.
+ * of a wave without such a record wait for one call at the end of the batch. A transient failure releases the
+ * record and the untried rest of its group; a record left claimed releases the rest of its group. Nothing ever
+ * overtakes a head of its key.
  *
  * @since 0.1.0
  */
