@@ -123,7 +123,7 @@ export const run = (
 const runBatch = (
   instance: Instance,
   state: BatchState.BatchState,
-  groups: Array<Array<OutboxRecord | undefined> | undefined>,
+  groups: Turns.Groups,
   token: LeaseToken.LeaseToken
 ): Effect.Effect<BatchState.Counters, StaleFencingToken | DrainStalled> =>
   Effect.uninterruptibleMask((restore) =>

@@ -52,6 +52,14 @@ export const restOf = (lane: Lane, from: number): Array<OutboxRecord> => {
 }
 
 /**
+ * The groups of a batch as the turn queue takes them over: each group's records (one ordering key, age order),
+ * a group leaving the list (`undefined`) when it starts and a record leaving its group when it is settled.
+ *
+ * @since 0.2.0
+ */
+export type Groups = Array<Array<OutboxRecord | undefined> | undefined>
+
+/**
  * Puts the groups of several records first; each part keeps the age order of its heads.
  *
  * @since 0.1.0
@@ -89,7 +97,7 @@ export interface Turns {
  *
  * @since 0.1.0
  */
-export const make = (groups: Array<Array<OutboxRecord | undefined> | undefined>, maxConcurrency: number): Turns => {
+export const make = (groups: Groups, maxConcurrency: number): Turns => {
   let nextGroup = 0
   let queue: Array<Lane> = []
   // every group of several records starts at once; groups of one start only to fill a wave

@@ -241,8 +241,11 @@ const keepSent = (
     }
   })
 
+/** A slot to be completed (sent, dead-lettered or dropped) and not settled yet. */
+type Completable = Slot & { readonly how: NonNullable<Slot["how"]> }
+
 /** Whether a slot is to be completed and not settled yet. */
-const completable = (slot: Slot): boolean => slot.how !== undefined && slot.outcome === undefined
+const completable = (slot: Slot): slot is Completable => slot.how !== undefined && slot.outcome === undefined
 
 /**
  * Completes the wave's records in one call when one of them has a younger sibling (that sibling is sent only
@@ -257,10 +260,10 @@ const completeWave = (
   state: BatchState,
   batch: BatchRuntime
 ): Effect.Effect<void> | undefined => {
-  if (!slots.some((slot) => slot.hasNext && completable(slot))) {
-    for (const slot of slots) {
+  const completeNow = slots.filter(completable)
+  if (!completeNow.some((slot) => slot.hasNext)) {
+    for (const slot of completeNow) {
       const how = slot.how
-      if (how === undefined || slot.outcome !== undefined) continue
       state.toFlush.push({ record: slot.record, how })
       // until the deferred complete succeeds, a later cycle of this epoch completes it
       instance.toComplete.set(slot.record.id, slot.record)
@@ -268,7 +271,6 @@ const completeWave = (
     }
     return undefined
   }
-  const completeNow = slots.filter(completable)
   return Effect.flatMap(
     Settle.completeMany(
       instance,
@@ -547,7 +549,7 @@ const settled = (
  */
 export const runWaves = (
   instance: Instance,
-  groups: Array<Array<OutboxRecord | undefined> | undefined>,
+  groups: Turns.Groups,
   token: LeaseToken.LeaseToken,
   state: BatchState
 ): Effect.Effect<void> =>
