@@ -238,6 +238,85 @@ describe("SqliteLeaseStore", () => {
     }
   )
 
+  /** A lease store whose `COMMIT`s are counted (and can be made to fail busy). */
+  const countedCommits = () => {
+    const faults: BusySqlClient.BusyFaults = {
+      ...BusySqlClient.makeFaults(),
+      enabled: true,
+      control: true,
+      match: (sql) => /^\s*COMMIT/i.test(sql)
+    }
+    const layer = SqliteLeaseStore.layer.pipe(
+      Layer.provide(BusySqlClient.layer(faults, BusySqlClient.seededRandom(13))),
+      Layer.provide(database())
+    )
+    return { faults, layer }
+  }
+
+  /**
+   * Leases set up (`held` by x, `mine` by a, `theirs` by b), then five writes asked for in one turn; their
+   * outcomes, and the `COMMIT`s the five ran.
+   */
+  const writesInOneTurn = (faults: BusySqlClient.BusyFaults, busyCommits = 0) =>
+    Effect.gen(function* () {
+      const leases = yield* LeaseStore
+      // set up side by side too: a run of lone calls would let the next call skip its wait for the turn
+      const [, mine, theirs] = yield* Effect.all(
+        [
+          leases.acquire("held", "x", "1 hour"),
+          leases.acquire("mine", "a", "1 hour"),
+          leases.acquire("theirs", "b", "1 hour")
+        ],
+        { concurrency: "unbounded" }
+      )
+      faults.burst = busyCommits
+      const before = faults.statements
+      const outcomes = yield* Effect.all(
+        [
+          Effect.either(leases.acquire("held", "y", "1 hour")),
+          Effect.either(leases.acquire("free", "y", "1 hour")),
+          Effect.either(leases.renew("mine", mine.token, "2 hours")),
+          Effect.either(leases.release("theirs", theirs.token)),
+          Effect.either(leases.release("mine", { owner: "a", version: mine.token.version + 1 }))
+        ],
+        { concurrency: "unbounded" }
+      )
+      const tags = outcomes.map((outcome) => (outcome._tag === "Left" ? outcome.left._tag : "ok"))
+      return { tags, commits: faults.statements - before }
+    })
+
+  /** What the five writes of {@link writesInOneTurn} must have left, grouped or not. */
+  const expectLeases = Effect.gen(function* () {
+    const leases = yield* LeaseStore
+    expect((yield* leases.current("held")).token).toEqual({ owner: "x", version: 1 })
+    expect((yield* leases.current("free")).token).toEqual({ owner: "y", version: 1 })
+    expect((yield* leases.current("mine")).token).toEqual({ owner: "a", version: 1 })
+    expect((yield* Effect.flip(leases.current("theirs")))._tag).toBe("LeaseNotFound")
+  })
+
+  it.effect("writes of several partitions asked for in one turn share one COMMIT, each with its own outcome", () => {
+    const { faults, layer } = countedCommits()
+    return Effect.gen(function* () {
+      const { tags, commits } = yield* writesInOneTurn(faults)
+      expect(commits).toBe(1)
+      // the held lease refuses its acquire, the wrong version its release; the others are written
+      expect(tags).toEqual(["LeaseHeld", "ok", "ok", "ok", "StaleFencingToken"])
+      yield* expectLeases
+    }).pipe(Effect.provide(layer))
+  })
+
+  it.live("a busy COMMIT of a group of lease writes runs the group again: every write applied once", () => {
+    const { faults, layer } = countedCommits()
+    return Effect.gen(function* () {
+      const { tags, commits } = yield* writesInOneTurn(faults, 1)
+      expect(faults.busy + faults.locked).toBe(1)
+      expect(commits).toBe(2)
+      expect(tags).toEqual(["LeaseHeld", "ok", "ok", "ok", "StaleFencingToken"])
+      // the acquire of "free" took version 1: its first attempt was rolled back, not counted
+      yield* expectLeases
+    }).pipe(Effect.provide(layer))
+  })
+
   it.effect("current inside a caller's transaction reads on that connection and sees the transaction's writes", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

@@ -404,6 +404,50 @@ describe("SqliteOutboxStore", () => {
       }
     )
 
+    it.effect(
+      "expiry sweeps of several partitions share one COMMIT with the claims of their turn, and run before them",
+      () => {
+        const faults = commits()
+        return Effect.gen(function* () {
+          const store = yield* OutboxStore
+          const expiring = (pk: string) =>
+            new NewOutboxRecord({
+              id: `${pk}.old`,
+              partitionKey: pk,
+              envelopeId: "old",
+              bindingId: "b",
+              payload: new TextEncoder().encode("old"),
+              createdAt: DateTime.unsafeMake(START),
+              expiresAt: DateTime.unsafeMake(START + 10)
+            })
+          for (const pk of ["x1", "x2", "x3"]) yield* store.persist([expiring(pk), record(pk, "fresh")])
+          // x3's fence is raised to 5 first, so a version-2 sweep of it is stale (R-EXP-1)
+          yield* store.claim("x3", token("o", 5), 0)
+          const before = faults.statements
+          const sweptBefore = DateTime.unsafeMake(START + 20)
+          const [claimed, x1, x2, x3] = yield* Effect.all(
+            [
+              // asked for first in the turn, the claim still runs after x1's sweep: the expired record stays out
+              store.claim("x1", token("o", 1), 10),
+              store.expire(sweptBefore, "x1", token("o", 1)),
+              store.expire(sweptBefore, "x2", token("o", 1)),
+              Effect.flip(store.expire(sweptBefore, "x3", token("o", 2)))
+            ],
+            { concurrency: "unbounded" }
+          )
+          expect(faults.statements - before).toBe(1)
+          expect([x1, x2]).toEqual([1, 1])
+          expect(x3._tag).toBe("StaleFencingToken")
+          expect(claimed.records.map((r) => r.id)).toEqual(["x1.fresh"])
+          expect([
+            yield* store.countPending("x1"),
+            yield* store.countPending("x2"),
+            yield* store.countPending("x3")
+          ]).toEqual([0, 1, 2])
+        }).pipe(Effect.provide(counted({}, faults)))
+      }
+    )
+
     it.effect("a claim failing half-way in a shared group undoes only its own writes (its fence stays low)", () =>
       Effect.gen(function* () {
         const store = yield* OutboxStore

@@ -1,6 +1,6 @@
 /**
- * Group commit of the SQLite outbox store: the claims, completes and releases made outside a caller's
- * transaction in one turn of the event loop share one transaction, so the drainers of several partitions
+ * Group commit of the SQLite outbox store: the claims, expiry sweeps, completes and releases made outside a
+ * caller's transaction in one turn of the event loop share one transaction, so the drainers of several partitions
  * pay one commit (one `fsync` with `synchronous = FULL`) between them instead of one each. A persist that
  * wakes every partition's drainer at once (SPEC §13) is then followed by one claim commit, not one per
  * partition; a batch's completes may share a commit with the next claims (SPEC §13, relay cost). Persists
@@ -8,15 +8,17 @@
  * its caller left.
  *
  * - Every member keeps its own outcome (R-DONE-3 for completes and releases; a claim's failure is its own).
- * - A claim stays one transaction (SPEC §3.2): inside a shared group it runs in its own savepoint, so a
- *   claim that fails half-way (a stale token, a corrupt row) undoes only its own writes; a guarded UPDATE
- *   of a complete or release is atomic on its own.
- * - Completes and releases of a group run before its claims, so a completed head lets a claim of the same
- *   group take its younger siblings (R-CLAIM-5 sees the committed state of the group so far).
+ * - A claim or an expiry sweep stays one transaction (SPEC §3.2): inside a shared group it runs in its own
+ *   savepoint, so one that fails half-way (a stale token, a corrupt row) undoes only its own writes; a
+ *   guarded UPDATE of a complete or release is atomic on its own.
+ * - Completes, releases and expiry sweeps of a group run before its claims, so a completed head lets a
+ *   claim of the same group take its younger siblings (R-CLAIM-5 sees the committed state of the group so
+ *   far).
  * - A member's result is handed back only after the group's `COMMIT` succeeded: a claim's records are
  *   claimed durably before they are sent. A claim's wait for its group is not interruptible, so records
- *   it claimed always reach its caller (who releases them when it is shutting down). A busy failure rolls the whole group back and retries it
- *   (`SqliteSupport.retryBusy`); a failing `BEGIN` or `COMMIT` fails every member of the group.
+ *   it claimed always reach its caller (who releases them when it is shutting down). A busy failure rolls
+ *   the whole group back and retries it (`SqliteSupport.retryBusy`); a failing `BEGIN` or `COMMIT` fails
+ *   every member of the group.
  *
  * @since 0.1.0
  */
@@ -32,7 +34,7 @@ import type { Transactions } from "./SqliteTransaction.js"
  * One piece of work of a group, as the group runner sees it.
  */
 interface Work {
-  /** Members of rank 0 (completes, releases) run before those of rank 1 (claims). */
+  /** Members of rank 0 (completes, releases, expiry sweeps) run before those of rank 1 (claims). */
   readonly rank: 0 | 1
   /**
    * Runs the work on the group's connection (`shared`: inside the group's transaction, with other work)
@@ -46,7 +48,7 @@ type Member = GroupMember<Work, void, SqlError>
 /**
  * Runs `body` as part of the next group commit and returns its own outcome.
  *
- * - `rank` 0 for completes and releases, 1 for claims (see the module doc).
+ * - `rank` 0 for completes, releases and expiry sweeps, 1 for claims (see the module doc).
  * - `transactional`: the body issues several statements that must be atomic; alone in its group it then
  *   gets `BEGIN … COMMIT`, in a shared group a savepoint.
  *

@@ -6,8 +6,10 @@
  * takes over a row that is released or expired and bumps its version, so concurrent acquirers (in this
  * process or in others sharing the file) have exactly one winner. Renew and release are conditional
  * updates on `(owner, version, released = 0)`. The row is kept after release, so the version high-water
- * mark survives it. The layer creates the table with its own migrations table
- * (`<prefix>outbox_lease_migrations`). Time comes from `Clock`.
+ * mark survives it. Writes asked for in one turn of the event loop outside a caller's transaction share one
+ * transaction (one commit), each keeping its own outcome; reads are grouped likewise (see `current`). The
+ * layer creates the table with its own migrations table (`<prefix>outbox_lease_migrations`). Time comes
+ * from `Clock`.
  *
  * @since 0.1.0
  */
@@ -15,16 +17,19 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
+import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
 import { type InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
-import { groupLookupsPerTurn } from "../../services/EventLoop.js"
+import { groupLookupsPerTurn, groupPerTurn } from "../../services/EventLoop.js"
 import * as LeaseStore from "../../services/LeaseStore.js"
 import { retryBusy, retryBusyOutsideTransaction, tablePrefix } from "./SqliteSupport.js"
+import * as SqliteTransaction from "./SqliteTransaction.js"
 
 /**
  * Options of the SQLite lease store.
@@ -129,6 +134,7 @@ export const make = (
     const sql = yield* SqlClient.SqlClient
     const prefix = yield* validPrefix(options)
     const table = sql(`${prefix}outbox_lease`)
+    const tx = SqliteTransaction.make(sql)
 
     const rows = <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>) =>
       Effect.flatMap(query, (raw) => decodeRows(raw))
@@ -138,22 +144,86 @@ export const make = (
         Effect.map((found) => found[0])
       )
 
-    /** Runs a conditional write (`RETURNING` the row it wrote); when it matched nothing, reads the row. */
+    /**
+     * A conditional write (`RETURNING` the row it wrote) and, when it matched nothing, the row as it stands, on
+     * the connection of the transaction it runs in.
+     */
+    const conditionalIn = (
+      partitionKey: string,
+      write: Effect.Effect<ReadonlyArray<unknown>, SqlError>
+    ): Effect.Effect<LeaseStore.WriteOutcome, SqlError | ParseResult.ParseError> =>
+      Effect.flatMap(
+        rows(write),
+        (written): Effect.Effect<LeaseStore.WriteOutcome, SqlError | ParseResult.ParseError> => {
+          const row = written[0]
+          if (row !== undefined) return Effect.succeed({ _tag: "Written" as const, lease: storedOf(row) })
+          return Effect.map(read(partitionKey), (stored) => ({
+            _tag: "Refused" as const,
+            stored: stored === undefined ? undefined : storedOf(stored)
+          }))
+        }
+      )
+
+    /**
+     * The writes asked for in one turn of the event loop (the acquires of a relay filling its slots, the
+     * releases of turns that ended together), in one transaction: one commit between them. Each keeps its own
+     * outcome; a row that does not decode fails its own write only, while an SQL failure rolls the whole
+     * transaction back and fails every write of it (a busy one first retries the whole transaction).
+     */
+    const groupedWrite = groupPerTurn<
+      { readonly partitionKey: string; readonly write: Effect.Effect<ReadonlyArray<unknown>, SqlError> },
+      LeaseStore.WriteOutcome,
+      SqlError | ParseResult.ParseError
+    >((group) => {
+      // the outcomes of the last attempt (a busy retry runs every write again)
+      const outcomes: Array<Either.Either<LeaseStore.WriteOutcome, ParseResult.ParseError>> = []
+      const writes = Effect.forEach(
+        group,
+        (member, i) =>
+          conditionalIn(member.partitionKey, member.write).pipe(
+            Effect.map(Either.right),
+            Effect.catchTag("ParseError", (error) => Effect.succeed(Either.left(error))),
+            Effect.map((outcome) => {
+              outcomes[i] = outcome
+            })
+          ),
+        { discard: true }
+      )
+      // the store's own BEGIN … COMMIT on a reserved connection (a failing COMMIT is a failure to retry or
+      // report, not a defect), the writes' statements on that connection
+      const attempt = tx.withConnection(
+        tx.inTransaction((conn) => Effect.provideService(writes, SqlClient.TransactionConnection, [conn, 0])),
+        "always"
+      )
+      return Effect.matchCause(attempt, {
+        onFailure: (cause) => {
+          for (const member of group) member.done.failCause(cause)
+        },
+        onSuccess: () =>
+          group.forEach((member, i) => {
+            const outcome = outcomes[i]
+            if (outcome === undefined) member.done.failCause(Cause.die("a grouped lease write left without an outcome"))
+            else if (Either.isRight(outcome)) member.done.succeed(outcome.right)
+            else member.done.failCause(Cause.fail(outcome.left))
+          })
+      })
+    })
+
+    /**
+     * Runs a conditional write: outside a caller's transaction with the other writes of its turn (see
+     * `groupedWrite`; its caller always gets the outcome, the wait is not interrupted), else in a savepoint of
+     * the caller's transaction.
+     */
     const conditional = (
       operation: string,
       partitionKey: string,
       write: Effect.Effect<ReadonlyArray<unknown>, SqlError>
     ): Effect.Effect<LeaseStore.WriteOutcome, StoreUnavailable> =>
-      sql
-        .withTransaction(
-          Effect.gen(function* () {
-            const written = (yield* rows(write))[0]
-            if (written !== undefined) return { _tag: "Written" as const, lease: storedOf(written) }
-            const row = yield* read(partitionKey)
-            return { _tag: "Refused" as const, stored: row === undefined ? undefined : storedOf(row) }
-          })
-        )
-        .pipe(retryBusyOutsideTransaction, StoreUnavailable.refail(operation, partitionKey))
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+        Option.isNone(outer)
+          ? Effect.uninterruptible(groupedWrite({ partitionKey, write }))
+          : sql.withTransaction(conditionalIn(partitionKey, write))
+      ).pipe(StoreUnavailable.refail(operation, partitionKey))
 
     const tryAcquire = (partitionKey: string, owner: string, nowMillis: number, expiresAtMillis: number) =>
       conditional(

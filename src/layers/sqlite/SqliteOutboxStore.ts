@@ -7,8 +7,8 @@
  * - Claim and expire are one transaction each, fenced by the partition's fence row (R-CLAIM-2, R-EXP-1);
  *   claims select through `ClaimOrder` (R-CLAIM-4/5/6).
  * - Complete/release with several ids apply the matching ones and fail naming the rest (R-DONE-3: not
- *   all-or-nothing); claims, completes and releases made outside a caller's transaction in one event-loop
- *   turn share a commit unless `groupCommit` is false (`SqliteGroupCommit`).
+ *   all-or-nothing); claims, expiry sweeps, completes and releases made outside a caller's transaction in
+ *   one event-loop turn share a commit unless `groupCommit` is false (`SqliteGroupCommit`).
  * - Busy failures are retried briefly outside a caller's transaction; any other SQL failure is
  *   `StoreUnavailable`; an undecodable row fails the operation with `CorruptRecord` (never skipped).
  * - Terminal records are swept after `retention`, at most once per `sweepInterval`.
@@ -19,6 +19,8 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as SqlClock from "../sql/SqlClock.js"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
@@ -56,14 +58,14 @@ export interface SqliteOutboxStoreOptions extends StoreOptions, SqlSweep.SweepOp
   /** Prefix of every table and index name (letters, digits, `_`). Default none. */
   readonly tablePrefix?: string | undefined
   /**
-   * Group commit of `claim`, `complete` and `release` (default true): calls made outside a caller's
-   * transaction in one turn of the event loop share one transaction, so drainers of several partitions pay
-   * one commit (one `fsync` with `synchronous = FULL`) between them instead of one each, and a batch's
-   * completes may share a commit with the next claims. Every call still gets its own outcome: a claim its
-   * own (in its own savepoint), a complete or release its matching ids applied and the others named in its
-   * `StaleFencingToken`; a call's result is returned once the shared `COMMIT` succeeded. Persists are never
-   * grouped. A lone caller's calls stop waiting for the turn (see `EventLoop.groupPerTurn`). False runs each
-   * call as its own statement or transaction.
+   * Group commit of `claim`, `expire`, `complete` and `release` (default true): calls made outside a
+   * caller's transaction in one turn of the event loop share one transaction, so drainers of several
+   * partitions pay one commit (one `fsync` with `synchronous = FULL`) between them instead of one each, and
+   * a batch's completes may share a commit with the next claims. Every call still gets its own outcome: a
+   * claim or expiry sweep its own (in its own savepoint), a complete or release its matching ids applied and
+   * the others named in its `StaleFencingToken`; a call's result is returned once the shared `COMMIT`
+   * succeeded. Persists are never grouped. A lone caller's calls stop waiting for the turn (see
+   * `EventLoop.groupPerTurn`). False runs each call as its own statement or transaction.
    */
   readonly groupCommit?: boolean | undefined
 }
@@ -106,14 +108,21 @@ export const make = (
     const claimIn = SqliteClaim.make({ st, bind, staleMillis })
     const group = (options.groupCommit ?? true) ? SqliteGroupCommit.make(tx) : undefined
     const settle = SqliteSettle.make(st, bind, tx, group)
-    // a claim outside a caller's transaction joins the group commit (its own savepoint in a shared one)
-    const claimTransaction = (partitionKey: string, token: LeaseToken.LeaseTokenLike, limit: number) =>
+    /**
+     * A fenced transaction (claim, expire): outside a caller's transaction it joins the group commit with
+     * `rank` (its own savepoint in a shared group); else it is a transaction of its own, or a savepoint in the
+     * caller's.
+     */
+    const fenced = <A, E extends { readonly _tag: string }>(
+      operation: "claim" | "expire",
+      rank: 0 | 1,
+      partitionKey: string,
+      body: (conn: Connection) => Effect.Effect<A, E | SqlError>
+    ) =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
         group !== undefined && Option.isNone(outer)
-          ? group(1, true, (conn) => claimIn(conn, partitionKey, token, limit)).pipe(
-              StoreUnavailable.refailTag("SqlError", "claim", partitionKey)
-            )
-          : transact("claim", partitionKey, (conn) => claimIn(conn, partitionKey, token, limit))
+          ? group(rank, true, body).pipe(StoreUnavailable.refailTag("SqlError", operation, partitionKey))
+          : transact(operation, partitionKey, body)
       )
     const maybeSweep = yield* SqlSweep.make("sqlite", retentionMillis, options, (cutoff, chunk) =>
       standalone("sweep", undefined, (conn) => Effect.map(run(conn, st.sweep, [cutoff, chunk]), (rows) => rows.length))
@@ -130,7 +139,11 @@ export const make = (
       // an interrupted persist has not committed (a group's wait would let it commit after its caller left)
       persist: (batch, { replaceTerminal }) =>
         transact("persist", batch[0]?.partitionKey, (conn) => persistPath.persistIn(conn, batch, replaceTerminal)),
-      claim: (partitionKey, token, limit) => Effect.zipLeft(claimTransaction(partitionKey, token, limit), maybeSweep),
+      claim: (partitionKey, token, limit) =>
+        Effect.zipLeft(
+          fenced("claim", 1, partitionKey, (conn) => claimIn(conn, partitionKey, token, limit)),
+          maybeSweep
+        ),
       /**
        * Completes the ids that are claimed by the token, in one transaction, and then fails with
        * `StaleFencingToken` naming the ids that were not: with several ids the matching ones stay completed.
@@ -138,8 +151,10 @@ export const make = (
       complete: (ids, token) => settle("complete", ids, token),
       /** Releases like {@link complete} completes: matching ids stay released when others mismatch. */
       release: (ids, token) => settle("release", ids, token),
+      // an expiry sweep is fenced like a claim; in a group it runs with the completes and releases, before the
+      // claims, and its caller may leave while it waits (the records expire all the same)
       expire: (before, partitionKey, token) =>
-        transact("expire", partitionKey, (conn) =>
+        fenced("expire", 0, partitionKey, (conn) =>
           Effect.gen(function* () {
             yield* SqliteClaim.raiseFence(st, conn, "expire", partitionKey, token)
             const now = yield* SqlClock.nowMillis
