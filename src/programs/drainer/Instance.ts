@@ -158,8 +158,11 @@ export interface Instance extends Services {
   readonly metrics: DrainerMetrics
   /** The route-following metrics per route (`""`: no route), built on first use. */
   readonly routes: Map<string, RouteMetrics>
-  /** The error of a send that outlived `sendTimeout` (a transient failure). */
-  readonly timeoutError: SendError
+  /**
+   * The error of a send that outlived `sendTimeout` (a transient failure), made on first use: most drainers
+   * never need it, and a relay builds a drainer for every partition it leases.
+   */
+  readonly timeoutError: () => SendError
   readonly gaugeIntervalMillis: number
   readonly expireIntervalMillis: number
   readonly watchdog: Duration.Duration
@@ -192,6 +195,17 @@ export interface Instance extends Services {
   readonly toRelease: Map<string, OutboxRecord>
 }
 
+/** The timeout error of {@link Instance.timeoutError}, made once, when first asked for. */
+const timeoutErrorOf = (sendTimeout: Duration.Duration): (() => SendError) => {
+  let made: SendError | undefined
+  return () =>
+    (made ??= new SendError({
+      retryable: true,
+      code: "timeout",
+      message: `send did not finish within ${Duration.toMillis(sendTimeout)} ms`
+    }))
+}
+
 /**
  * A fresh drainer instance.
  *
@@ -202,11 +216,7 @@ export const make = (config: DrainerSettings, services: Services): Instance => (
   config,
   metrics: metricsFor(config.partitionKey, config.routeId),
   routes: new Map(),
-  timeoutError: new SendError({
-    retryable: true,
-    code: "timeout",
-    message: `send did not finish within ${Duration.toMillis(config.sendTimeout)} ms`
-  }),
+  timeoutError: timeoutErrorOf(config.sendTimeout),
   gaugeIntervalMillis: Duration.toMillis(config.gaugeInterval),
   expireIntervalMillis: Duration.toMillis(config.expireInterval),
   watchdog: Duration.sum(config.batchTimeout, config.watchdogGrace),

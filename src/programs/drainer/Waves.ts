@@ -105,7 +105,7 @@ const sortResults = (
   for (const slot of toSend) {
     if (slot.outcome !== undefined) continue
     // a send still running at the deadline was interrupted: a transient failure
-    const result = slot.result ?? Either.left(instance.timeoutError)
+    const result = slot.result ?? Either.left(instance.timeoutError())
     state.inFlight.delete(slot.record.id)
     if (Either.isRight(result)) sent.push(slot)
     else failed.push([slot, result.left])
