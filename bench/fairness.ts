@@ -5,9 +5,10 @@
  * 1. **Drain of many small partitions**: 2,000 partitions of one record each are persisted, then one relay
  *    with `maxPartitions` 64 (otherwise default options, a sink that only counts) is started; the time until
  *    every record was sent, and until `listPartitions` comes back empty (every record completed), in wall
- *    and CPU seconds of this process. SQLite on a file (WAL, `synchronous = FULL`, the default; every
- *    lease acquire, claim, complete and release is a commit that waits for the disk) and, informational,
- *    the same with `synchronous = NORMAL` (commits do not wait for the disk: the relay's own cost);
+ *    and CPU seconds of this process. SQLite on a file (WAL, `synchronous = FULL`, the default: every
+ *    commit waits for the disk; the lease writes, expiry sweeps, claims and completes asked for in one turn
+ *    of the event loop share one) and, informational, the same with `synchronous = NORMAL` (commits do not
+ *    wait for the disk: the relay's own cost);
  *    PostgreSQL on a throw-away local server (`fsync` on).
  * 2. **Oldest pending age under a steady producer**: a producer persists records spread at random over
  *    1,000 partitions at a steady rate (half the drain rate measured in 1, at most 400 records/s) for
