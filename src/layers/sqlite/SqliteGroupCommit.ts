@@ -1,11 +1,11 @@
 /**
- * Group commit of the SQLite outbox store: the claims, expiry sweeps, completes and releases made outside a
- * caller's transaction in one turn of the event loop share one transaction, so the drainers of several partitions
- * pay one commit (one `fsync` with `synchronous = FULL`) between them instead of one each. A persist that
- * wakes every partition's drainer at once (SPEC §13) is then followed by one claim commit, not one per
- * partition; a batch's completes may share a commit with the next claims (SPEC §13, relay cost). Persists
- * are not grouped: a group's wait is an asynchronous step, and an interrupted persist must not commit after
- * its caller left.
+ * Group commit of the SQLite stores: the outbox store's claims, expiry sweeps, completes and releases (and,
+ * in a group of its own, the lease store's writes) made outside a caller's transaction in one turn of the
+ * event loop share one transaction, so the drainers of several partitions pay one commit (one `fsync` with
+ * `synchronous = FULL`) between them instead of one each. A persist that wakes every partition's drainer at
+ * once (SPEC §13) is then followed by one claim commit, not one per partition; a batch's completes may share
+ * a commit with the next claims (SPEC §13, relay cost). Persists are not grouped: a group's wait is an
+ * asynchronous step, and an interrupted persist must not commit after its caller left.
  *
  * - Every member keeps its own outcome (R-DONE-3 for completes and releases; a claim's failure is its own).
  * - A claim or an expiry sweep stays one transaction (SPEC §3.2): inside a shared group it runs in its own

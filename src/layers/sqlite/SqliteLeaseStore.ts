@@ -17,17 +17,16 @@ import * as Migrator from "@effect/sql/Migrator"
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Cause from "effect/Cause"
 import * as Effect from "effect/Effect"
-import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import type * as ParseResult from "effect/ParseResult"
 import * as Schema from "effect/Schema"
 import type { LeaseTokenLike } from "../../domain/LeaseToken.js"
 import { type InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
-import { groupLookupsPerTurn, groupPerTurn } from "../../services/EventLoop.js"
+import { groupLookupsPerTurn } from "../../services/EventLoop.js"
 import * as LeaseStore from "../../services/LeaseStore.js"
+import * as SqliteGroupCommit from "./SqliteGroupCommit.js"
 import { retryBusy, retryBusyOutsideTransaction, tablePrefix } from "./SqliteSupport.js"
 import * as SqliteTransaction from "./SqliteTransaction.js"
 
@@ -134,7 +133,6 @@ export const make = (
     const sql = yield* SqlClient.SqlClient
     const prefix = yield* validPrefix(options)
     const table = sql(`${prefix}outbox_lease`)
-    const tx = SqliteTransaction.make(sql)
 
     const rows = <E, R>(query: Effect.Effect<ReadonlyArray<unknown>, E, R>) =>
       Effect.flatMap(query, (raw) => decodeRows(raw))
@@ -165,54 +163,16 @@ export const make = (
       )
 
     /**
-     * The writes asked for in one turn of the event loop (the acquires of a relay filling its slots, the
-     * releases of turns that ended together), in one transaction: one commit between them. Each keeps its own
-     * outcome; a row that does not decode fails its own write only, while an SQL failure rolls the whole
-     * transaction back and fails every write of it (a busy one first retries the whole transaction).
+     * The writes asked for in one turn of the event loop outside a caller's transaction (the acquires of a
+     * relay filling its slots, the releases of turns that ended together) share one transaction of the store's
+     * own, as the outbox store's completes do (`SqliteGroupCommit`): each write in its own savepoint with its
+     * own outcome, a busy failure retrying the group, a failing `BEGIN` or `COMMIT` failing each write of it.
      */
-    const groupedWrite = groupPerTurn<
-      { readonly partitionKey: string; readonly write: Effect.Effect<ReadonlyArray<unknown>, SqlError> },
-      LeaseStore.WriteOutcome,
-      SqlError | ParseResult.ParseError
-    >((group) => {
-      // the outcomes of the last attempt (a busy retry runs every write again)
-      const outcomes: Array<Either.Either<LeaseStore.WriteOutcome, ParseResult.ParseError>> = []
-      const writes = Effect.forEach(
-        group,
-        (member, i) =>
-          conditionalIn(member.partitionKey, member.write).pipe(
-            Effect.map(Either.right),
-            Effect.catchTag("ParseError", (error) => Effect.succeed(Either.left(error))),
-            Effect.map((outcome) => {
-              outcomes[i] = outcome
-            })
-          ),
-        { discard: true }
-      )
-      // the store's own BEGIN … COMMIT on a reserved connection (a failing COMMIT is a failure to retry or
-      // report, not a defect), the writes' statements on that connection
-      const attempt = tx.withConnection(
-        tx.inTransaction((conn) => Effect.provideService(writes, SqlClient.TransactionConnection, [conn, 0])),
-        "always"
-      )
-      return Effect.matchCause(attempt, {
-        onFailure: (cause) => {
-          for (const member of group) member.done.failCause(cause)
-        },
-        onSuccess: () =>
-          group.forEach((member, i) => {
-            const outcome = outcomes[i]
-            if (outcome === undefined) member.done.failCause(Cause.die("a grouped lease write left without an outcome"))
-            else if (Either.isRight(outcome)) member.done.succeed(outcome.right)
-            else member.done.failCause(Cause.fail(outcome.left))
-          })
-      })
-    })
+    const group = SqliteGroupCommit.make(SqliteTransaction.make(sql))
 
     /**
-     * Runs a conditional write: outside a caller's transaction with the other writes of its turn (see
-     * `groupedWrite`; its caller always gets the outcome, the wait is not interrupted), else in a savepoint of
-     * the caller's transaction.
+     * Runs a conditional write: with the other writes of its turn (its caller always gets the outcome: the
+     * wait is not interrupted), or in a savepoint of the caller's transaction.
      */
     const conditional = (
       operation: string,
@@ -221,7 +181,12 @@ export const make = (
     ): Effect.Effect<LeaseStore.WriteOutcome, StoreUnavailable> =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
         Option.isNone(outer)
-          ? Effect.uninterruptible(groupedWrite({ partitionKey, write }))
+          ? Effect.uninterruptible(
+              // the write's statements run on the group's connection
+              group(0, true, (conn) =>
+                Effect.provideService(conditionalIn(partitionKey, write), SqlClient.TransactionConnection, [conn, 0])
+              )
+            )
           : sql.withTransaction(conditionalIn(partitionKey, write))
       ).pipe(StoreUnavailable.refail(operation, partitionKey))
 
