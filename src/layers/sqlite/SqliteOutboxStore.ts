@@ -109,19 +109,21 @@ export const make = (
     const group = (options.groupCommit ?? true) ? SqliteGroupCommit.make(tx) : undefined
     const settle = SqliteSettle.make(st, bind, tx, group)
     /**
-     * A fenced transaction (claim, expire): outside a caller's transaction it joins the group commit with
-     * `rank` (its own savepoint in a shared group); else it is a transaction of its own, or a savepoint in the
-     * caller's.
+     * A fenced transaction (claim, expire): outside a caller's transaction it joins the group commit (its own
+     * savepoint in a shared group; a sweep with the completes and releases, before the claims, and its caller
+     * may leave while it waits: the records expire all the same); else it is a transaction of its own, or a
+     * savepoint in the caller's.
      */
     const fenced = <A, E extends { readonly _tag: string }>(
       operation: "claim" | "expire",
-      rank: 0 | 1,
       partitionKey: string,
       body: (conn: Connection) => Effect.Effect<A, E | SqlError>
     ) =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
         group !== undefined && Option.isNone(outer)
-          ? group(rank, true, body).pipe(StoreUnavailable.refailTag("SqlError", operation, partitionKey))
+          ? group(operation === "claim" ? 1 : 0, true, body).pipe(
+              StoreUnavailable.refailTag("SqlError", operation, partitionKey)
+            )
           : transact(operation, partitionKey, body)
       )
     const maybeSweep = yield* SqlSweep.make("sqlite", retentionMillis, options, (cutoff, chunk) =>
@@ -141,7 +143,7 @@ export const make = (
         transact("persist", batch[0]?.partitionKey, (conn) => persistPath.persistIn(conn, batch, replaceTerminal)),
       claim: (partitionKey, token, limit) =>
         Effect.zipLeft(
-          fenced("claim", 1, partitionKey, (conn) => claimIn(conn, partitionKey, token, limit)),
+          fenced("claim", partitionKey, (conn) => claimIn(conn, partitionKey, token, limit)),
           maybeSweep
         ),
       /**
@@ -151,10 +153,8 @@ export const make = (
       complete: (ids, token) => settle("complete", ids, token),
       /** Releases like {@link complete} completes: matching ids stay released when others mismatch. */
       release: (ids, token) => settle("release", ids, token),
-      // an expiry sweep is fenced like a claim; in a group it runs with the completes and releases, before the
-      // claims, and its caller may leave while it waits (the records expire all the same)
       expire: (before, partitionKey, token) =>
-        fenced("expire", 0, partitionKey, (conn) =>
+        fenced("expire", partitionKey, (conn) =>
           Effect.gen(function* () {
             yield* SqliteClaim.raiseFence(st, conn, "expire", partitionKey, token)
             const now = yield* SqlClock.nowMillis
