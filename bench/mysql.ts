@@ -178,11 +178,9 @@ class RawStore {
   }
   claim(limit: number, partitionKey = "p"): Promise<Array<string>> {
     return this.transaction(async () => {
-      await this.conn.execute(this.st.createFence, [partitionKey])
+      await this.conn.execute(this.st.admitFence, [partitionKey, token.version, token.version])
       const fence = rowsOf(await this.conn.execute(this.st.lockFence, [partitionKey]))
-      if (Number(fence[0]?.["max_version"]) < token.version) {
-        await this.conn.execute(this.st.raiseFence, [token.version, partitionKey])
-      }
+      if (Number(fence[0]?.["max_version"]) > token.version) throw new Error("stale token")
       const candidates = rowsOf(
         await this.conn.execute(
           this.st.selectClaimable,
@@ -297,11 +295,9 @@ const handWrittenCycle = (sql: SqlClient.SqlClient, st: MysqlOutboxSchema.Statem
     )
     const ids = yield* sql.withTransaction(
       Effect.gen(function* () {
-        yield* sql.unsafe(st.createFence, ["p"]).raw
+        yield* sql.unsafe(st.admitFence, ["p", token.version, token.version]).raw
         const fence = yield* sql.unsafe<{ readonly max_version: unknown }>(st.lockFence, ["p"])
-        if (Number(fence[0]?.max_version) < token.version) {
-          yield* sql.unsafe(st.raiseFence, [token.version, "p"]).raw
-        }
+        if (Number(fence[0]?.max_version) > token.version) return yield* Effect.dieMessage("stale token")
         const candidates = yield* sql.unsafe<{ readonly id: unknown }>(
           st.selectClaimable,
           bind.selectClaimable("p", token.version, undefined, batch)

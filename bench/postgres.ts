@@ -193,14 +193,8 @@ class RawStore {
   }
   claim(limit: number, partitionKey = "p"): Promise<Array<string>> {
     return this.transaction(async () => {
-      let fence = await this.client.query(this.st.lockFence, [partitionKey])
-      if (fence.rows.length === 0) {
-        await this.client.query(this.st.createFence, [partitionKey])
-        fence = await this.client.query(this.st.lockFence, [partitionKey])
-      }
-      if (Number(fence.rows[0]?.["max_version"]) < token.version) {
-        await this.client.query(this.st.raiseFence, [partitionKey, token.version])
-      }
+      const fence = await this.client.query(this.st.admitFence, [partitionKey, token.version])
+      if (Number(fence.rows[0]?.["max_version"]) > token.version) throw new Error("stale token")
       const candidates = await this.client.query(this.st.selectClaimable, [
         partitionKey,
         token.version,

@@ -94,9 +94,9 @@ export const records = (
   Effect.flatMap(ctx.tx.run(conn, text, params), (rows) => decodeAll(rows, SqlOutboxRow.decodeRow))
 
 /**
- * Locks the partition's fence row (created when missing, then read `SELECT … FOR UPDATE`), admits the
- * token and raises the mark
- * (R-CLAIM-2, R-EXP-1).
+ * Admits the token at the partition's fence (R-CLAIM-2, R-EXP-1): one upsert creates the row at the token's
+ * version or raises its mark to it (a higher mark stays) and locks the row, then a locking read returns the
+ * mark. Above the token's version, the token is stale (`StaleFencingToken`; the upsert changed nothing).
  *
  * @since 0.1.0
  */
@@ -108,21 +108,17 @@ export const fence = (
   token: LeaseToken.LeaseTokenLike
 ): Effect.Effect<void, SqlError | StoreUnavailable | StaleFencingToken> => {
   const { st, tx } = ctx
-  // the upsert makes sure the row exists and locks it (a duplicate primary key takes a record lock, no
-  // gap lock, under any isolation level); a locking read of a missing row would take a gap lock under
-  // REPEATABLE READ and hold back the first claim of other partitions
-  return tx.write(conn, st.createFence, [partitionKey]).pipe(
+  // the upsert makes sure the row exists, raises it and locks it (a duplicate primary key takes a record
+  // lock, no gap lock, under any isolation level); a locking read of a missing row would take a gap lock
+  // under REPEATABLE READ and hold back the first claim of other partitions. The read after it is a locking
+  // read: it sees the latest committed mark also inside a caller's REPEATABLE READ snapshot
+  return tx.write(conn, st.admitFence, [partitionKey, token.version, token.version]).pipe(
     Effect.zipRight(select(ctx, operation, FenceRows, conn, st.lockFence, [partitionKey])),
-    Effect.flatMap((rows): Effect.Effect<void, SqlError | StaleFencingToken> => {
+    Effect.flatMap((rows): Effect.Effect<void, StaleFencingToken> => {
       const mark = rows[0]?.max_version ?? 0
-      switch (Fence.admit(mark, token.version)) {
-        case "stale":
-          return Effect.fail(belowHighWaterMark(operation, partitionKey, token, mark))
-        case "raise":
-          return Effect.asVoid(tx.write(conn, st.raiseFence, [token.version, partitionKey]))
-        case "keep":
-          return Effect.void
-      }
+      return Fence.admit(mark, token.version) === "stale"
+        ? Effect.fail(belowHighWaterMark(operation, partitionKey, token, mark))
+        : Effect.void
     })
   )
 }

@@ -235,10 +235,11 @@ export const migrations = (
 export interface Statements extends SqlOutboxStatements.Statements {
   /** Params: partitionKey. Locks the fence row; returns `max_version`. */
   readonly lockFence: string
-  /** Params: partitionKey. Creates the fence row when missing; locks it either way. */
-  readonly createFence: string
-  /** Params: version, partitionKey. */
-  readonly raiseFence: string
+  /**
+   * Params: partitionKey, version, version. Creates the fence row at `version` when missing, else raises its
+   * mark to `version` when below it (`GREATEST`: a higher mark stays), and locks the row either way.
+   */
+  readonly admitFence: string
   /**
    * Params: partitionKey, n, n. Adds `n` to the partition's seq counter (creating it at `n`); the new
    * counter is the statement's insert id (`LAST_INSERT_ID(expr)`) when it updated, `n` when it inserted.
@@ -293,9 +294,8 @@ GROUP BY o.partition_key ORDER BY o.partition_key LIMIT ?`,
     findIdentity: `${shared.findIdentity} LOCK IN SHARE MODE`,
     findById: `${shared.findById} LOCK IN SHARE MODE`,
     lockFence: `SELECT max_version FROM ${t.fence} WHERE partition_key = ? FOR UPDATE`,
-    createFence: `INSERT INTO ${t.fence} (partition_key, max_version) VALUES (?, 0)
-ON DUPLICATE KEY UPDATE max_version = max_version`,
-    raiseFence: `UPDATE ${t.fence} SET max_version = ? WHERE partition_key = ?`,
+    admitFence: `INSERT INTO ${t.fence} (partition_key, max_version) VALUES (?, ?)
+ON DUPLICATE KEY UPDATE max_version = GREATEST(max_version, ?)`,
     allocateSeq: `INSERT INTO ${t.seq} (partition_key, seq_counter) VALUES (?, ?)
 ON DUPLICATE KEY UPDATE seq_counter = LAST_INSERT_ID(seq_counter + ?)`,
     insert: SqlOutboxStatements.bySize(

@@ -1,7 +1,7 @@
 /**
  * The statement steps of the PostgreSQL outbox store that run inside its transactions: reading rows with
- * a Schema, the fence (lock the partition's fence row, admit the token and raise the high-water mark,
- * R-CLAIM-2, R-EXP-1) and the claim (candidates through the claim index with the head-of-line check,
+ * a Schema, the fence (one statement creates or raises the partition's fence row and locks it, admitting the
+ * token against the high-water mark, R-CLAIM-2, R-EXP-1) and the claim (candidates through the claim index with the head-of-line check,
  * the final choice by `ClaimOrder.selectFrom`, R-CLAIM-4/5/6, then a guarded update; the claimed records
  * are the candidates it changed, with the claim applied).
  *
@@ -84,7 +84,9 @@ export const records = (
   Effect.flatMap(ctx.run(conn, text, params), (rows) => decodeAll(rows, PostgresOutboxSchema.decodeRow))
 
 /**
- * Locks the partition's fence row, admits the token and raises the mark (R-CLAIM-2, R-EXP-1).
+ * Admits the token at the partition's fence in one statement (R-CLAIM-2, R-EXP-1): the row is created or its
+ * mark raised to the token's version, and locked until the transaction ends. A mark above the version after
+ * it is a stale token (`StaleFencingToken`); the transaction's rollback then leaves the row as it was.
  *
  * @since 0.1.0
  */
@@ -95,24 +97,20 @@ export const fence = (
   partitionKey: string,
   token: LeaseToken.LeaseTokenLike
 ): Effect.Effect<void, SqlError | StoreUnavailable | StaleFencingToken> =>
-  Effect.gen(function* () {
-    const { run, st } = ctx
-    let rows = yield* select(ctx, operation, FenceRows, conn, st.lockFence, [partitionKey])
-    if (rows.length === 0) {
-      yield* run(conn, st.createFence, [partitionKey])
-      rows = yield* select(ctx, operation, FenceRows, conn, st.lockFence, [partitionKey])
+  Effect.flatMap(
+    select(ctx, operation, FenceRows, conn, ctx.st.admitFence, [partitionKey, token.version]),
+    (rows): Effect.Effect<void, StoreUnavailable | StaleFencingToken> => {
+      const mark = rows[0]?.max_version
+      if (mark === undefined) {
+        return Effect.fail(
+          new StoreUnavailable({ operation, partitionKey, cause: new Error("the fence statement returned no row") })
+        )
+      }
+      return Fence.admit(mark, token.version) === "stale"
+        ? Effect.fail(belowHighWaterMark(operation, partitionKey, token, mark))
+        : Effect.void
     }
-    const mark = rows[0]?.max_version ?? 0
-    switch (Fence.admit(mark, token.version)) {
-      case "stale":
-        return yield* belowHighWaterMark(operation, partitionKey, token, mark)
-      case "raise":
-        yield* run(conn, st.raiseFence, [partitionKey, token.version])
-        return
-      case "keep":
-        return
-    }
-  })
+  )
 
 /**
  * The claim of up to `limit` records of a partition for a token (`SqlClaim.claimWith` over PostgreSQL's

@@ -198,12 +198,14 @@ export const columns: ReadonlyArray<string> = SqlOutboxStatements.columns
  * @since 0.1.0
  */
 export interface Statements extends Omit<SqlOutboxStatements.Statements, "claimUpdate" | "complete" | "release"> {
-  /** Params: partitionKey. Locks the fence row; returns `max_version`. */
-  readonly lockFence: string
-  /** Params: partitionKey. Creates the fence row when missing. */
-  readonly createFence: string
-  /** Params: partitionKey, version. */
-  readonly raiseFence: string
+  /**
+   * Params: partitionKey, version. The fence in one statement (R-CLAIM-2, R-EXP-1): creates the partition's
+   * fence row at `version` when missing, else raises its mark to `version` when below it, and locks the row
+   * until the transaction ends either way (as `SELECT … FOR UPDATE` would). Returns the mark after it
+   * (`max_version`): above `version`, the token is stale, and the caller's rollback undoes the row's
+   * rewrite (its value is unchanged).
+   */
+  readonly admitFence: string
   /** Params: partitionKeys[], counts[]. Returns `partition_key`, `seq_counter` (the last seq of each block). */
   readonly allocateSeq: string
   /**
@@ -247,9 +249,9 @@ export const statements = (t: TableNames, options: { readonly staleReclaim: bool
     claimUpdate: shared.claimUpdate(anyLength),
     complete: shared.complete(anyLength),
     release: shared.release(anyLength),
-    lockFence: `SELECT max_version FROM ${t.fence} WHERE partition_key = $1 FOR UPDATE`,
-    createFence: `INSERT INTO ${t.fence} (partition_key, max_version) VALUES ($1, 0) ON CONFLICT DO NOTHING`,
-    raiseFence: `UPDATE ${t.fence} SET max_version = $2 WHERE partition_key = $1`,
+    admitFence: `INSERT INTO ${t.fence} AS f (partition_key, max_version) VALUES ($1, $2)
+ON CONFLICT (partition_key) DO UPDATE SET max_version = GREATEST(f.max_version, excluded.max_version)
+RETURNING max_version`,
     allocateSeq: `INSERT INTO ${t.seq} AS s (partition_key, seq_counter)
 SELECT p, n FROM unnest($1::text[], $2::bigint[]) AS u(p, n) ORDER BY p
 ON CONFLICT (partition_key) DO UPDATE SET seq_counter = s.seq_counter + excluded.seq_counter
