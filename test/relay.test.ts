@@ -11,7 +11,7 @@ import * as TestClock from "effect/TestClock"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
-import { StoreUnavailable } from "../src/domain/OutboxError.js"
+import { ClaimTruncated, StoreUnavailable } from "../src/domain/OutboxError.js"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
@@ -88,6 +88,34 @@ const eventually = <E, R>(
     }
   })
 
+/** The partitions of the claims the memory store below was asked for, in order. */
+const claimLog: Array<string> = []
+
+/**
+ * The memory store, logging every claim's partition in {@link claimLog}; the claims of partition "t" report
+ * themselves truncated (`ClaimTruncated`).
+ */
+const countingStore = Layer.effect(
+  OutboxStore,
+  Effect.map(OutboxStore, (inner) =>
+    OutboxStore.of({
+      ...inner,
+      claim: (partitionKey, token, limit) =>
+        Effect.map(inner.claim(partitionKey, token, limit), (batch) => {
+          claimLog.push(partitionKey)
+          if (partitionKey !== "t") return batch
+          const truncated = new ClaimTruncated({
+            partitionKey,
+            claimed: batch.records.length,
+            requested: limit,
+            cause: "test"
+          })
+          return { ...batch, truncated: Option.some(truncated) }
+        })
+    })
+  )
+).pipe(Layer.provide(MemoryOutboxStore.layer))
+
 describe("Relay (memory, TestClock)", () => {
   it.effect(
     "leases at most its cap at once, drains every discovered partition, and releases every lease on shutdown",
@@ -111,6 +139,40 @@ describe("Relay (memory, TestClock)", () => {
           expect(Either.isLeft(current) && current.left._tag).toBe("LeaseNotFound")
         }
       }).pipe(Effect.provide(memoryLayer))
+  )
+
+  it.effect(
+    "a drained partition gives its slot up at a claim short of its limit, without claiming again; a truncated short claim does not count as drained",
+    () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sink = yield* MemorySink.MemorySink
+        // "a" and "b" hold one record each (a claim of 100 comes back short); "t" and "u" too, but every
+        // claim of "t" reports itself truncated (as a DynamoDB short batch does)
+        yield* store.persist([rec("a", 1), rec("b", 1), rec("t", 1), rec("u", 1)])
+        const { fiber } = yield* startRelay({
+          owner: "relay-short",
+          maxPartitions: 1,
+          discoveryInterval: "100 millis",
+          drainer: { ...dropAll, idleBackoffMax: "100 millis" }
+        })
+        for (let i = 0; i < 20; i++) yield* TestClock.adjust("100 millis")
+        const delivered = yield* sink.deliveredIds
+        expect(new Set(delivered)).toEqual(new Set(["a-0001", "b-0001", "t-0001", "u-0001"]))
+        // one slot: the claims run turn by turn. The claims of a partition's first turn:
+        const firstTurn = (partition: string) => {
+          const start = claimLog.indexOf(partition)
+          let end = start
+          while (claimLog[end] === partition) end += 1
+          return end - start
+        }
+        // whichever of "a" and "b" was served first handed its slot on after its one claim (the other one
+        // kept it: nothing waited for it any more); "t" claimed again after its truncated one
+        const [firstServed] = claimLog.filter((p) => p === "a" || p === "b")
+        expect(firstTurn(firstServed ?? "")).toBe(1)
+        expect(firstTurn("t")).toBe(2)
+        yield* Fiber.interrupt(fiber)
+      }).pipe(Effect.provide(Layer.mergeAll(countingStore, MemoryLeaseStore.layer, MemorySink.layer)))
   )
 
   it.effect(

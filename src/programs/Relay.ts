@@ -7,8 +7,9 @@
  * lease is taken over), and a slot that frees up is refilled from it at once — one refill for every slot
  * freed meanwhile, with no new listing until the queue runs dry. Queued partitions left without a slot are
  * probed (is another relay serving them?), as many as this relay has slots; while some wait with no lease,
- * drained partitions give their slot up at their first empty claim (`idleRelease`; one idling in its
- * back-off is woken for it, never interrupted) and busy ones after a turn
+ * drained partitions give their slot up at once (`idleRelease`): after a claim that came back empty, or short
+ * of its limit with every record of its batch settled (one idling in its back-off is woken for it, never
+ * interrupted) and busy ones after a turn
  * (`maxTurn`, `maxTurnBatches`) — a turn ends between two cycles, so the lease is released with nothing
  * in flight and the next epoch's version fences anything left (R-CLAIM-2, R-CLAIM-4). The waiting
  * partitions are reported (`OutboxUnleasedPartitions`, `OutboxUnleasedOldestAge`, a WARN past
@@ -43,6 +44,7 @@ import type { Sink } from "../services/Sink.js"
 import { WakeHub, type WakeHubService } from "../services/WakeHub.js"
 import { unlessThrough, WakeSignal, type WakeSignalService } from "../services/WakeSignal.js"
 import * as Build from "./drainer/Build.js"
+import type * as Cycle from "./drainer/Cycle.js"
 import type * as Loop from "./drainer/Loop.js"
 import type * as Drainer from "./Drainer.js"
 
@@ -62,7 +64,8 @@ export interface RelayOptions {
   readonly discoveryInterval?: Duration.DurationInput | undefined
   /**
    * How long a drained partition keeps its slot while it claims nothing and other partitions with work
-   * wait for a lease (default 0: it gives the slot up at its first empty claim).
+   * wait for a lease (default 0: it gives the slot up as soon as it is found drained: at a claim that comes
+   * back empty, or short of its limit once that batch settled every record). Drained counts from then.
    */
   readonly idleRelease?: Duration.DurationInput | undefined
   /**
@@ -185,7 +188,10 @@ interface Slot {
   readonly startedAt: number
   /** Cycles of this turn that claimed records. */
   batches: number
-  /** Start of the current run of empty claims; undefined while the drainer claims records. */
+  /**
+   * Since when the partition has been drained: its first empty claim, or a claim short of its limit whose
+   * batch settled every record; undefined while the drainer claims full batches.
+   */
   idleSince: number | undefined
   /** Records earlier cycles left claimed (sent but not completed, or not yet released). */
   stranded: number
@@ -194,6 +200,14 @@ interface Slot {
   /** The turn was asked to end. */
   ending: boolean
 }
+
+/**
+ * Whether a cycle that claimed records left its partition drained: its claim came back short of its limit
+ * and not truncated (so it took every record claimable when it ran), and its batch settled every record
+ * (none released back, none left claimed).
+ */
+const drained = (result: Cycle.CycleResult): boolean =>
+  result.claimed < result.limit && !result.truncated && result.deferred === 0 && result.leftClaimed === 0
 
 const startWith = (
   options: RelayOptions
@@ -265,7 +279,10 @@ const startWith = (
         }
       })
 
-    /** Ends a turn between cycles while partitions wait: after an empty claim, or after a long turn. */
+    /**
+     * Ends a turn between cycles while partitions wait: once the partition is drained (an empty claim, or a
+     * short one that settled its batch), or after a long turn.
+     */
     const endTurn =
       (slot: Slot): Loop.TurnEnd =>
       (result, stranded) =>
@@ -278,7 +295,9 @@ const startWith = (
             if (result !== undefined && result.leased) {
               if (result.claimed > 0) {
                 slot.batches += 1
-                slot.idleSince = undefined
+                // a claim short of its limit took every record claimable when it ran (unless truncated): once
+                // its batch settled them all, the partition is drained without a further, empty claim
+                slot.idleSince = drained(result) ? now : undefined
               } else if (slot.idleSince === undefined) slot.idleSince = now
             }
             if (stopping) return false

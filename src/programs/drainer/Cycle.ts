@@ -45,6 +45,14 @@ export interface CycleResult {
   readonly limit: number
   /** Records claimed. */
   readonly claimed: number
+  /**
+   * The claim came back short of what the partition held (`ClaimTruncated`, a DynamoDB short batch): fewer
+   * records than `limit` then say nothing of what is left. Otherwise a claim short of its limit took every
+   * record that was claimable when it ran.
+   *
+   * @since 0.2.0
+   */
+  readonly truncated: boolean
   /** Records sent and completed. */
   readonly delivered: number
   /** Records written to the dead-letter queue and completed. */
@@ -151,6 +159,7 @@ export const cycle = (instance: Instance, limit?: number): Effect.Effect<CycleRe
       leased: false,
       limit: claimLimit,
       claimed: 0,
+      truncated: false,
       delivered: 0,
       deadLettered: 0,
       dropped: 0,
@@ -191,7 +200,9 @@ const runClaimed = (
     ? Effect.logWarning("short claim batch").pipe(Effect.annotateLogs({ error: batch.truncated.value.message }))
     : Effect.void
   const counted = Effect.zipRight(warned, Metric.set(instance.metrics.batchSize, claimed))
-  if (claimed === 0) return Effect.as(Effect.zipRight(counted, refreshGauges(instance)), idle)
+  const truncated = Option.isSome(batch.truncated)
+  if (claimed === 0)
+    return Effect.as(Effect.zipRight(counted, refreshGauges(instance)), truncated ? { ...idle, truncated } : idle)
   const replayCounts = updateAll(
     instance.metrics.bound.replayCount,
     batch.records.map((r) => r.replayCount)
@@ -201,6 +212,6 @@ const runClaimed = (
   )
   return Effect.flatMap(Effect.zipRight(Effect.zipRight(counted, replayCounts), run), (counters) =>
     // after the batch: the counts' statements never delay its sends
-    Effect.as(refreshGauges(instance), { ...idle, claimed, ...counters })
+    Effect.as(refreshGauges(instance), { ...idle, claimed, truncated, ...counters })
   )
 }
