@@ -1456,16 +1456,24 @@ const fairnessDrains = [
   ["postgres", "PostgreSQL, fsync on"]
 ] as const
 
+/** Every timed round's rate of a fairness drain run, or "" for results from before the bench ran rounds. */
+const roundsOf = (run: unknown): string => {
+  const rounds: unknown =
+    typeof run === "object" && run !== null ? Reflect.get(run, "roundsPartitionsPerSecond") : undefined
+  return Array.isArray(rounds) ? rounds.map((r) => (typeof r === "number" ? formatNumber(r) : "?")).join(", ") : ""
+}
+
 const fairnessSection = (data: unknown): Array<string> => {
   const out = ["## Relay fairness: many small partitions", "", measuredLine(data), ""]
   out.push(
     "One relay with `maxPartitions` 64 drains 2,000 partitions of one record each (time until every record was sent",
-    "and until the listing is empty, wall and CPU seconds of the process):",
+    "and until the listing is empty, wall and CPU seconds of the process; after an untimed warm-up drain, the median of",
+    "three timed rounds, every round's rate in the last column):",
     ""
   )
   out.push(
     ...table(
-      ["backend", "delivered", "all sent s", "all completed s", "CPU s", "partitions/s"],
+      ["backend", "delivered", "all sent s", "all completed s", "CPU s", "partitions/s", "rounds, partitions/s"],
       fairnessDrains.map(([key, label]) => {
         const run = at(data, "drain", key)
         return [
@@ -1474,7 +1482,8 @@ const fairnessSection = (data: unknown): Array<string> => {
           formatNumber(num(run, "sentSeconds")),
           bool(run, "finished") === false ? "not finished" : formatNumber(num(run, "completedSeconds")),
           formatNumber(num(run, "cpuSeconds")),
-          formatNumber(num(run, "partitionsPerSecond"))
+          formatNumber(num(run, "partitionsPerSecond")),
+          roundsOf(run)
         ]
       })
     )
