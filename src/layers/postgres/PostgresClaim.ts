@@ -1,9 +1,9 @@
 /**
  * The statement steps of the PostgreSQL outbox store that run inside its transactions: reading rows with
  * a Schema, the fence (one statement creates or raises the partition's fence row and locks it, admitting the
- * token against the high-water mark, R-CLAIM-2, R-EXP-1) and the claim (candidates through the claim index with the head-of-line check,
- * the final choice by `ClaimOrder.selectFrom`, R-CLAIM-4/5/6, then a guarded update; the claimed records
- * are the candidates it changed, with the claim applied).
+ * token against the high-water mark, R-CLAIM-2, R-EXP-1) and the claim (candidates through the claim index
+ * with the head-of-line check, the final choice by `ClaimOrder.selectFrom`, R-CLAIM-4/5/6, then a guarded
+ * update; the claimed records are the candidates it changed, with the claim applied).
  *
  * @since 0.1.0
  */
