@@ -189,8 +189,8 @@ interface Slot {
   /** Cycles of this turn that claimed records. */
   batches: number
   /**
-   * Since when the partition has been drained: its first empty claim, or a claim short of its limit whose
-   * batch settled every record; undefined while the drainer claims full batches.
+   * Since when the partition has been drained (see {@link drained}): the first of a run of empty claims, or
+   * the last claim short of its limit whose batch settled every record; undefined otherwise.
    */
   idleSince: number | undefined
   /** Records earlier cycles left claimed (sent but not completed, or not yet released). */
@@ -202,9 +202,9 @@ interface Slot {
 }
 
 /**
- * Whether a cycle that claimed records left its partition drained: its claim came back short of its limit
- * and not truncated (so it took every record claimable when it ran), and its batch settled every record
- * (none released back, none left claimed).
+ * Whether a leased cycle left its partition drained: its claim came back empty or short of its limit and
+ * not truncated (so it took every record claimable when it ran), and its batch settled every record (none
+ * released back, none left claimed). One rule for empty and short claims: a truncated one is not drained.
  */
 const drained = (result: Cycle.CycleResult): boolean =>
   result.claimed < result.limit && !result.truncated && result.deferred === 0 && result.leftClaimed === 0
@@ -293,12 +293,10 @@ const startWith = (
             if (stranded === 0) slot.strandedSince = undefined
             else if (slot.strandedSince === undefined) slot.strandedSince = now
             if (result !== undefined && result.leased) {
-              if (result.claimed > 0) {
-                slot.batches += 1
-                // a claim short of its limit took every record claimable when it ran (unless truncated): once
-                // its batch settled them all, the partition is drained without a further, empty claim
-                slot.idleSince = drained(result) ? now : undefined
-              } else if (slot.idleSince === undefined) slot.idleSince = now
+              if (result.claimed > 0) slot.batches += 1
+              // drained since the first of a run of drained cycles; a cycle that claimed records starts it anew
+              if (!drained(result)) slot.idleSince = undefined
+              else if (result.claimed > 0 || slot.idleSince === undefined) slot.idleSince = now
             }
             if (stopping) return false
             // Records sent but not completed hold the turn: the drainer retries their completes under this

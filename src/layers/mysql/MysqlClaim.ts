@@ -114,8 +114,9 @@ export const fence = (
   // read: it sees the latest committed mark also inside a caller's REPEATABLE READ snapshot
   return tx.write(conn, st.admitFence, [partitionKey, token.version, token.version]).pipe(
     Effect.zipRight(select(ctx, operation, FenceRows, conn, st.lockFence, [partitionKey])),
-    Effect.flatMap((rows): Effect.Effect<void, StaleFencingToken> => {
-      const mark = rows[0]?.max_version ?? 0
+    Effect.flatMap((rows): Effect.Effect<void, StoreUnavailable | StaleFencingToken> => {
+      const mark = rows[0]?.max_version
+      if (mark === undefined) return Effect.fail(SqlClaim.noFenceRow(operation, partitionKey))
       return Fence.admit(mark, token.version) === "stale"
         ? Effect.fail(belowHighWaterMark(operation, partitionKey, token, mark))
         : Effect.void

@@ -101,11 +101,7 @@ export const fence = (
     select(ctx, operation, FenceRows, conn, ctx.st.admitFence, [partitionKey, token.version]),
     (rows): Effect.Effect<void, StoreUnavailable | StaleFencingToken> => {
       const mark = rows[0]?.max_version
-      if (mark === undefined) {
-        return Effect.fail(
-          new StoreUnavailable({ operation, partitionKey, cause: new Error("the fence statement returned no row") })
-        )
-      }
+      if (mark === undefined) return Effect.fail(SqlClaim.noFenceRow(operation, partitionKey))
       return Fence.admit(mark, token.version) === "stale"
         ? Effect.fail(belowHighWaterMark(operation, partitionKey, token, mark))
         : Effect.void

@@ -13,6 +13,7 @@ import * as Effect from "effect/Effect"
 import * as ClaimOrder from "../../domain/ClaimOrder.js"
 import * as Fence from "../../domain/Fence.js"
 import type * as LeaseToken from "../../domain/LeaseToken.js"
+import { StoreUnavailable } from "../../domain/OutboxError.js"
 import type * as OutboxRecord from "../../domain/OutboxRecord.js"
 import { ClaimBatch } from "../../services/OutboxStore.js"
 
@@ -103,3 +104,12 @@ export const claimWith =
             )
           })
     )
+
+/**
+ * The failure of a fence whose statement made the partition's fence row and still returned no mark: a store
+ * fault (`StoreUnavailable`), never an admission of the token.
+ *
+ * @since 0.2.0
+ */
+export const noFenceRow = (operation: string, partitionKey: string): StoreUnavailable =>
+  new StoreUnavailable({ operation, partitionKey, cause: new Error("the fence statement returned no row") })

@@ -196,11 +196,12 @@ const runClaimed = (
   idle: CycleResult
 ): Effect.Effect<CycleResult, CycleError> => {
   const claimed = batch.records.length
-  const warned = Option.isSome(batch.truncated)
-    ? Effect.logWarning("short claim batch").pipe(Effect.annotateLogs({ error: batch.truncated.value.message }))
-    : Effect.void
-  const counted = Effect.zipRight(warned, Metric.set(instance.metrics.batchSize, claimed))
   const truncated = Option.isSome(batch.truncated)
+  const warned = Option.match(batch.truncated, {
+    onNone: () => Effect.void,
+    onSome: (short) => Effect.logWarning("short claim batch").pipe(Effect.annotateLogs({ error: short.message }))
+  })
+  const counted = Effect.zipRight(warned, Metric.set(instance.metrics.batchSize, claimed))
   if (claimed === 0)
     return Effect.as(Effect.zipRight(counted, refreshGauges(instance)), truncated ? { ...idle, truncated } : idle)
   const replayCounts = updateAll(
