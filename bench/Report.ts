@@ -561,6 +561,7 @@ const drainSection = (data: unknown): Array<string> => {
       ["withoutGroupCommit", "group commit off"],
       ["oneLanePerKey", "one lane per key"],
       ["interleavedBacklog", "backlog interleaved over partitions"],
+      ["withoutOrderingKeys", "no record keyed, against the raw loop on such a backlog"],
       ["handWrittenDrain", "hand-written on the store's client, order kept"],
       ["handWrittenDrainWithoutOrder", "hand-written on the store's client, order not kept"],
       ["storeCallsDrain", "the store's own claim and complete calls alone"]

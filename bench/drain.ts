@@ -23,9 +23,11 @@
  *    runs), alone on this process's thread.
  *
  * On SQLite the relay also runs with the store's group commit off (every complete its own commit), with
- * one lane per ordering key (`maxConcurrency` 16), and with the backlog interleaved record by record over
+ * one lane per ordering key (`maxConcurrency` 16), with the backlog interleaved record by record over
  * the partitions (500 per transaction, so each partition's records are spread over eight times as many
- * table pages and every claim or complete writes more of them), all informational.
+ * table pages and every claim or complete writes more of them), and on a backlog with no record keyed
+ * against the raw loop on the same backlog (no key order to keep: a batch goes out in one wave, completed in
+ * one call), all informational.
  *
  * On SQLite the same run also measures a raw better-sqlite3 baseline of the same work without Effect,
  * leases or a sink: on a backlog persisted untimed in the relay's layout, claim 100 → complete 100 (each its
@@ -125,9 +127,28 @@ const makeRecords = recordMaker()
  */
 type Layout = "partition" | "interleaved"
 
+/**
+ * Whether the backlog's records carry the bench's ordering keys (`"keyed"`: every other record of a partition, see
+ * bench/DrainRecords.ts) or none (`"none"`: the same records without a key, so no record waits for an older one).
+ */
+type Keys = "keyed" | "none"
+
+/** The record without its ordering key. */
+const withoutKey = (record: NewOutboxRecord): NewOutboxRecord =>
+  new NewOutboxRecord(
+    {
+      partitionKey: record.partitionKey,
+      envelopeId: record.envelopeId,
+      bindingId: record.bindingId,
+      payload: record.payload
+    },
+    true
+  )
+
 /** The backlog's persist batches: the same records either way, in the given layout. */
-const backlogBatches = (count: number, layout: Layout): Array<ReadonlyArray<NewOutboxRecord>> => {
-  const records = makeRecords(count)
+const backlogBatches = (count: number, layout: Layout, keys: Keys = "keyed"): Array<ReadonlyArray<NewOutboxRecord>> => {
+  const made = makeRecords(count)
+  const records = keys === "keyed" ? made : made.map(withoutKey)
   if (layout === "interleaved") return chunk(records, 500)
   const byPartition = partitions.map((partition) => records.filter((r) => r.partitionKey === partition))
   const batches: Array<ReadonlyArray<NewOutboxRecord>> = []
@@ -248,11 +269,12 @@ const throughput = (
   count: number,
   sinkKind: SinkKind,
   options: typeof relayOptions = relayOptions,
-  layout: Layout = "partition"
+  layout: Layout = "partition",
+  keys: Keys = "keyed"
 ): Effect.Effect<Throughput> =>
   Effect.gen(function* () {
     const store = yield* OutboxStore
-    for (const batch of backlogBatches(count, layout)) yield* store.persist(batch)
+    for (const batch of backlogBatches(count, layout, keys)) yield* store.persist(batch)
     const recorder = yield* MemorySink.make()
     const counting = countingSink()
     const sink = sinkKind === "memory" ? recorder.sink : counting.sink
@@ -914,9 +936,18 @@ const openRaw = () => {
 
 /**
  * The raw loops' record: the `k`-th record of its partition, keyed when `k` is even (the partition's keys in
- * turn, as bench/DrainRecords.ts makes them); its id is made of `now`, its `batch` and its place `i` in it.
+ * turn, as bench/DrainRecords.ts makes them) unless `keys` is `"none"`; its id is made of `now`, its `batch` and
+ * its place `i` in it.
  */
-const rawRecord = (partitionKey: string, k: number, envelopeId: string, now: number, batch: number, i: number) =>
+const rawRecord = (
+  partitionKey: string,
+  k: number,
+  envelopeId: string,
+  now: number,
+  batch: number,
+  i: number,
+  keys: Keys = "keyed"
+) =>
   ({
     id: formatTimeOrderedId(now, i, batch, Math.floor(Math.random() * 0xffffffff)),
     partitionKey,
@@ -926,7 +957,7 @@ const rawRecord = (partitionKey: string, k: number, envelopeId: string, now: num
     address: "",
     payload,
     headers: {},
-    orderingKey: k % 2 === 0 ? Option.some(`k${(k >> 1) % keysPerPartition}`) : Option.none(),
+    orderingKey: keys === "keyed" && k % 2 === 0 ? Option.some(`k${(k >> 1) % keysPerPartition}`) : Option.none(),
     createdAt: DateTime.unsafeMake(now),
     expiresAt: Option.none()
   }) satisfies PreparedRecord
@@ -935,14 +966,18 @@ const rawRecord = (partitionKey: string, k: number, envelopeId: string, now: num
  * The raw loops' backlog, laid out as the relay's (`backlogBatches`, "partition"): batches of 100 records of one
  * partition, the partitions taking turns; envelope ids `<prefix>-<batch>-<i>`.
  */
-const rawBacklog = (count: number, prefix: string): Array<{ partitionKey: string; records: Array<PreparedRecord> }> => {
+const rawBacklog = (
+  count: number,
+  prefix: string,
+  keys: Keys = "keyed"
+): Array<{ partitionKey: string; records: Array<PreparedRecord> }> => {
   const now = Date.now()
   const batches: Array<{ partitionKey: string; records: Array<PreparedRecord> }> = []
   for (let n = 0; n * 100 < count; n++) {
     const partitionKey = partitions[n % partitions.length] ?? "p0"
     const k = Math.floor(n / partitions.length) * 100
     const records = Array.from({ length: Math.min(100, count - n * 100) }, (_, i) =>
-      rawRecord(partitionKey, k + i, `${prefix}-${n}-${i}`, now, n, i)
+      rawRecord(partitionKey, k + i, `${prefix}-${n}-${i}`, now, n, i, keys)
     )
     batches.push({ partitionKey, records })
   }
@@ -957,10 +992,10 @@ const backlogInsertValues = (records: ReadonlyArray<PreparedRecord>, seqRow: obj
   return values
 }
 
-const rawBaseline = (count: number): Throughput => {
+const rawBaseline = (count: number, keys: Keys = "keyed"): Throughput => {
   const { db, st, tx } = openRaw()
   // the backlog, untimed, in transactions of 100 records of one partition
-  for (const { partitionKey, records } of rawBacklog(count, "raw")) {
+  for (const { partitionKey, records } of rawBacklog(count, "raw", keys)) {
     tx(() => {
       const [row] = st(statements.allocateSeqs(1)).all(partitionKey, records.length)
       st(statements.insert(records.length)).all(...backlogInsertValues(records, row))
@@ -1401,9 +1436,14 @@ const main = Effect.gen(function* () {
   } satisfies Relay.RelayOptions
   // and, with the goal's options, a backlog interleaved record by record over the partitions: shows what the
   // layout of the records in the file costs the relay (the raw baseline always persists by partition)
+  // and, with the goal's options, the same backlog without ordering keys, against the raw loop on such a backlog:
+  // shows how much of the gap is the order of keyed records (SPEC §6: a record completed before its younger
+  // sibling is sent, so a batch goes out in as many waves as its longest key chain; the raw loop keeps no order)
   const laneRawRuns: Array<Throughput> = []
   const laneRuns: Array<Throughput> = []
   const interleavedRuns: Array<Throughput> = []
+  const unkeyedRawRuns: Array<Throughput> = []
+  const unkeyedRuns: Array<Throughput> = []
   for (let r = 0; r < rounds; r++) {
     laneRawRuns.push(rawBaseline(sqliteCount))
     console.log("raw sqlite", laneRawRuns[laneRawRuns.length - 1])
@@ -1411,9 +1451,13 @@ const main = Effect.gen(function* () {
     console.log(`sqlite relay, maxConcurrency ${keysPerPartition}`, laneRuns[laneRuns.length - 1])
     interleavedRuns.push(yield* throughput(sqliteStores(), sqliteCount, "noop", relayOptions, "interleaved"))
     console.log("sqlite relay, backlog interleaved", interleavedRuns[interleavedRuns.length - 1])
+    unkeyedRawRuns.push(rawBaseline(sqliteCount, "none"))
+    console.log("raw sqlite, no ordering keys", unkeyedRawRuns[unkeyedRawRuns.length - 1])
+    unkeyedRuns.push(yield* throughput(sqliteStores(), sqliteCount, "noop", relayOptions, "partition", "none"))
+    console.log("sqlite relay, no ordering keys", unkeyedRuns[unkeyedRuns.length - 1])
   }
-  const perRoundRatios = (runs: ReadonlyArray<Throughput>) =>
-    runs.map((run, r) => Number((run.recordsPerSecondWall / (laneRawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3)))
+  const perRoundRatios = (runs: ReadonlyArray<Throughput>, against: ReadonlyArray<Throughput> = laneRawRuns) =>
+    runs.map((run, r) => Number((run.recordsPerSecondWall / (against[r]?.recordsPerSecondWall ?? 1)).toFixed(3)))
   const laneRatios = perRoundRatios(laneRuns)
 
   // last (it patches the module): where the SQLite relay's time goes, SQLite's own work against the rest
@@ -1623,6 +1667,21 @@ const main = Effect.gen(function* () {
         ratioWall: Number((best(laneRuns).recordsPerSecondWall / best(laneRawRuns).recordsPerSecondWall).toFixed(3)),
         ratioWallPerRound: laneRatios,
         note: "informational, not the goal's configuration (the goal uses the default maxConcurrency 10)"
+      },
+      withoutOrderingKeys: {
+        throughput: best(unkeyedRuns),
+        runs: unkeyedRuns,
+        rawRuns: unkeyedRawRuns,
+        ratioWall: Number(
+          (best(unkeyedRuns).recordsPerSecondWall / best(unkeyedRawRuns).recordsPerSecondWall).toFixed(3)
+        ),
+        ratioWallPerRound: perRoundRatios(unkeyedRuns, unkeyedRawRuns),
+        ratioWallMedianOfRounds: median(perRoundRatios(unkeyedRuns, unkeyedRawRuns)),
+        note:
+          "informational: the goal's options and backlog layout with no record keyed, against the raw loop on the same backlog " +
+          "(raw and relay alternating): every claimed record goes out in one wave, so the relay completes a batch in one call; " +
+          "with keys, SPEC §6 completes a record before its younger sibling is sent, so a batch takes as many waves (each with " +
+          "its complete) as its longest key chain, a cost the raw loop, which keeps no order, does not pay"
       }
     }
   }
