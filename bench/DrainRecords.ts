@@ -14,27 +14,41 @@ export const keysPerPartition = 16
 export const payload = new Uint8Array(64).fill(7)
 
 /**
- * A maker of records: `count` records spread round-robin over the partitions; within each partition every
- * other record has an ordering key, cycling through `keysPerPartition` keys (so each partition is half
- * keyed, over all of its keys). Envelope ids are `<prefix><n>`, counted per maker.
+ * Whether records carry the bench's ordering keys (`"keyed"`: see {@link orderingKeyOf}) or none (`"none"`: the
+ * same records without a key, so no record waits for an older one).
  */
-export const recordMaker = (prefix = "e"): ((count: number) => Array<NewOutboxRecord>) => {
+export type Keys = "keyed" | "none"
+
+/**
+ * The ordering key of a partition's `k`-th record: every other record is keyed (`k` even), cycling through
+ * `keysPerPartition` keys, so each partition is half keyed, over all of its keys; `undefined` for the others,
+ * and for every record with `keys` `"none"`.
+ */
+export const orderingKeyOf = (k: number, keys: Keys = "keyed"): string | undefined =>
+  keys === "keyed" && k % 2 === 0 ? `k${(k >> 1) % keysPerPartition}` : undefined
+
+/**
+ * A maker of records: `count` records spread round-robin over the partitions, keyed by {@link orderingKeyOf}
+ * (none with `keys` `"none"`). Envelope ids are `<prefix><n>`, counted per maker.
+ */
+export const recordMaker = (prefix = "e"): ((count: number, keys?: Keys) => Array<NewOutboxRecord>) => {
   let envelope = 0
   const madePerPartition = partitions.map(() => 0)
-  return (count) =>
+  return (count, keys = "keyed") =>
     Array.from({ length: count }, (_, i) => {
       const n = envelope++
       const slot = i % partitions.length
       const partitionKey = partitions[slot] ?? "p0"
       const k = madePerPartition[slot] ?? 0
       madePerPartition[slot] = k + 1
+      const orderingKey = orderingKeyOf(k, keys)
       return new NewOutboxRecord(
         {
           partitionKey,
           envelopeId: `${prefix}${n}`,
           bindingId: "b",
           payload,
-          ...(k % 2 === 0 ? { orderingKey: `k${(k >> 1) % keysPerPartition}` } : {})
+          ...(orderingKey !== undefined ? { orderingKey } : {})
         },
         true
       )

@@ -91,7 +91,15 @@ import * as Relay from "../src/programs/Relay.js"
 import type { LeaseStore } from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { Sink } from "../src/services/Sink.js"
-import { keysPerPartition, pacedPersist, partitions, payload, recordMaker } from "./DrainRecords.js"
+import {
+  type Keys,
+  keysPerPartition,
+  orderingKeyOf,
+  pacedPersist,
+  partitions,
+  payload,
+  recordMaker
+} from "./DrainRecords.js"
 
 const quick = process.argv.includes("--quick")
 /** `--only=memory` or `--only=sqlite` runs one backend and prints its figures without writing results. */
@@ -127,28 +135,9 @@ const makeRecords = recordMaker()
  */
 type Layout = "partition" | "interleaved"
 
-/**
- * Whether the backlog's records carry the bench's ordering keys (`"keyed"`: every other record of a partition, see
- * bench/DrainRecords.ts) or none (`"none"`: the same records without a key, so no record waits for an older one).
- */
-type Keys = "keyed" | "none"
-
-/** The record without its ordering key. */
-const withoutKey = (record: NewOutboxRecord): NewOutboxRecord =>
-  new NewOutboxRecord(
-    {
-      partitionKey: record.partitionKey,
-      envelopeId: record.envelopeId,
-      bindingId: record.bindingId,
-      payload: record.payload
-    },
-    true
-  )
-
 /** The backlog's persist batches: the same records either way, in the given layout. */
 const backlogBatches = (count: number, layout: Layout, keys: Keys = "keyed"): Array<ReadonlyArray<NewOutboxRecord>> => {
-  const made = makeRecords(count)
-  const records = keys === "keyed" ? made : made.map(withoutKey)
+  const records = makeRecords(count, keys)
   if (layout === "interleaved") return chunk(records, 500)
   const byPartition = partitions.map((partition) => records.filter((r) => r.partitionKey === partition))
   const batches: Array<ReadonlyArray<NewOutboxRecord>> = []
@@ -935,9 +924,8 @@ const openRaw = () => {
 }
 
 /**
- * The raw loops' record: the `k`-th record of its partition, keyed when `k` is even (the partition's keys in
- * turn, as bench/DrainRecords.ts makes them) unless `keys` is `"none"`; its id is made of `now`, its `batch` and
- * its place `i` in it.
+ * The raw loops' record: the `k`-th record of its partition, keyed as bench/DrainRecords.ts keys it
+ * (`orderingKeyOf`); its id is made of `now`, its `batch` and its place `i` in it.
  */
 const rawRecord = (
   partitionKey: string,
@@ -957,7 +945,7 @@ const rawRecord = (
     address: "",
     payload,
     headers: {},
-    orderingKey: keys === "keyed" && k % 2 === 0 ? Option.some(`k${(k >> 1) % keysPerPartition}`) : Option.none(),
+    orderingKey: Option.fromNullable(orderingKeyOf(k, keys)),
     createdAt: DateTime.unsafeMake(now),
     expiresAt: Option.none()
   }) satisfies PreparedRecord
@@ -1435,8 +1423,8 @@ const main = Effect.gen(function* () {
     drainer: { ...relayOptions.drainer, maxConcurrency: keysPerPartition }
   } satisfies Relay.RelayOptions
   // and, with the goal's options, a backlog interleaved record by record over the partitions: shows what the
-  // layout of the records in the file costs the relay (the raw baseline always persists by partition)
-  // and, with the goal's options, the same backlog without ordering keys, against the raw loop on such a backlog:
+  // layout of the records in the file costs the relay (the raw baseline always persists by partition); and the
+  // goal's backlog without ordering keys, against the raw loop on such a backlog:
   // shows how much of the gap is the order of keyed records (SPEC §6: a record completed before its younger
   // sibling is sent, so a batch goes out in as many waves as its longest key chain; the raw loop keeps no order)
   const laneRawRuns: Array<Throughput> = []
@@ -1459,6 +1447,7 @@ const main = Effect.gen(function* () {
   const perRoundRatios = (runs: ReadonlyArray<Throughput>, against: ReadonlyArray<Throughput> = laneRawRuns) =>
     runs.map((run, r) => Number((run.recordsPerSecondWall / (against[r]?.recordsPerSecondWall ?? 1)).toFixed(3)))
   const laneRatios = perRoundRatios(laneRuns)
+  const unkeyedRatios = perRoundRatios(unkeyedRuns, unkeyedRawRuns)
 
   // last (it patches the module): where the SQLite relay's time goes, SQLite's own work against the rest
   statementClock.install()
@@ -1675,8 +1664,8 @@ const main = Effect.gen(function* () {
         ratioWall: Number(
           (best(unkeyedRuns).recordsPerSecondWall / best(unkeyedRawRuns).recordsPerSecondWall).toFixed(3)
         ),
-        ratioWallPerRound: perRoundRatios(unkeyedRuns, unkeyedRawRuns),
-        ratioWallMedianOfRounds: median(perRoundRatios(unkeyedRuns, unkeyedRawRuns)),
+        ratioWallPerRound: unkeyedRatios,
+        ratioWallMedianOfRounds: median(unkeyedRatios),
         note:
           "informational: the goal's options and backlog layout with no record keyed, against the raw loop on the same backlog " +
           "(raw and relay alternating): every claimed record goes out in one wave, so the relay completes a batch in one call; " +
