@@ -184,6 +184,12 @@ interface Latency {
   readonly maxMillis: number
   /** How the process's one thread was shared during the run (see {@link ThreadShare}). */
   readonly thread: ThreadShare
+  /**
+   * Records per claim in the run: the delivered records grouped by partition and claim time (`claimedAt`, a
+   * claim's records share it); small claims carry a claim's fixed cost over few records, full ones (the relay
+   * behind) a drain's cost.
+   */
+  readonly recordsPerClaim: number
 }
 
 /**
@@ -426,13 +432,20 @@ const latency = (
         ...(statementTime !== undefined ? { statements: statementTime, phases } : {})
       })
     }
+    const claims = new Set(
+      deliveries.map(
+        (d) =>
+          `${d.record.partitionKey} ${Option.getOrElse(Option.map(d.record.claimedAt, DateTime.toEpochMillis), () => 0)}`
+      )
+    )
     return {
       records: total,
       offeredPerSecond: Math.round(perSecond),
       p50Millis: percentile(samples, 50),
       p99Millis: percentile(samples, 99),
       maxMillis: percentile(samples, 100),
-      thread
+      thread,
+      recordsPerClaim: Number((deliveries.length / Math.max(1, claims.size)).toFixed(1))
     }
   }).pipe(Effect.provide(stores), Effect.orDie)
 
@@ -1245,24 +1258,40 @@ const latencyCeiling = (run: Latency): string =>
  * Where the latency run's load comes from: the pace is half the relay's throughput round (`drainPerSecond`), so
  * the relay needs half the thread at its drain cost `R` per record, and the producer adds its cost `P` (its
  * persists' time in the run): the load would be ½ + ½ · P / R if the relay claimed a steady producer's records
- * at its drain cost. The rest of the measured load is the relay's cost per record beyond `R` (smaller claims,
- * each with its fixed cost): `relayOverDrain` = the relay's cost in the run over `R`.
+ * at its drain cost. The producer lays its records out as the interleaved backlog does (each persist of 100
+ * spread record by record over the partitions), which the relay drains at `I` per record
+ * (`interleavedPerSecond`): at that cost the load would be (P + I) / 2R. `relayOverDrain` = the relay's cost
+ * in the run over `R`.
  */
-const latencyFloor = (run: Latency, drainPerSecond: number) => {
+const latencyFloor = (run: Latency, drainPerSecond: number, interleavedPerSecond: number) => {
   const relayDrainMicrosPerRecord = Number((1e6 / drainPerSecond).toFixed(1))
   const producerToRelayDrain = Number((run.thread.producerMicrosPerRecord / relayDrainMicrosPerRecord).toFixed(3))
   const lowestLoad = Number((0.5 + producerToRelayDrain / 2).toFixed(3))
   const relayOverDrain = Number((run.thread.relayMicrosPerRecord / relayDrainMicrosPerRecord).toFixed(2))
+  const interleavedDrainMicrosPerRecord = Number((1e6 / interleavedPerSecond).toFixed(1))
+  const loadAtInterleavedCost = Number(
+    ((run.thread.producerMicrosPerRecord + interleavedDrainMicrosPerRecord) / (2 * relayDrainMicrosPerRecord)).toFixed(
+      3
+    )
+  )
+  const relayOverInterleaved = Number((run.thread.relayMicrosPerRecord / interleavedDrainMicrosPerRecord).toFixed(2))
   return {
     relayDrainMicrosPerRecord,
     producerToRelayDrain,
     lowestLoad,
     relayOverDrain,
+    interleavedDrainMicrosPerRecord,
+    loadAtInterleavedCost,
+    relayOverInterleaved,
+    recordsPerClaim: run.recordsPerClaim,
     statement:
       `sqlite latency floor: the pace is half the relay's throughput round (${relayDrainMicrosPerRecord} µs a record); the ` +
       `producer's persists took ${run.thread.producerMicrosPerRecord} µs a record (${producerToRelayDrain}× that), so with ` +
       `every record claimed at the drain's cost the thread would be ${Math.round(lowestLoad * 100)} % busy; the relay cost ` +
-      `${run.thread.relayMicrosPerRecord} µs a record under the steady producer, ${relayOverDrain}× its drain cost`
+      `${run.thread.relayMicrosPerRecord} µs a record under the steady producer, ${relayOverDrain}× its drain cost, in claims ` +
+      `of ${run.recordsPerClaim} records on average; the producer's records lie interleaved over the partitions, and the ` +
+      `relay drains such a backlog at ${interleavedDrainMicrosPerRecord} µs a record: at that cost the thread would be ` +
+      `${Math.round(loadAtInterleavedCost * 100)} % busy (the relay's cost in the run ${relayOverInterleaved}× that)`
   }
 }
 
@@ -1407,8 +1436,6 @@ const main = Effect.gen(function* () {
   const sqliteLatency = yield* latency(sqliteStores(), latencyRate, quick ? 1 : 3)
   console.log("sqlite latency", sqliteLatency)
   console.log(latencyCeiling(sqliteLatency))
-  const floor = latencyFloor(sqliteLatency, sqlite.recordsPerSecondWall)
-  console.log(floor.statement)
   const rawLatency = yield* Effect.promise(() => rawSteady(latencyRate, quick ? 1 : 3))
   console.log("sqlite latency, raw producer and relay", rawLatency)
   const handWrittenLatency = yield* handWrittenSteady(latencyRate, quick ? 1 : 3)
@@ -1448,6 +1475,8 @@ const main = Effect.gen(function* () {
     runs.map((run, r) => Number((run.recordsPerSecondWall / (against[r]?.recordsPerSecondWall ?? 1)).toFixed(3)))
   const laneRatios = perRoundRatios(laneRuns)
   const unkeyedRatios = perRoundRatios(unkeyedRuns, unkeyedRawRuns)
+  const floor = latencyFloor(sqliteLatency, sqlite.recordsPerSecondWall, best(interleavedRuns).recordsPerSecondWall)
+  console.log(floor.statement)
 
   // last (it patches the module): where the SQLite relay's time goes, SQLite's own work against the rest
   statementClock.install()
@@ -1459,6 +1488,8 @@ const main = Effect.gen(function* () {
   console.log("sqlite hand-written drain, statements timed", timedHand)
   const timedStoreCalls = yield* storeCallsDrain(sqliteCount)
   console.log("sqlite store calls alone, statements timed", timedStoreCalls)
+  const timedUnkeyed = yield* throughput(sqliteStores(), sqliteCount, "noop", relayOptions, "partition", "none")
+  console.log("sqlite relay, no ordering keys, statements timed", timedUnkeyed)
   const relayStatementSeconds = timedRelay.statements?.seconds ?? 0
   console.log(
     `sqlite statements per claimed batch: relay ${timedRelay.statements?.statementsPerBatch} (commits ${timedRelay.statements?.commitsPerBatch}), ` +
@@ -1609,8 +1640,22 @@ const main = Effect.gen(function* () {
         outsideStatementsMicrosPerRecord: {
           relay: outsideStatementsMicros(timedRelay),
           handWritten: outsideStatementsMicros(timedHand),
-          storeCalls: outsideStatementsMicros(timedStoreCalls)
+          storeCalls: outsideStatementsMicros(timedStoreCalls),
+          relayWithoutKeys: outsideStatementsMicros(timedUnkeyed)
         },
+        relayWithoutKeys: timedUnkeyed,
+        // the relay's rate if its statements took what they took and the rest what the same relay's rest took on
+        // the backlog without keys (no waves), over the raw baseline's rate: the most that making the waves cost
+        // nothing outside SQLite (all partitions waved together at no cost) could reach
+        wavelessCeilingRatio:
+          relayStatementSeconds > 0
+            ? Number(
+                (
+                  timedRaw.wallSeconds /
+                  (relayStatementSeconds + (outsideStatementsMicros(timedUnkeyed) * sqliteCount) / 1e6)
+                ).toFixed(3)
+              )
+            : undefined,
         // the relay's rate if its statements took what they took and the rest what the hand-written loop's
         // rest took, over the raw baseline's rate
         clientCeilingRatio:
@@ -1629,6 +1674,10 @@ const main = Effect.gen(function* () {
           "the store's own calls alone, storeCallsDrain's: the part of the relay's time outside statements that is the store's code); " +
           "clientCeilingRatio = raw wall seconds / (relay statement seconds + the hand-written drain's time outside statements), the ratio the relay " +
           "would reach if its code took no more than that loop's on the client the store must use (the goal's ceiling for such code); " +
+          "relayWithoutKeys = a relay round on the backlog with no record keyed (every batch in one wave), statements timed; " +
+          "wavelessCeilingRatio = raw wall seconds / (relay statement seconds + that round's time outside statements), the ratio the relay " +
+          "would reach if its waves cost nothing outside SQLite (its statements, which SPEC §6 step 5's completes need, kept): the most that " +
+          "waving all partitions together could gain; " +
           "statementsPerBatch / commitsPerBatch = statements (BEGIN and COMMIT included) and commits (COMMITs plus writes outside a transaction) per claimed batch, " +
           "the bench's own drained-polls left out; the relay's batches grow to maxBatchSize 500, the raw loop's are 100; informational"
       },

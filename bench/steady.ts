@@ -55,6 +55,7 @@ import type { LeaseStore } from "../src/services/LeaseStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { Sink } from "../src/services/Sink.js"
 import * as Delivered from "./Delivered.js"
+import { orderingKeyOf, partitions } from "./DrainRecords.js"
 import { startDynamoLocal } from "../test/support/globalSetup.js"
 import * as MysqlServer from "../test/support/MysqlServer.js"
 import { startNats } from "../test/support/NatsServer.js"
@@ -68,8 +69,6 @@ const flag = (name: string): string | undefined => args.find((a) => a.startsWith
 const windowSeconds = Number(flag("seconds") ?? (quick ? 5 : 20))
 const allTargets = ["memory", "sqlite", "postgres", "mysql", "dynamodb", "webhook", "nats", "rabbitmq"]
 const targets = (flag("targets") ?? allTargets.join(",")).split(",")
-const partitions = Array.from({ length: 8 }, (_, i) => `p${i}`)
-const keysPerPartition = 16
 const tickMillis = 10
 const callSize = 25
 /** Where the search starts: low enough that the slowest target (DynamoDB Local) starts from a sustained rate. */
@@ -147,13 +146,15 @@ const runWindow = (store: OutboxStore["Type"], deliveries: Deliveries, rate: num
           const n = produced + i
           const partitionKey = partitions[n % partitions.length] ?? "p0"
           const id = `s${run}-${n}-${randomUUID().slice(0, 8)}`
+          // the partition's own count of records picks the key: every other record of each partition keyed
+          const orderingKey = orderingKeyOf(Math.floor(n / partitions.length))
           return new NewOutboxRecord({
             id,
             partitionKey,
             envelopeId: id,
             bindingId: "b",
             payload,
-            ...(n % 2 === 0 ? { orderingKey: `k${(n >> 1) % keysPerPartition}` } : {})
+            ...(orderingKey !== undefined ? { orderingKey } : {})
           })
         })
         yield* store.persist(records)
