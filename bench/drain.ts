@@ -186,8 +186,8 @@ interface Latency {
   readonly thread: ThreadShare
   /**
    * Records per claim in the run: the delivered records grouped by partition and claim time (`claimedAt`, a
-   * claim's records share it); small claims carry a claim's fixed cost over few records, full ones (the relay
-   * behind) a drain's cost.
+   * claim's records share it; two claims of a partition in one millisecond count as one); small claims carry a
+   * claim's fixed cost over few records, full ones (the relay behind) a drain's cost.
    */
   readonly recordsPerClaim: number
 }
@@ -1502,6 +1502,14 @@ const main = Effect.gen(function* () {
   const outsideStatementsMicros = (run: Throughput): number =>
     Number((((run.wallSeconds - (run.statements?.seconds ?? 0)) * 1e6) / run.records).toFixed(2))
   /**
+   * The relay's rate over the raw baseline's if its statements took what they took in the timed round and the
+   * rest `micros` a record (another round's time outside statements).
+   */
+  const ceilingWithOutside = (micros: number): number | undefined =>
+    relayStatementSeconds > 0
+      ? Number((timedRaw.wallSeconds / (relayStatementSeconds + (micros * sqliteCount) / 1e6)).toFixed(3))
+      : undefined
+  /**
    * A variant's rounds (run beside the goal's, round by round) against the raw baseline: its best round, every
    * round, best against best, each round's ratio to the raw round it alternated with, and their median.
    */
@@ -1647,26 +1655,10 @@ const main = Effect.gen(function* () {
         // the relay's rate if its statements took what they took and the rest what the same relay's rest took on
         // the backlog without keys (no waves), over the raw baseline's rate: the most that making the waves cost
         // nothing outside SQLite (all partitions waved together at no cost) could reach
-        wavelessCeilingRatio:
-          relayStatementSeconds > 0
-            ? Number(
-                (
-                  timedRaw.wallSeconds /
-                  (relayStatementSeconds + (outsideStatementsMicros(timedUnkeyed) * sqliteCount) / 1e6)
-                ).toFixed(3)
-              )
-            : undefined,
+        wavelessCeilingRatio: ceilingWithOutside(outsideStatementsMicros(timedUnkeyed)),
         // the relay's rate if its statements took what they took and the rest what the hand-written loop's
         // rest took, over the raw baseline's rate
-        clientCeilingRatio:
-          relayStatementSeconds > 0
-            ? Number(
-                (
-                  timedRaw.wallSeconds /
-                  (relayStatementSeconds + (outsideStatementsMicros(timedHand) * sqliteCount) / 1e6)
-                ).toFixed(3)
-              )
-            : undefined,
+        clientCeilingRatio: ceilingWithOutside(outsideStatementsMicros(timedHand)),
         note:
           "one more raw and relay round with every better-sqlite3 statement timed (both sides load the same module; a COMMIT is mostly its fsync); " +
           "ceilingRatio = raw wall seconds / relay statement seconds, the ratio the relay would reach if nothing outside SQLite took time; " +
