@@ -15,7 +15,9 @@
  *    and relay share the process's one thread (better-sqlite3 runs every statement and `fsync` on it), so the
  *    run also prints that thread's ceiling: the producer's cost per record (its persists' time in the run), the
  *    relay's (the rest of the busy time), the rate at which both keep the thread busy all the time, and the
- *    relay's cost under the steady producer over its cost in the throughput round. On SQLite two loops run
+ *    relay's cost under the steady producer over its cost in the throughput round, the records per claim, and
+ *    the load the pace would put on the thread at the relay's cost of draining records laid out as the producer
+ *    lays them out (the interleaved backlog below). On SQLite two loops run
  *    at the same pace for comparison: the raw baseline's (below) and the same loop written on Effect and the
  *    store's client (`@effect/sql-sqlite-node`), which tells whether the goal is within reach of code on that
  *    client. The same run follows with the producer in a second OS process (bench/drainProducer.ts) on the same file and
@@ -410,12 +412,13 @@ const latency = (
     yield* Fiber.interrupt(relay)
     const deliveries = yield* recorder.deliveries
     const samples = deliveries.map((d) => d.deliveredAtMillis - DateTime.toEpochMillis(d.record.createdAt))
+    // a record's claim time (a delivered record always has one; its delivery time otherwise)
+    const claimedAt = (d: MemorySink.Delivery): number =>
+      Option.match(d.record.claimedAt, {
+        onNone: () => d.deliveredAtMillis,
+        onSome: DateTime.toEpochMillis
+      })
     if (diagnose !== undefined) {
-      const claimedAt = (d: MemorySink.Delivery): number =>
-        Option.match(d.record.claimedAt, {
-          onNone: () => d.deliveredAtMillis,
-          onSome: DateTime.toEpochMillis
-        })
       const phases = timeStatements ? phasesOf(statementClock.phases) : {}
       diagnose({
         toClaimMillis: triple(deliveries.map((d) => claimedAt(d) - DateTime.toEpochMillis(d.record.createdAt))),
@@ -432,12 +435,7 @@ const latency = (
         ...(statementTime !== undefined ? { statements: statementTime, phases } : {})
       })
     }
-    const claims = new Set(
-      deliveries.map(
-        (d) =>
-          `${d.record.partitionKey} ${Option.getOrElse(Option.map(d.record.claimedAt, DateTime.toEpochMillis), () => 0)}`
-      )
-    )
+    const claims = new Set(deliveries.map((d) => `${d.record.partitionKey} ${claimedAt(d)}`))
     return {
       records: total,
       offeredPerSecond: Math.round(perSecond),
