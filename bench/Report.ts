@@ -580,6 +580,18 @@ const drainSection = (data: unknown): Array<string> => {
       met
     ])
     rows.push([`${backend}, per CPU second`, formatNumber(cpu), formatNumber(rawCpu), formatRatio(cpu, rawCpu), "", ""])
+    // the same relay rounds against the raw loop reading its claims' rows as values, as the store reads them
+    const valuesWall = num(section, "rawBaselineReadingValues", "best", "recordsPerSecondWall")
+    if (valuesWall !== undefined) {
+      rows.push([
+        `${backend}, against a raw loop reading its claims as values (informational)`,
+        formatNumber(wall),
+        formatNumber(valuesWall),
+        formatRatio(wall, valuesWall),
+        "",
+        ""
+      ])
+    }
     const variants: ReadonlyArray<readonly [string, string]> = [
       ["withoutGroupCommit", "group commit off"],
       ["oneLanePerKey", "one lane per key"],

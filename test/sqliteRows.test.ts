@@ -17,6 +17,7 @@ import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import * as SqliteOutboxRows from "../src/layers/sqlite/SqliteOutboxRows.js"
 import * as SqliteOutboxSchema from "../src/layers/sqlite/SqliteOutboxSchema.js"
 import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
+import * as SqlOutboxStatements from "../src/layers/sql/SqlOutboxStatements.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import { storedRow } from "./support/StoredRow.js"
 
@@ -63,6 +64,22 @@ describe("SQLite row decoding", () => {
       expect({ name, accepted: Either.isRight(decoded) }).toEqual({ name, accepted: schemaAccepts(row) })
       if (Either.isLeft(decoded) && typeof row.id === "string") expect(decoded.left.recordId).toBe(row.id)
     }
+  })
+
+  it("a row read as values becomes the row object of the columns the stores select, in their order", () => {
+    // each value its column's name: a value under another column's name is a column out of place
+    const row = SqliteOutboxRows.rowOfValues(SqlOutboxStatements.columns)
+    expect(Object.keys(row)).toEqual(SqlOutboxStatements.columns)
+    for (const [column, value] of Object.entries(row)) expect(value).toBe(column)
+    // a short row (a column missing) is a corrupt row naming its id, not a record with a field unset
+    const short = SqliteOutboxRows.decodeRowFields(
+      SqliteOutboxRows.rowOfValues(SqlOutboxStatements.columns.slice(0, -1).map((column) => Reflect.get(good, column)))
+    )
+    expect(Either.isLeft(short) ? short.left.recordId : "accepted").toBe(good.id)
+    const whole = SqliteOutboxRows.decodeRowFields(
+      SqliteOutboxRows.rowOfValues(SqlOutboxStatements.columns.map((column) => Reflect.get(good, column)))
+    )
+    expect(Either.isRight(whole) ? whole.right.row : undefined).toEqual(good)
   })
 
   it("decoded headers are the parsed string map", () => {

@@ -21,7 +21,7 @@ import * as SqlClaim from "../sql/SqlClaim.js"
 import type * as SqlOutboxStatements from "../sql/SqlOutboxStatements.js"
 import type * as SqliteOutboxSchema from "./SqliteOutboxSchema.js"
 import * as SqliteOutboxRows from "./SqliteOutboxRows.js"
-import { chunksOf, fenceOf, idsOf, run, select } from "./SqliteStatement.js"
+import { chunksOf, fenceOf, idsOf, select } from "./SqliteStatement.js"
 
 /**
  * What the claim steps need of the store.
@@ -102,12 +102,14 @@ export const make = ({ bind, st, staleMillis }: ClaimContext) =>
       fence: (conn, partitionKey, token) => raiseFence(st, conn, "claim", partitionKey, token),
       candidates: (conn, partitionKey, version, staleCutoff, limit) =>
         Effect.flatMap(
-          run(conn, st.selectClaimable, bind.selectClaimable(partitionKey, version, staleCutoff, limit)),
+          // rows read as arrays of values (see `SqliteOutboxRows.rowOfValues`): the claim's rows are the relay's
+          // largest read
+          conn.executeValues(st.selectClaimable, bind.selectClaimable(partitionKey, version, staleCutoff, limit)),
           (rows) => {
             const out: Array<Candidate> = []
             let previous: Candidate | undefined
-            for (const row of rows) {
-              const decoded = SqliteOutboxRows.decodeRowFields(row)
+            for (const values of rows) {
+              const decoded = SqliteOutboxRows.decodeRowFields(SqliteOutboxRows.rowOfValues(values))
               if (Either.isLeft(decoded)) return Effect.fail(decoded.left)
               previous = candidateOf(decoded.right, previous)
               out.push(previous)

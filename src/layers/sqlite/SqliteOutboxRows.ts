@@ -109,6 +109,44 @@ export interface DecodedRow {
   readonly headers: OutboxRecord.Headers
 }
 
+/**
+ * A stored row's columns, each of any value: a row as read, before {@link decodeRowFields} checks it.
+ *
+ * @since 0.2.0
+ */
+export type RowValues = { readonly [K in keyof Row]: unknown }
+
+/**
+ * The row object of a row read as an array of values (better-sqlite3's raw mode, through
+ * `Connection.executeValues`), whose values come in the order of `SqlOutboxStatements.columns` (the order the
+ * stores select them). better-sqlite3 builds a row object through V8's API, a property at a time; reading the
+ * row as an array and building the object here, every row with the same shape, takes about half the time for
+ * the claim's rows. A missing value is `undefined`, which {@link decodeRowFields} reports as a corrupt row.
+ *
+ * @since 0.2.0
+ */
+export const rowOfValues = (values: ReadonlyArray<unknown>): RowValues => ({
+  id: values[0],
+  partition_key: values[1],
+  envelope_id: values[2],
+  binding_id: values[3],
+  route_id: values[4],
+  address: values[5],
+  payload: values[6],
+  headers: values[7],
+  ordering_key: values[8],
+  created_at: values[9],
+  expires_at: values[10],
+  seq: values[11],
+  status: values[12],
+  claimed_by: values[13],
+  claim_version: values[14],
+  claimed_at: values[15],
+  first_attempted_at: values[16],
+  replay_count: values[17],
+  completed_at: values[18]
+})
+
 // ---------------------------------------------------------------------------------------------------
 // The structural fast path. Each check accepts a subset of what the corresponding schema accepts
 // (and the schema would return the value unchanged for it), so a row is accepted by the fast path
