@@ -676,6 +676,18 @@ const drainSection = (data: unknown): Array<string> => {
           ""
         )
       }
+      const ownPace = at(data, "sqlite", "latencyGoal", "rawBaselineAtItsOwnPace")
+      const ownPaceBusy = num(ownPace, "eventLoopUtilization")
+      if (ownPaceBusy !== undefined) {
+        out.push(
+          `The goal's rule applied to those raw loops (a producer at half the raw baseline's own throughput, ` +
+            `${formatNumber(num(ownPace, "offeredPerSecond"))} records/s): the thread ${Math.round(ownPaceBusy * 100)} % ` +
+            `busy, ${num(ownPace, "microsPerRecord") ?? na} µs a record, p99 ${num(ownPace, "p99Millis") ?? na} ms. A relay ` +
+            `that drains a backlog faster is given a faster producer, whose persists cost what they cost: the rule leaves ` +
+            `any relay at most the room it leaves the raw loops.`,
+          ""
+        )
+      }
       const handWritten = at(data, "sqlite", "latencyGoal", "handWrittenBaseline")
       const handWrittenP99 = num(handWritten, "p99Millis")
       if (handWrittenP99 !== undefined) {

@@ -368,6 +368,12 @@ describe("bench report", () => {
       ceiling: "sqlite latency ceiling: producer 15 µs + relay 26 µs of the one thread per record",
       floor: { statement: "sqlite latency floor: the pace is half the relay's throughput round (18 µs a record)" },
       rawBaseline: { eventLoopUtilization: 0.733, microsPerRecord: 27.5, p99Millis: 4.4 },
+      rawBaselineAtItsOwnPace: {
+        offeredPerSecond: 31_000,
+        eventLoopUtilization: 0.987,
+        microsPerRecord: 31.8,
+        p99Millis: 9.1
+      },
       handWrittenBaseline: { eventLoopUtilization: 0.861, microsPerRecord: 41.2, p99Millis: 21.5 }
     }
     const drain = {
@@ -385,6 +391,10 @@ describe("bench report", () => {
         "store's statements, on the one thread): the thread 73 % busy, 27.5 µs a record, p99 4.4 ms (a lower bound:"
     )
     expect(readme).toContain(
+      "The goal's rule applied to those raw loops (a producer at half the raw baseline's own throughput, 31,000 " +
+        "records/s): the thread 99 % busy, 31.8 µs a record, p99 9.1 ms."
+    )
+    expect(readme).toContain(
       "The same loop written on Effect and the store's client (`@effect/sql-sqlite-node`, `sql.withTransaction`, " +
         "`sql.unsafe`), without the store or the drainer: the thread 86 % busy, 41.2 µs a record, p99 21.5 ms — " +
         "the goal is within reach of code on that client."
@@ -399,10 +409,16 @@ describe("bench report", () => {
       }
     })
     expect(slow).toContain("p99 400 ms — code on that client misses the goal too.")
-    const { rawBaseline: _raw, handWrittenBaseline: _handWritten, ...withoutRaw } = latencyGoal
+    const {
+      handWrittenBaseline: _handWritten,
+      rawBaseline: _raw,
+      rawBaselineAtItsOwnPace: _ownPace,
+      ...withoutRaw
+    } = latencyGoal
     const without = renderReadme({ drain: { ...drain, sqlite: { ...drain.sqlite, latencyGoal: withoutRaw } } })
     expect(without).toContain("The pace is half the relay's throughput round")
     expect(without).not.toContain("The same pace without Effect")
+    expect(without).not.toContain("The goal's rule applied to those raw loops")
     expect(without).not.toContain("The same loop written on Effect")
   })
 
