@@ -682,9 +682,9 @@ const drainSection = (data: unknown): Array<string> => {
         out.push(
           `The goal's rule applied to those raw loops (a producer at half the raw baseline's own throughput, ` +
             `${formatNumber(num(ownPace, "offeredPerSecond"))} records/s): the thread ${Math.round(ownPaceBusy * 100)} % ` +
-            `busy, ${num(ownPace, "microsPerRecord") ?? na} µs a record, p99 ${num(ownPace, "p99Millis") ?? na} ms. A relay ` +
-            `that drains a backlog faster is given a faster producer, whose persists cost what they cost: the rule leaves ` +
-            `any relay at most the room it leaves the raw loops.`,
+            `busy, ${num(ownPace, "microsPerRecord") ?? na} µs a record, p99 ${num(ownPace, "p99Millis") ?? na} ms: a relay ` +
+            `that drained a backlog as fast as the raw loop would be given that producer, whose persists cost what they ` +
+            `cost, and the thread has that little room left even at the raw loops' own cost.`,
           ""
         )
       }

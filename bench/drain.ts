@@ -21,7 +21,7 @@
  *    at the same pace for comparison: the raw baseline's (below) and the same loop written on Effect and the
  *    store's client (`@effect/sql-sqlite-node`), which tells whether the goal is within reach of code on that
  *    client; the raw loops run once more at half the raw baseline's own throughput (the goal's rule applied to
- *    them: the room it leaves any relay, since a faster relay is given a faster producer). The same run follows with the producer in a second OS process (bench/drainProducer.ts) on the same file and
+ *    them: a relay as fast as the raw loop would be given that producer). The same run follows with the producer in a second OS process (bench/drainProducer.ts) on the same file and
  *    the relay, with `SqliteWakeSignal` and the drainer's default idle back-off (as the CLI's SQLite relay
  *    runs), alone on this process's thread.
  *
@@ -1601,8 +1601,8 @@ const main = Effect.gen(function* () {
           ...rawOwnPace,
           note:
             "the raw producer and relay above at half the raw baseline's throughput (best round) instead of half the relay's: " +
-            "the goal's rule applied to the raw loops themselves; how busy it keeps the thread is the room the rule leaves any " +
-            "relay, since a relay that drains a backlog faster is given a faster producer"
+            "the goal's rule applied to the raw loops themselves: a relay that drained a backlog as fast as the raw loop would be " +
+            "given that producer, and how busy the raw loops keep the thread at that pace is the room left even at their cost"
         },
         handWrittenBaseline: {
           ...handWrittenLatency,

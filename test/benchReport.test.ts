@@ -392,7 +392,8 @@ describe("bench report", () => {
     )
     expect(readme).toContain(
       "The goal's rule applied to those raw loops (a producer at half the raw baseline's own throughput, 31,000 " +
-        "records/s): the thread 99 % busy, 31.8 µs a record, p99 9.1 ms."
+        "records/s): the thread 99 % busy, 31.8 µs a record, p99 9.1 ms: a relay that drained a backlog as fast as " +
+        "the raw loop would be given that producer"
     )
     expect(readme).toContain(
       "The same loop written on Effect and the store's client (`@effect/sql-sqlite-node`, `sql.withTransaction`, " +
