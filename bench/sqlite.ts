@@ -9,10 +9,13 @@
  * 1. persist in batches of 100 (records/s);
  * 2. claim(100) + complete cycles over that backlog until it is drained (records/s);
  * 3. persist 100 → claim 100 → complete 100, end to end (records/s), with a third side: the same statements
- *    written by hand on the `@effect/sql-sqlite-node` client (`sql.withTransaction`, `sql.unsafe`). The store
+ *    written by hand on the `@effect/sql-sqlite-node` client (`sql.withTransaction`, `sql.unsafe`, the claim's rows
+ *    read as arrays of values, as the store reads them). The store
  *    must run on the application's `SqlClient` (a persist joins the application's transaction), so that loop
  *    is its ceiling: hand-written / raw is printed as the ceiling, store / hand-written as the store's own cost;
- *    the three sides take turns every 10 batches in a rotating order;
+ *    and, informational, a fourth: the raw loop reading its claims' rows as arrays of values (better-sqlite3's raw
+ *    mode), as the store reads them, where the raw baseline reads row objects (better-sqlite3's default); the sides
+ *    take turns every 10 batches in a rotating order;
  * 4. claim(100) latency through the store at 1k and 100k pending records (median of many claims; each
  *    measured claim is followed by completing the batch and persisting 100 new records, so the backlog
  *    stays put while the front of the claim index moves).
@@ -62,6 +65,8 @@ const freshFile = (): string => path.join(directory, `bench-${++files}.db`)
 interface RawStatement {
   run(...params: ReadonlyArray<unknown>): { readonly changes: number }
   all(...params: ReadonlyArray<unknown>): Array<Record<string, unknown>>
+  /** Switches the statement to rows as arrays of values (better-sqlite3's raw mode). */
+  raw(on: true): { all(...params: ReadonlyArray<unknown>): Array<ReadonlyArray<unknown>> }
 }
 interface RawDatabase {
   prepare(sql: string): RawStatement
@@ -79,16 +84,22 @@ const statements = SqliteOutboxSchema.statements(names, { staleReclaim: false })
 /** The store's own bind lists of those statements. */
 const bind = SqlOutboxStatements.binds(SqlDialect.sqlite)
 
-/** The raw baseline: the store's statements in the store's transactions, prepared once. */
+/**
+ * The raw baseline: the store's statements in the store's transactions, prepared once. The claim reads its
+ * candidate rows as better-sqlite3 returns them by default (row objects), or with `readValues` as arrays of
+ * values (raw mode), as the store reads them.
+ */
 class RawStore {
   private readonly db: RawDatabase
   private readonly cache = new Map<string, RawStatement>()
-  constructor(filename: string) {
+  private readonly selectValues: ReturnType<RawStatement["raw"]> | undefined
+  constructor(filename: string, readValues = false) {
     this.db = new RawSqlite(filename)
     this.db.pragma("journal_mode = WAL")
     this.db.pragma("synchronous = FULL")
     this.db.pragma("busy_timeout = 5000")
     for (const ddl of SqliteOutboxSchema.createStatements(names)) this.db.exec(ddl)
+    this.selectValues = readValues ? this.db.prepare(statements.selectClaimable).raw(true) : undefined
   }
   private statement(sql: string): RawStatement {
     let prepared = this.cache.get(sql)
@@ -126,11 +137,14 @@ class RawStore {
       if (this.statement(statements.raiseFence).all(partitionKey, token.version).length === 0) {
         throw new Error("fenced")
       }
-      const candidates = this.statement(statements.selectClaimable).all(
-        ...bind.selectClaimable(partitionKey, token.version, undefined, limit)
-      )
-      if (candidates.length === 0) return []
-      const ids = candidates.map((row) => String(row["id"]))
+      const params = bind.selectClaimable(partitionKey, token.version, undefined, limit)
+      const ids =
+        this.selectValues === undefined
+          ? this.statement(statements.selectClaimable)
+              .all(...params)
+              .map((row) => String(row["id"]))
+          : this.selectValues.all(...params).map((values) => String(values[0]))
+      if (ids.length === 0) return []
       return this.statement(statements.claimUpdate(ids.length)).all(
         ...bind.claimUpdate(ids, token, now, partitionKey, undefined)
       )
@@ -190,12 +204,13 @@ const handWrittenLoop = (sql: SqlClient.SqlClient) => {
         const now = Date.now()
         const fence = yield* sql.unsafe(statements.raiseFence, [partitionKey, token.version])
         if (fence.length === 0) return yield* Effect.dieMessage("fenced")
+        // the candidates read as arrays of values, as the store reads them (cheaper than row objects)
         const candidates = yield* sql.unsafe(
           statements.selectClaimable,
           bind.selectClaimable(partitionKey, token.version, undefined, limit)
-        )
+        ).values
         if (candidates.length === 0) return []
-        const ids = idsOfRows(candidates).map(String)
+        const ids = candidates.map((values) => String(values[0]))
         return yield* sql.unsafe(
           statements.claimUpdate(ids.length),
           bind.claimUpdate(ids, token, now, partitionKey, undefined)
@@ -284,8 +299,11 @@ const storeLayer = (filename: string) => SqliteOutboxStore.layer.pipe(Layer.prov
 /** Batches per slice: the two sides take turns every `slice` batches. */
 const slice = 10
 
-/** The sides of a phase: raw better-sqlite3, the store, and (end to end) the hand-written `@effect/sql` loop. */
-type Side = "raw" | "store" | "handWritten"
+/**
+ * The sides of a phase: raw better-sqlite3, the store, and (end to end) the hand-written `@effect/sql` loop and the
+ * raw loop reading its claims as values.
+ */
+type Side = "raw" | "store" | "handWritten" | "rawValues"
 
 /** Times an effect, adding the elapsed milliseconds to `into[side]`. */
 const timed = <A, E, R>(into: { [K in Side]?: number }, side: Side, effect: Effect.Effect<A, E, R>) =>
@@ -300,18 +318,19 @@ const timed = <A, E, R>(into: { [K in Side]?: number }, side: Side, effect: Effe
   })
 
 /** Process CPU time spent by each side (all phases; the hand-written side only runs end to end), in ms. */
-const cpuMillis: Record<Side, number> = { raw: 0, store: 0, handWritten: 0 }
+const cpuMillis: Record<Side, number> = { raw: 0, store: 0, handWritten: 0, rawValues: 0 }
 /** Process CPU time of the end-to-end phase alone, per side, in ms. */
-const endToEndCpuMillis: Record<Side, number> = { raw: 0, store: 0, handWritten: 0 }
+const endToEndCpuMillis: Record<Side, number> = { raw: 0, store: 0, handWritten: 0, rawValues: 0 }
 
 interface Pair {
   readonly raw: number
   readonly store: number
 }
 
-/** The end-to-end phase's rates: the pair and the hand-written loop. */
+/** The end-to-end phase's rates: the pair, the hand-written loop and the raw loop reading values. */
 interface Triple extends Pair {
   readonly handWritten: number
+  readonly rawValues: number
 }
 
 const rates = (count: number, millis: { [K in Side]?: number }): Pair => ({
@@ -386,6 +405,7 @@ const round: Effect.Effect<Round, unknown> = Effect.gen(function* () {
   rawDrain.close()
 
   const rawE2e = new RawStore(freshFile())
+  const rawValuesE2e = new RawStore(freshFile(), true)
   const e2eInputs = makeInputs(records, records)
   // the hand-written loop's own database, opened as the store's is (SqliteDatabase.layer)
   const handContext = yield* Layer.build(SqliteDatabase.layer({ filename: freshFile() }))
@@ -396,22 +416,23 @@ const round: Effect.Effect<Round, unknown> = Effect.gen(function* () {
   const endToEnd = yield* Effect.gen(function* () {
     const store = yield* OutboxStore
     const millis: { [K in Side]?: number } = {}
-    // the three sides take turns in a rotating order, so none always runs right after the same other
+    // the sides take turns in a rotating order, so none always runs right after the same other
     let turn = 0
     for (const part of chunks(e2eInputs, batch * slice)) {
-      const order: ReadonlyArray<Side> = (["raw", "store", "handWritten"] as const).map(
+      const order: ReadonlyArray<Side> = (["raw", "store", "handWritten", "rawValues"] as const).map(
         (_, i, all) => all[(i + turn) % all.length] ?? "raw"
       )
       turn++
       for (const side of order) {
-        if (side === "raw") {
+        if (side === "raw" || side === "rawValues") {
+          const raw = side === "raw" ? rawE2e : rawValuesE2e
           yield* timed(
             millis,
-            "raw",
+            side,
             Effect.sync(() => {
               for (const b of chunks(part, batch)) {
-                rawE2e.persist(b.map(toPrepared))
-                rawE2e.complete(rawE2e.claim("p", batch).map((row) => row["id"]))
+                raw.persist(b.map(toPrepared))
+                raw.complete(raw.claim("p", batch).map((row) => row["id"]))
               }
             })
           )
@@ -453,16 +474,22 @@ const round: Effect.Effect<Round, unknown> = Effect.gen(function* () {
     }
     if (
       rawE2e.countPending("p") !== 0 ||
+      rawValuesE2e.countPending("p") !== 0 ||
       (yield* store.countPending("p")) !== 0 ||
       (yield* hand.countPending("p")) !== 0
     ) {
       return yield* Effect.dieMessage("end to end left records")
     }
-    return { ...rates(records, millis), handWritten: records / ((millis.handWritten ?? 0) / 1000) }
+    return {
+      ...rates(records, millis),
+      handWritten: records / ((millis.handWritten ?? 0) / 1000),
+      rawValues: records / ((millis.rawValues ?? 0) / 1000)
+    }
   }).pipe(Effect.provide(storeLayer(freshFile())))
-  for (const side of ["raw", "store", "handWritten"] as const)
+  for (const side of ["raw", "store", "handWritten", "rawValues"] as const)
     endToEndCpuMillis[side] += cpuMillis[side] - cpuBefore[side]
   rawE2e.close()
+  rawValuesE2e.close()
   return { persist, claimComplete, endToEnd }
 }).pipe(Effect.scoped)
 
@@ -541,6 +568,7 @@ const main = Effect.gen(function* () {
   const storeToRaw = ratioOf("store", "raw")
   const handWrittenToRaw = ratioOf("handWritten", "raw")
   const storeToHandWritten = ratioOf("store", "handWritten")
+  const storeToRawValues = ratioOf("store", "rawValues")
   const ceilingValue = Math.min(handWrittenToRaw.bestToBest, handWrittenToRaw.medianOfRounds)
   const needed = round3(endToEndGoal / ceilingValue)
   const ceilingStatement =
@@ -571,11 +599,20 @@ const main = Effect.gen(function* () {
       best: {
         store: Math.round(best("store")),
         raw: Math.round(best("raw")),
-        handWritten: Math.round(best("handWritten"))
+        handWritten: Math.round(best("handWritten")),
+        rawValues: Math.round(best("rawValues"))
       },
       storeToRaw,
       handWrittenToRaw,
       storeToHandWritten,
+      rawValues: {
+        recordsPerSecond: Math.round(median(runs.map((run) => run.endToEnd.rawValues))),
+        runs: runs.map((run) => Math.round(run.endToEnd.rawValues)),
+        storeToRawValues,
+        note:
+          "informational: the raw loop reading its claims' rows as arrays of values (better-sqlite3's raw mode), as the store " +
+          "reads them, instead of row objects (better-sqlite3's default); in the same rotation as the other sides"
+      },
       ceiling: {
         bestToBest: handWrittenToRaw.bestToBest,
         medianOfRounds: handWrittenToRaw.medianOfRounds,
@@ -587,7 +624,8 @@ const main = Effect.gen(function* () {
       cpuMillis: {
         store: Math.round(endToEndCpuMillis.store),
         raw: Math.round(endToEndCpuMillis.raw),
-        handWritten: Math.round(endToEndCpuMillis.handWritten)
+        handWritten: Math.round(endToEndCpuMillis.handWritten),
+        rawValues: Math.round(endToEndCpuMillis.rawValues)
       },
       target: `store end to end >= ${endToEndGoal}x raw better-sqlite3 in the same run (best against best and median of rounds)`,
       met: storeToRaw.bestToBest >= endToEndGoal && storeToRaw.medianOfRounds >= endToEndGoal
@@ -625,7 +663,8 @@ const main = Effect.gen(function* () {
   console.log(
     `end to end, best/best and median of rounds: store/raw ${storeToRaw.bestToBest} ${storeToRaw.medianOfRounds}   ` +
       `hand-written/raw ${handWrittenToRaw.bestToBest} ${handWrittenToRaw.medianOfRounds}   ` +
-      `store/hand-written ${storeToHandWritten.bestToBest} ${storeToHandWritten.medianOfRounds}`
+      `store/hand-written ${storeToHandWritten.bestToBest} ${storeToHandWritten.medianOfRounds}   ` +
+      `store/raw reading values ${storeToRawValues.bestToBest} ${storeToRawValues.medianOfRounds}`
   )
   console.log(
     `end to end rec/s (best)      store ${result.endToEnd.best.store}   raw ${result.endToEnd.best.raw}   hand-written ${result.endToEnd.best.handWritten}`

@@ -171,6 +171,23 @@ describe("bench report", () => {
     )
     expect(readme).toContain("| 100,000 | 6 | 9 | 1.50× |")
     expect(readme).toContain("load average 0.5 → 1.5")
+    expect(readme).not.toContain("hand-written / raw (the ceiling)")
+    // with the hand-written loop and the raw loop reading values: the end-to-end ratios, each from its own field
+    const withCeiling = renderReadme({
+      sqlite: {
+        ...sqlite,
+        endToEnd: {
+          ...sqlite.endToEnd,
+          handWrittenRecordsPerSecond: 7_500,
+          storeToRaw: { bestToBest: 0.52, medianOfRounds: 0.5 },
+          handWrittenToRaw: { bestToBest: 0.56, medianOfRounds: 0.54 },
+          storeToHandWritten: { bestToBest: 0.93, medianOfRounds: 0.92 },
+          rawValues: { storeToRawValues: { bestToBest: 0.47, medianOfRounds: 0.45 } }
+        }
+      }
+    })
+    expect(withCeiling).toContain("| hand-written / raw (the ceiling) | 0.56× | 0.54× |")
+    expect(withCeiling).toContain("| store / raw reading its claims as values (informational) | 0.47× | 0.45× |")
     expect(readme).toContain("![Store vs baseline, claim cost vs backlog](results/chart.svg)")
   })
 
