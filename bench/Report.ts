@@ -569,6 +569,27 @@ const wavelessCeilingLine = (statementTime: unknown, goal: number | undefined): 
   )
 }
 
+/**
+ * Where the time outside SQLite goes, from the statement-timed rounds: garbage collection per record and the
+ * Effect operations evaluated per record, for the relay (keyed and not) and the loops it is measured against.
+ */
+const outsideStatementsLine = (statementTime: unknown): string | undefined => {
+  const sides: ReadonlyArray<readonly [string, string]> = [
+    ["relay", "the relay"],
+    ["relayWithoutKeys", "the relay with no record keyed"],
+    ["handWritten", "the hand-written loop with the waves"],
+    ["raw", "the raw loop"]
+  ]
+  const parts: Array<string> = []
+  for (const [key, label] of sides) {
+    const gc = num(statementTime, key, "statements", "gcMicrosPerRecord")
+    const ops = num(statementTime, key, "statements", "effectOpsPerRecord")
+    if (gc === undefined || ops === undefined) continue
+    parts.push(`${label} ${gc.toFixed(1)} µs of garbage collection and ${ops.toFixed(1)} Effect operations a record`)
+  }
+  return parts.length === 0 ? undefined : `In the statement-timed rounds: ${parts.join("; ")}.`
+}
+
 const drainSection = (data: unknown): Array<string> => {
   const out = ["## Drain end to end (Relay.run, memory sink)", "", measuredLine(data), ""]
   const note = str(data, "note")
@@ -632,6 +653,8 @@ const drainSection = (data: unknown): Array<string> => {
   out.push(...statementTimeLines(at(data, "sqlite", "statementTime")))
   const clientCeiling = clientCeilingLine(at(data, "sqlite", "statementTime"), goalRatio(str(data, "sqlite", "target")))
   if (clientCeiling !== undefined) out.push(clientCeiling, "")
+  const outsideStatements = outsideStatementsLine(at(data, "sqlite", "statementTime"))
+  if (outsideStatements !== undefined) out.push(outsideStatements, "")
   const wavelessCeiling = wavelessCeilingLine(
     at(data, "sqlite", "statementTime"),
     goalRatio(str(data, "sqlite", "target"))

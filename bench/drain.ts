@@ -73,12 +73,14 @@ import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as Queue from "effect/Queue"
 import * as DateTime from "effect/DateTime"
+import { defaultScheduler } from "effect/Scheduler"
 import * as fs from "node:fs"
 import { spawn } from "node:child_process"
 import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { monitorEventLoopDelay } from "node:perf_hooks"
+import * as v8 from "node:v8"
 import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import { formatTimeOrderedId, NewOutboxRecord, type PreparedRecord } from "../src/domain/OutboxRecord.js"
@@ -489,6 +491,11 @@ interface StatementTime {
   /** The same counts per 100 records drained (the relay's batches grow past 100, the raw loop's do not). */
   readonly statementsPer100Records: number
   readonly commitsPer100Records: number
+  /** Garbage collection in the window (`v8.GCProfiler`): pauses, and their time per record. */
+  readonly gcPauses: number
+  readonly gcMicrosPerRecord: number
+  /** Effect operations the runtime evaluated in the window (every fiber's run-loop steps), per record. */
+  readonly effectOpsPerRecord: number
 }
 
 /** Statements of one kind during a measured window: how many, their time, the rows they returned. */
@@ -533,10 +540,19 @@ const statementClock = {
   /** Statements by what they do (see {@link phaseOf}); a `COMMIT` is counted under the work it commits. */
   phases: new Map<string, PhaseTime>(),
   lastPhase: "other",
+  /** The window's garbage collections (`v8.GCProfiler`: every pause, with its cost, as it happens). */
+  gc: undefined as v8.GCProfiler | undefined,
+  effectOps: 0,
   install(): void {
     if (this.installed) return
     this.installed = true
     const clock = this
+    // every fiber asks the scheduler once per run-loop step whether to yield: a count of Effect operations
+    const shouldYield = defaultScheduler.shouldYield.bind(defaultScheduler)
+    defaultScheduler.shouldYield = (fiber) => {
+      if (clock.on) clock.effectOps += 1
+      return shouldYield(fiber)
+    }
     const prototype = (RawSqlite as unknown as { prototype: { prepare(sql: string): RawStatement } }).prototype
     const prepare = prototype.prepare
     prototype.prepare = function (this: unknown, sql: string): RawStatement {
@@ -591,9 +607,16 @@ const statementClock = {
     this.batches = 0
     this.batchStatements = 0
     this.batchCommits = 0
+    this.effectOps = 0
+    this.gc = new v8.GCProfiler()
+    this.gc.start()
   },
   stop(records: number): StatementTime {
     this.on = false
+    const collections = this.gc?.stop()?.statistics ?? []
+    this.gc = undefined
+    // `cost` is in microseconds
+    const gcMicros = collections.reduce((sum, collection) => sum + collection.cost, 0)
     return {
       seconds: Number((this.millis / 1000).toFixed(3)),
       statements: this.statements,
@@ -603,7 +626,10 @@ const statementClock = {
       statementsPerBatch: Number((this.batchStatements / Math.max(1, this.batches)).toFixed(2)),
       commitsPerBatch: Number((this.batchCommits / Math.max(1, this.batches)).toFixed(3)),
       statementsPer100Records: Number(((this.batchStatements * 100) / Math.max(1, records)).toFixed(2)),
-      commitsPer100Records: Number(((this.batchCommits * 100) / Math.max(1, records)).toFixed(3))
+      commitsPer100Records: Number(((this.batchCommits * 100) / Math.max(1, records)).toFixed(3)),
+      gcPauses: collections.length,
+      gcMicrosPerRecord: Number((gcMicros / Math.max(1, records)).toFixed(2)),
+      effectOpsPerRecord: Number((this.effectOps / Math.max(1, records)).toFixed(2))
     }
   }
 }
@@ -1709,6 +1735,8 @@ const main = Effect.gen(function* () {
         note:
           "one more raw and relay round with every better-sqlite3 statement timed (both sides load the same module; a COMMIT is mostly its fsync); " +
           "ceilingRatio = raw wall seconds / relay statement seconds, the ratio the relay would reach if nothing outside SQLite took time; " +
+          "statements.gcMicrosPerRecord = the time of V8's garbage-collection pauses in the round (v8.GCProfiler) per record; " +
+          "statements.effectOpsPerRecord = the run-loop steps of every fiber in the round (the scheduler's yield checks) per record; " +
           "outsideStatementsMicrosPerRecord = wall time outside SQLite statements per record (the relay's; the hand-written drain's, with the order kept; " +
           "the store's own calls alone, storeCallsDrain's: the part of the relay's time outside statements that is the store's code); " +
           "clientCeilingRatio = raw wall seconds / (relay statement seconds + the hand-written drain's time outside statements), the ratio the relay " +
