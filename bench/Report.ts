@@ -207,19 +207,21 @@ const sqliteSection = (data: unknown): Array<string> => {
   )
   const handWritten = num(data, "endToEnd", "handWrittenRecordsPerSecond")
   if (handWritten !== undefined) {
-    const ratio = (key: string, which: "bestToBest" | "medianOfRounds", under?: string) => {
-      const value = under === undefined ? num(data, "endToEnd", key, which) : num(data, "endToEnd", under, key, which)
+    /** The ratio at `endToEnd.<path>.<which>`. */
+    const ratio = (which: "bestToBest" | "medianOfRounds", ...path: ReadonlyArray<string>) => {
+      const value = num(data, "endToEnd", ...path, which)
       return value === undefined ? na : `${value.toFixed(2)}×`
     }
     // the raw loop reading its claims as values (informational), when the run has it
+    const rawValues = ["rawValues", "storeToRawValues"]
     const rawValuesRow =
-      num(data, "endToEnd", "rawValues", "storeToRawValues", "bestToBest") === undefined
+      num(data, "endToEnd", ...rawValues, "bestToBest") === undefined
         ? []
         : [
             [
               "store / raw reading its claims as values (informational)",
-              ratio("storeToRawValues", "bestToBest", "rawValues"),
-              ratio("storeToRawValues", "medianOfRounds", "rawValues")
+              ratio("bestToBest", ...rawValues),
+              ratio("medianOfRounds", ...rawValues)
             ]
           ]
     out.push(
@@ -234,16 +236,16 @@ const sqliteSection = (data: unknown): Array<string> => {
       ...table(
         ["end to end", "best against best", "median of rounds"],
         [
-          ["store / raw", ratio("storeToRaw", "bestToBest"), ratio("storeToRaw", "medianOfRounds")],
+          ["store / raw", ratio("bestToBest", "storeToRaw"), ratio("medianOfRounds", "storeToRaw")],
           [
             "hand-written / raw (the ceiling)",
-            ratio("handWrittenToRaw", "bestToBest"),
-            ratio("handWrittenToRaw", "medianOfRounds")
+            ratio("bestToBest", "handWrittenToRaw"),
+            ratio("medianOfRounds", "handWrittenToRaw")
           ],
           [
             "store / hand-written (the store's own cost)",
-            ratio("storeToHandWritten", "bestToBest"),
-            ratio("storeToHandWritten", "medianOfRounds")
+            ratio("bestToBest", "storeToHandWritten"),
+            ratio("medianOfRounds", "storeToHandWritten")
           ],
           ...rawValuesRow
         ]
