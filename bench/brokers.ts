@@ -61,10 +61,10 @@ import * as Layer from "effect/Layer"
 import { connect as amqpConnect } from "amqplib"
 import { connect as natsConnect, createInbox, headers as natsHeaders, type NatsConnection } from "nats"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import { type RawDatabase, RawSqlite, type RawStatement } from "./RawSqlite.js"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as NatsSink from "../src/layers/sinks/NatsSink.js"
 import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
@@ -229,18 +229,6 @@ type Publish = (side: string, message: Message) => Promise<unknown>
 // ---------------------------------------------------------------------------------------------------
 // The hand-written relay: raw better-sqlite3 with the store's statements, the raw broker client
 // ---------------------------------------------------------------------------------------------------
-
-interface RawStatement {
-  run(...params: ReadonlyArray<unknown>): { readonly changes: number }
-  all(...params: ReadonlyArray<unknown>): Array<Record<string, unknown>>
-}
-interface RawDatabase {
-  prepare(sql: string): RawStatement
-  pragma(sql: string): unknown
-  close(): void
-}
-type RawDatabaseConstructor = new (filename: string) => RawDatabase
-const RawSqlite: RawDatabaseConstructor = createRequire(import.meta.url)("better-sqlite3")
 
 const names = Either.getOrThrow(SqliteOutboxSchema.tableNames(""))
 const statements = SqliteOutboxSchema.statements(names, { staleReclaim: false })

@@ -17,13 +17,13 @@
  *    relay's (the rest of the busy time), the rate at which both keep the thread busy all the time, and the
  *    relay's cost under the steady producer over its cost in the throughput round, the records per claim, and
  *    the load the pace would put on the thread at the relay's cost of draining records laid out as the producer
- *    lays them out (the interleaved backlog below). On SQLite two loops run
- *    at the same pace for comparison: the raw baseline's (below) and the same loop written on Effect and the
- *    store's client (`@effect/sql-sqlite-node`), which tells whether the goal is within reach of code on that
- *    client; the raw loops run once more at half the raw baseline's own throughput (the goal's rule applied to
- *    them: a relay as fast as the raw loop would be given that producer). The same run follows with the producer in a second OS process (bench/drainProducer.ts) on the same file and
- *    the relay, with `SqliteWakeSignal` and the drainer's default idle back-off (as the CLI's SQLite relay
- *    runs), alone on this process's thread.
+ *    lays them out (the interleaved backlog below). On SQLite two loops run at the same pace for comparison:
+ *    the raw baseline's (below) and the same loop written on Effect and the store's client
+ *    (`@effect/sql-sqlite-node`), which tells whether the goal is within reach of code on that client; the raw
+ *    loops run once more at half the raw baseline's own throughput (the goal's rule applied to them: a relay as
+ *    fast as the raw loop would be given that producer). The same run follows with the producer in a second OS
+ *    process (bench/drainProducer.ts) on the same file and the relay, with `SqliteWakeSignal` and the drainer's
+ *    default idle back-off (as the CLI's SQLite relay runs), alone on this process's thread.
  *
  * On SQLite the relay also runs with the store's group commit off (every complete its own commit), with
  * one lane per ordering key (`maxConcurrency` 16), with the backlog interleaved record by record over
@@ -76,13 +76,13 @@ import * as DateTime from "effect/DateTime"
 import { defaultScheduler } from "effect/Scheduler"
 import * as fs from "node:fs"
 import { spawn } from "node:child_process"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { monitorEventLoopDelay } from "node:perf_hooks"
 import * as v8 from "node:v8"
 import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
+import { candidateIds, type RawRows, RawSqlite, type RawStatement } from "./RawSqlite.js"
 import { formatTimeOrderedId, NewOutboxRecord, type PreparedRecord } from "../src/domain/OutboxRecord.js"
 import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
@@ -455,26 +455,6 @@ const latency = (
 // ---------------------------------------------------------------------------------------------------
 // Raw better-sqlite3 baseline: a backlog persisted untimed, then claim 100 → complete 100 with the store's statements
 // ---------------------------------------------------------------------------------------------------
-
-interface RawStatement {
-  run(...params: ReadonlyArray<unknown>): { readonly changes: number }
-  all(...params: ReadonlyArray<unknown>): Array<Record<string, unknown>>
-  /** Switches the statement to rows as arrays of values (better-sqlite3's raw mode). */
-  raw(on: true): RawValuesStatement
-}
-
-/** A statement in raw mode: each row an array of its values, in the order of the statement's columns. */
-interface RawValuesStatement {
-  all(...params: ReadonlyArray<unknown>): Array<ReadonlyArray<unknown>>
-}
-interface RawDatabase {
-  prepare(sql: string): RawStatement
-  exec(sql: string): void
-  pragma(sql: string): unknown
-  close(): void
-}
-type RawDatabaseConstructor = new (filename: string) => RawDatabase
-const RawSqlite: RawDatabaseConstructor = createRequire(import.meta.url)("better-sqlite3")
 
 /** Time spent inside better-sqlite3 statements during a measured window. */
 interface StatementTime {
@@ -1027,13 +1007,6 @@ const backlogInsertValues = (records: ReadonlyArray<PreparedRecord>, seqRow: obj
   return values
 }
 
-/**
- * How the raw baseline reads the claim's rows: `"objects"`, better-sqlite3's default (a row object built through
- * V8's API, a property at a time), or `"values"`, raw mode (an array of values a row), as the store reads them
- * (`SqliteOutboxRows.rowOfValues`).
- */
-type RawRows = "objects" | "values"
-
 const rawBaseline = (count: number, keys: Keys = "keyed", rows: RawRows = "objects"): Throughput => {
   const { db, st, tx } = openRaw()
   const selectValues = rows === "values" ? db.prepare(statements.selectClaimable).raw(true) : undefined
@@ -1053,13 +1026,11 @@ const rawBaseline = (count: number, keys: Keys = "keyed", rows: RawRows = "objec
     for (;;) {
       const claimed = tx(() => {
         st(statements.raiseFence).all(partitionKey, version)
-        const params = bind.selectClaimable(partitionKey, version, undefined, 100)
-        const ids =
-          selectValues === undefined
-            ? st(statements.selectClaimable)
-                .all(...params)
-                .map((row) => String(row["id"]))
-            : selectValues.all(...params).map((values) => String(values[0]))
+        const ids = candidateIds(
+          st(statements.selectClaimable),
+          selectValues,
+          bind.selectClaimable(partitionKey, version, undefined, 100)
+        )
         if (ids.length === 0) return []
         return st(statements.claimUpdate(ids.length)).all(
           ...bind.claimUpdate(ids, rawToken, Date.now(), partitionKey, undefined)
@@ -1328,7 +1299,6 @@ const latencyFloor = (run: Latency, drainPerSecond: number, interleavedPerSecond
     interleavedDrainMicrosPerRecord,
     loadAtInterleavedCost,
     relayOverInterleaved,
-    recordsPerClaim: run.recordsPerClaim,
     statement:
       `sqlite latency floor: the pace is half the relay's throughput round (${relayDrainMicrosPerRecord} µs a record); the ` +
       `producer's persists took ${run.thread.producerMicrosPerRecord} µs a record (${producerToRelayDrain}× that), so with ` +
@@ -1527,6 +1497,8 @@ const main = Effect.gen(function* () {
     runs.map((run, r) => Number((run.recordsPerSecondWall / (against[r]?.recordsPerSecondWall ?? 1)).toFixed(3)))
   const laneRatios = perRoundRatios(laneRuns)
   const unkeyedRatios = perRoundRatios(unkeyedRuns, unkeyedRawRuns)
+  // the relay's rounds against the raw loop reading its claims as values, round by round
+  const againstValues = perRoundRatios(sqliteRuns, rawValuesRuns)
   const floor = latencyFloor(sqliteLatency, sqlite.recordsPerSecondWall, best(interleavedRuns).recordsPerSecondWall)
   console.log(floor.statement)
 
@@ -1577,9 +1549,6 @@ const main = Effect.gen(function* () {
       ratioWallMedianOfRounds: median(perRound)
     }
   }
-  /** The relay's per-round ratios against another raw loop's rounds. */
-  const perRoundAgainst = (against: ReadonlyArray<Throughput>): Array<number> =>
-    sqliteRuns.map((run, r) => Number((run.recordsPerSecondWall / (against[r]?.recordsPerSecondWall ?? 1)).toFixed(3)))
   const perRound = sqliteRuns.map((run, r) => ({
     wall: Number((run.recordsPerSecondWall / (rawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3)),
     cpu: Number((run.recordsPerSecondCpu / (rawRuns[r]?.recordsPerSecondCpu ?? 1)).toFixed(3))
@@ -1667,8 +1636,8 @@ const main = Effect.gen(function* () {
         best: best(rawValuesRuns),
         runs: rawValuesRuns,
         ratioWall: Number((sqlite.recordsPerSecondWall / best(rawValuesRuns).recordsPerSecondWall).toFixed(3)),
-        ratioWallPerRound: perRoundAgainst(rawValuesRuns),
-        ratioWallMedianOfRounds: median(perRoundAgainst(rawValuesRuns)),
+        ratioWallPerRound: againstValues,
+        ratioWallMedianOfRounds: median(againstValues),
         note:
           "the raw baseline reading its claims' rows as arrays of values (better-sqlite3's raw mode), as the store reads them, " +
           "instead of row objects (better-sqlite3's default, which builds each row through V8's API a property at a time and " +

@@ -26,6 +26,7 @@ import * as ManagedRuntime from "effect/ManagedRuntime"
 import * as SqlClient from "@effect/sql/SqlClient"
 import * as fs from "node:fs"
 import { createRequire } from "node:module"
+import { RawSqlite } from "./RawSqlite.js"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
@@ -123,19 +124,6 @@ const patch = (prototype: unknown, methods: ReadonlyArray<string>): void => {
   }
 }
 
-// better-sqlite3 (typed here: only what the bench uses)
-interface RawStatement {
-  run(...params: ReadonlyArray<unknown>): { readonly changes: number }
-  all(...params: ReadonlyArray<unknown>): Array<Record<string, unknown>>
-}
-interface RawDatabase {
-  prepare(sql: string): RawStatement
-  exec(sql: string): void
-  pragma(sql: string): unknown
-  close(): void
-}
-type RawDatabaseConstructor = new (filename: string) => RawDatabase
-const RawSqlite: RawDatabaseConstructor = requireModule("better-sqlite3")
 {
   const probe = new RawSqlite(":memory:")
   patch(Reflect.getPrototypeOf(probe.prepare("SELECT 1")), ["run", "all", "get", "iterate"])

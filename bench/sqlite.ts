@@ -33,10 +33,17 @@ import * as Either from "effect/Either"
 import * as Layer from "effect/Layer"
 import * as Option from "effect/Option"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
+import {
+  candidateIds,
+  type RawDatabase,
+  type RawRows,
+  RawSqlite,
+  type RawStatement,
+  type RawValuesStatement
+} from "./RawSqlite.js"
 import { LeaseToken } from "../src/domain/LeaseToken.js"
 import { formatTimeOrderedId, type NewOutboxRecord, type PreparedRecord } from "../src/domain/OutboxRecord.js"
 import * as SqlDialect from "../src/layers/sql/SqlDialect.js"
@@ -62,23 +69,6 @@ const freshFile = (): string => path.join(directory, `bench-${++files}.db`)
 // The raw better-sqlite3 baseline (typed here: the package ships no declarations)
 // ---------------------------------------------------------------------------------------------------
 
-interface RawStatement {
-  run(...params: ReadonlyArray<unknown>): { readonly changes: number }
-  all(...params: ReadonlyArray<unknown>): Array<Record<string, unknown>>
-  /** Switches the statement to rows as arrays of values (better-sqlite3's raw mode). */
-  raw(on: true): { all(...params: ReadonlyArray<unknown>): Array<ReadonlyArray<unknown>> }
-}
-interface RawDatabase {
-  prepare(sql: string): RawStatement
-  exec(sql: string): void
-  pragma(sql: string): unknown
-  close(): void
-}
-type RawDatabaseConstructor = new (filename: string) => RawDatabase
-
-const requireModule = createRequire(import.meta.url)
-const RawSqlite: RawDatabaseConstructor = requireModule("better-sqlite3")
-
 const names = Either.getOrThrow(SqliteOutboxSchema.tableNames(""))
 const statements = SqliteOutboxSchema.statements(names, { staleReclaim: false })
 /** The store's own bind lists of those statements. */
@@ -86,20 +76,20 @@ const bind = SqlOutboxStatements.binds(SqlDialect.sqlite)
 
 /**
  * The raw baseline: the store's statements in the store's transactions, prepared once. The claim reads its
- * candidate rows as better-sqlite3 returns them by default (row objects), or with `readValues` as arrays of
- * values (raw mode), as the store reads them.
+ * candidate rows as better-sqlite3 returns them by default (row objects), or as arrays of values (raw mode), as
+ * the store reads them (see `RawRows`).
  */
 class RawStore {
   private readonly db: RawDatabase
   private readonly cache = new Map<string, RawStatement>()
-  private readonly selectValues: ReturnType<RawStatement["raw"]> | undefined
-  constructor(filename: string, readValues = false) {
+  private readonly selectValues: RawValuesStatement | undefined
+  constructor(filename: string, rows: RawRows = "objects") {
     this.db = new RawSqlite(filename)
     this.db.pragma("journal_mode = WAL")
     this.db.pragma("synchronous = FULL")
     this.db.pragma("busy_timeout = 5000")
     for (const ddl of SqliteOutboxSchema.createStatements(names)) this.db.exec(ddl)
-    this.selectValues = readValues ? this.db.prepare(statements.selectClaimable).raw(true) : undefined
+    this.selectValues = rows === "values" ? this.db.prepare(statements.selectClaimable).raw(true) : undefined
   }
   private statement(sql: string): RawStatement {
     let prepared = this.cache.get(sql)
@@ -137,13 +127,11 @@ class RawStore {
       if (this.statement(statements.raiseFence).all(partitionKey, token.version).length === 0) {
         throw new Error("fenced")
       }
-      const params = bind.selectClaimable(partitionKey, token.version, undefined, limit)
-      const ids =
-        this.selectValues === undefined
-          ? this.statement(statements.selectClaimable)
-              .all(...params)
-              .map((row) => String(row["id"]))
-          : this.selectValues.all(...params).map((values) => String(values[0]))
+      const ids = candidateIds(
+        this.statement(statements.selectClaimable),
+        this.selectValues,
+        bind.selectClaimable(partitionKey, token.version, undefined, limit)
+      )
       if (ids.length === 0) return []
       return this.statement(statements.claimUpdate(ids.length)).all(
         ...bind.claimUpdate(ids, token, now, partitionKey, undefined)
@@ -405,7 +393,7 @@ const round: Effect.Effect<Round, unknown> = Effect.gen(function* () {
   rawDrain.close()
 
   const rawE2e = new RawStore(freshFile())
-  const rawValuesE2e = new RawStore(freshFile(), true)
+  const rawValuesE2e = new RawStore(freshFile(), "values")
   const e2eInputs = makeInputs(records, records)
   // the hand-written loop's own database, opened as the store's is (SqliteDatabase.layer)
   const handContext = yield* Layer.build(SqliteDatabase.layer({ filename: freshFile() }))
