@@ -153,32 +153,29 @@ describe("consumer examples", () => {
     }).pipe(Effect.orDie)
   )
 
-  it.live(
-    "RabbitMQ consumer: records published by the RabbitMQ sink into a queue, a duplicate applied once",
-    () =>
-      Effect.gen(function* () {
-        // the run's shared broker (test/support/globalSetup.ts), a fresh queue of the test's own
-        const rabbit = { url: inject("rabbitUrl") }
-        const queue = `orders_${crypto.randomBytes(4).toString("hex")}`
-        yield* Effect.promise(async () => {
-          const model = await amqpConnect(rabbit.url)
-          const channel = await model.createChannel()
-          await channel.assertQueue(queue, { durable: true })
-          await model.close()
+  it.live("RabbitMQ consumer: records published by the RabbitMQ sink into a queue, a duplicate applied once", () =>
+    Effect.gen(function* () {
+      // the run's shared broker (test/support/globalSetup.ts), a fresh queue of the test's own
+      const rabbitUrl = inject("rabbitUrl")
+      const queue = `orders_${crypto.randomBytes(4).toString("hex")}`
+      yield* Effect.promise(async () => {
+        const model = await amqpConnect(rabbitUrl)
+        const channel = await model.createChannel()
+        await channel.assertQueue(queue, { durable: true })
+        await model.close()
+      })
+      yield* Effect.scoped(
+        Effect.gen(function* () {
+          const sink = yield* RabbitMqSink.make({ url: rabbitUrl, routingKey: queue })
+          for (const record of consumerRecords("")) yield* Effect.orDie(sink.send(record))
         })
-        yield* Effect.scoped(
-          Effect.gen(function* () {
-            const sink = yield* RabbitMqSink.make({ url: rabbit.url, routingKey: queue })
-            for (const record of consumerRecords("")) yield* Effect.orDie(sink.send(record))
-          })
+      )
+      const seen = yield* awaitThreeOrders.pipe(
+        Effect.provide(
+          RabbitMqConsumerExample.layer({ filename: path.join(directory, "rabbitmq.db"), url: rabbitUrl, queue })
         )
-        const seen = yield* awaitThreeOrders.pipe(
-          Effect.provide(
-            RabbitMqConsumerExample.layer({ filename: path.join(directory, "rabbitmq.db"), url: rabbit.url, queue })
-          )
-        )
-        expect(seen).toEqual(["A-1", "B-1", "A-2"])
-      }).pipe(Effect.scoped, Effect.orDie),
-    { timeout: 180_000 }
+      )
+      expect(seen).toEqual(["A-1", "B-1", "A-2"])
+    }).pipe(Effect.scoped, Effect.orDie)
   )
 })

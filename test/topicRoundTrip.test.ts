@@ -84,7 +84,7 @@ const valuesOf = (count: number, seed: number): ReadonlyArray<Event> => {
 const encoded = (value: Event) => Schema.encodeSync(Event)(value)
 
 // the run's shared broker (test/support/globalSetup.ts); the file's queue is its own (`prefix`)
-const rabbit = { url: inject("rabbitUrl") }
+const rabbitUrl = inject("rabbitUrl")
 const natsUrl = inject("natsUrl")
 
 /** Where the sinks of one run deliver, and how to read back what arrived there. */
@@ -124,7 +124,7 @@ const destinations = Effect.gen(function* () {
     () => Effect.promise(() => jsm.streams.delete(prefix))
   )
   const amqp = yield* Effect.acquireRelease(
-    Effect.promise(() => amqpConnect(rabbit.url)),
+    Effect.promise(() => amqpConnect(rabbitUrl)),
     (m) => Effect.promise(() => m.close())
   )
   const channel = yield* Effect.promise(() => amqp.createChannel())
@@ -144,7 +144,7 @@ const destinations = Effect.gen(function* () {
       })
     ),
     nats: SinkRouter.sinkOf(NatsSink.layer({ servers: natsUrl, subject: `${prefix}.events` })),
-    rabbitmq: SinkRouter.sinkOf(RabbitMqSink.layer({ url: rabbit.url, routingKey: prefix }))
+    rabbitmq: SinkRouter.sinkOf(RabbitMqSink.layer({ url: rabbitUrl, routingKey: prefix }))
   })
   const router = yield* SinkRouter.make(sinks)
 

@@ -22,9 +22,11 @@ import { startRabbitMq } from "./RabbitMqServer.js"
 
 declare module "vitest" {
   export interface ProvidedContext {
+    /** DynamoDB Local (see ./DynamoLocal.ts); each file makes tables of its own. */
     dynamoEndpoint: string
+    /** PostgreSQL (see ./PostgresServer.ts); each file creates databases of its own. */
     postgresUrl: string
-    /** MariaDB for the MySQL backend (see ./MysqlServer.ts). */
+    /** MariaDB for the MySQL backend (see ./MysqlServer.ts); each file creates databases of its own. */
     mysqlUrl: string
     /** NATS JetStream for the broker sink tests (see ./NatsServer.ts). */
     natsUrl: string
