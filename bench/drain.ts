@@ -1497,8 +1497,6 @@ const main = Effect.gen(function* () {
     runs.map((run, r) => Number((run.recordsPerSecondWall / (against[r]?.recordsPerSecondWall ?? 1)).toFixed(3)))
   const laneRatios = perRoundRatios(laneRuns)
   const unkeyedRatios = perRoundRatios(unkeyedRuns, unkeyedRawRuns)
-  // the relay's rounds against the raw loop reading its claims as values, round by round
-  const againstValues = perRoundRatios(sqliteRuns, rawValuesRuns)
   const floor = latencyFloor(sqliteLatency, sqlite.recordsPerSecondWall, best(interleavedRuns).recordsPerSecondWall)
   console.log(floor.statement)
 
@@ -1537,18 +1535,20 @@ const main = Effect.gen(function* () {
    * A variant's rounds (run beside the goal's, round by round) against the raw baseline: its best round, every
    * round, best against best, each round's ratio to the raw round it alternated with, and their median.
    */
-  const againstRawRounds = (runs: ReadonlyArray<Throughput>) => {
-    const perRound = runs.map((run, r) =>
-      Number((run.recordsPerSecondWall / (rawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3))
-    )
+  /** `runs` against `baseline`'s rounds: best against best, round by round, and the median of the rounds. */
+  const ratiosAgainst = (runs: ReadonlyArray<Throughput>, baseline: ReadonlyArray<Throughput>) => {
+    const perRound = perRoundRatios(runs, baseline)
     return {
-      throughput: best(runs),
-      runs,
-      ratioWall: Number((best(runs).recordsPerSecondWall / raw.recordsPerSecondWall).toFixed(3)),
+      ratioWall: Number((best(runs).recordsPerSecondWall / best(baseline).recordsPerSecondWall).toFixed(3)),
       ratioWallPerRound: perRound,
       ratioWallMedianOfRounds: median(perRound)
     }
   }
+  const againstRawRounds = (runs: ReadonlyArray<Throughput>) => ({
+    throughput: best(runs),
+    runs,
+    ...ratiosAgainst(runs, rawRuns)
+  })
   const perRound = sqliteRuns.map((run, r) => ({
     wall: Number((run.recordsPerSecondWall / (rawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3)),
     cpu: Number((run.recordsPerSecondCpu / (rawRuns[r]?.recordsPerSecondCpu ?? 1)).toFixed(3))
@@ -1635,9 +1635,7 @@ const main = Effect.gen(function* () {
       rawBaselineReadingValues: {
         best: best(rawValuesRuns),
         runs: rawValuesRuns,
-        ratioWall: Number((sqlite.recordsPerSecondWall / best(rawValuesRuns).recordsPerSecondWall).toFixed(3)),
-        ratioWallPerRound: againstValues,
-        ratioWallMedianOfRounds: median(againstValues),
+        ...ratiosAgainst(sqliteRuns, rawValuesRuns),
         note:
           "the raw baseline reading its claims' rows as arrays of values (better-sqlite3's raw mode), as the store reads them, " +
           "instead of row objects (better-sqlite3's default, which builds each row through V8's API a property at a time and " +
