@@ -292,6 +292,8 @@ const slice = 10
  * raw loop reading its claims as values.
  */
 type Side = "raw" | "store" | "handWritten" | "rawValues"
+/** Every side, in the end-to-end phase's first turn order. */
+const sides: ReadonlyArray<Side> = ["raw", "store", "handWritten", "rawValues"]
 
 /** Times an effect, adding the elapsed milliseconds to `into[side]`. */
 const timed = <A, E, R>(into: { [K in Side]?: number }, side: Side, effect: Effect.Effect<A, E, R>) =>
@@ -407,9 +409,7 @@ const round: Effect.Effect<Round, unknown> = Effect.gen(function* () {
     // the sides take turns in a rotating order, so none always runs right after the same other
     let turn = 0
     for (const part of chunks(e2eInputs, batch * slice)) {
-      const order: ReadonlyArray<Side> = (["raw", "store", "handWritten", "rawValues"] as const).map(
-        (_, i, all) => all[(i + turn) % all.length] ?? "raw"
-      )
+      const order = sides.map((_, i) => sides[(i + turn) % sides.length] ?? "raw")
       turn++
       for (const side of order) {
         if (side === "raw" || side === "rawValues") {
@@ -474,8 +474,7 @@ const round: Effect.Effect<Round, unknown> = Effect.gen(function* () {
       rawValues: records / ((millis.rawValues ?? 0) / 1000)
     }
   }).pipe(Effect.provide(storeLayer(freshFile())))
-  for (const side of ["raw", "store", "handWritten", "rawValues"] as const)
-    endToEndCpuMillis[side] += cpuMillis[side] - cpuBefore[side]
+  for (const side of sides) endToEndCpuMillis[side] += cpuMillis[side] - cpuBefore[side]
   rawE2e.close()
   rawValuesE2e.close()
   return { persist, claimComplete, endToEnd }
