@@ -515,6 +515,30 @@ const handWrittenDrainLines = (sqlite: unknown): Array<string> => {
         num(sqlite, "handWrittenDrain", "relayToHandWritten", "bestToBest"),
         num(sqlite, "handWrittenDrain", "relayToHandWritten", "medianOfRounds")
       )} of the hand-written loop with the waves.`,
+    "",
+    ...storeCallsInOrderLines(sqlite, pair)
+  ]
+}
+
+/**
+ * The store-calls drain in the relay's shape (`storeCallsDrainInOrder`: a fiber per partition, its claims sent in
+ * waves, a store complete per wave) against the raw baseline, and the relay against it: how much of the relay's
+ * gap is the shape SPEC §6 and the store's port give any relay, and how much the drainer's own.
+ */
+const storeCallsInOrderLines = (
+  sqlite: unknown,
+  pair: (a: number | undefined, b: number | undefined) => string
+): Array<string> => {
+  const best = num(sqlite, "storeCallsDrainInOrder", "ratioWall")
+  if (best === undefined) return []
+  return [
+    `The store's own calls in the relay's shape (a fiber per partition, each claim sent in waves, every wave but the ` +
+      `last completed with one \`OutboxStore.complete\` before the next is sent; no lease, drainer or metric) reached ` +
+      `${pair(best, num(sqlite, "storeCallsDrainInOrder", "ratioWallMedianOfRounds"))} of the raw baseline; the relay ` +
+      `reached ${pair(
+        num(sqlite, "storeCallsDrainInOrder", "relayAgainstIt", "ratioWall"),
+        num(sqlite, "storeCallsDrainInOrder", "relayAgainstIt", "ratioWallMedianOfRounds")
+      )} of it.`,
     ""
   ]
 }
@@ -634,7 +658,8 @@ const drainSection = (data: unknown): Array<string> => {
       ["withoutOrderingKeys", "no record keyed, against the raw loop on such a backlog"],
       ["handWrittenDrain", "hand-written on the store's client, order kept"],
       ["handWrittenDrainWithoutOrder", "hand-written on the store's client, order not kept"],
-      ["storeCallsDrain", "the store's own claim and complete calls alone"]
+      ["storeCallsDrain", "the store's own claim and complete calls alone"],
+      ["storeCallsDrainInOrder", "the store's own calls in the relay's shape, order kept"]
     ]
     for (const [name, label] of variants) {
       const variantWall = num(section, name, "throughput", "recordsPerSecondWall")

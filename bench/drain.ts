@@ -48,15 +48,16 @@
  * Effect and `@effect/sql-sqlite-node`, with the relay's order (a key's records sent in waves, each wave
  * completed before the next is sent) and without it (`handWrittenDrain`); and a drain through the store's own
  * `claim` and `complete` calls with nothing else (`storeCallsDrain`): what the store's code costs apart from the
- * drainer.
+ * drainer — once with one complete a claim, once keeping the order in the relay's shape (a fiber per partition,
+ * a complete per wave): the ceiling for a relay with a drainer per partition on the store's calls.
  *
  * Goals (issue #28 item 4): memory ≥ 150k records/s end to end on a quiet machine; SQLite ≥ 0.95× the raw
  * baseline (best against best, and the median of the per-round ratios reported beside it); SQLite latency p99
  * ≤ 250 ms. Writes
  * bench/results/drain.json. `--only=memory` / `--only=sqlite` runs one backend (throughput only) and
  * prints its figures without writing the results file, for profiling (`--only=sqlite` runs the hand-written
- * drains and the store's calls alone beside them, and ends with a raw, a relay, a hand-written and a store-calls
- * round with every statement timed, the first three by kind); `--only=sqlite-latency` runs one
+ * drains and the store's calls alone beside them, and ends with a raw, a relay, a hand-written and two store-calls
+ * rounds with every statement timed, all but the first store-calls round by kind); `--only=sqlite-latency` runs one
  * throughput round, then the latency phase at half of it (or `--rate=N` records/s) with a diagnosis: the
  * two legs of the latency (to the claim, claim to delivery), persist times, the event loop's delay, and, in a
  * second run with every statement timed, SQLite's statements by kind (counts, time, rows per claim), for the
@@ -83,7 +84,12 @@ import * as v8 from "node:v8"
 import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
 import { candidateIds, type RawRows, RawSqlite, type RawStatement } from "./RawSqlite.js"
-import { formatTimeOrderedId, NewOutboxRecord, type PreparedRecord } from "../src/domain/OutboxRecord.js"
+import {
+  formatTimeOrderedId,
+  NewOutboxRecord,
+  type OutboxRecord,
+  type PreparedRecord
+} from "../src/domain/OutboxRecord.js"
 import * as MemoryLeaseStore from "../src/layers/memory/MemoryLeaseStore.js"
 import * as MemoryOutboxStore from "../src/layers/memory/MemoryOutboxStore.js"
 import * as MemorySink from "../src/layers/sinks/MemorySink.js"
@@ -1136,8 +1142,15 @@ const handWrittenDrain = (count: number, order = true): Effect.Effect<Throughput
  * fewer completes than the order needs (a key's records of one claim completed together): a lower bound on what
  * a relay pays in the store's code — row decoding and validation, claim selection, the records built, the
  * transactions — beside its statements.
+ *
+ * With `order` the drain keeps the order the relay keeps (SPEC §6 step 5), in the relay's shape: a fiber per
+ * partition, each claim sent in waves — the `w`-th record of each ordering key in wave `w`, keyless records in the
+ * first — and each wave but the last completed with one `OutboxStore.complete` before the next is sent; the last
+ * wave's complete and the partition's next claim are made together, so the group commit joins them (as the
+ * relay's end-of-batch complete and next claim). No lease, drainer, metric or failure handling: the ceiling of the
+ * SQLite relay goal for a relay shaped as SPEC §6 asks (a drainer per partition) on the store's own calls.
  */
-const storeCallsDrain = (count: number): Effect.Effect<Throughput> =>
+const storeCallsDrain = (count: number, order = false): Effect.Effect<Throughput> =>
   Effect.gen(function* () {
     const store = yield* OutboxStore
     for (const batch of backlogBatches(count, "partition")) yield* store.persist(batch)
@@ -1147,8 +1160,53 @@ const storeCallsDrain = (count: number): Effect.Effect<Throughput> =>
       Effect.sync(() => {
         sent += 1
       })
+    const maxBatch = relayOptions.drainer.maxBatchSize
+    /** A claim's records in waves (see the doc): the `w`-th record of each ordering key in wave `w`. */
+    const wavesOf = (records: ReadonlyArray<OutboxRecord>): Array<Array<OutboxRecord>> => {
+      const waves: Array<Array<OutboxRecord>> = []
+      const seen = new Map<string, number>()
+      for (const record of records) {
+        let wave = 0
+        if (Option.isSome(record.orderingKey)) {
+          wave = seen.get(record.orderingKey.value) ?? 0
+          seen.set(record.orderingKey.value, wave + 1)
+        }
+        const list = waves[wave] ?? []
+        waves[wave] = list
+        list.push(record)
+      }
+      return waves
+    }
+    const idsOf = (records: ReadonlyArray<OutboxRecord>) => records.map((record) => record.id)
+    /** Sends a claim's waves, completing each but the last; then the last's complete beside the next claim. */
+    const drainInOrder = (partitionKey: string, records: ReadonlyArray<OutboxRecord>): Effect.Effect<void, unknown> =>
+      Effect.gen(function* () {
+        for (;;) {
+          if (records.length === 0) return
+          const waves = wavesOf(records)
+          let last: Array<OutboxRecord> = []
+          for (const [w, wave] of waves.entries()) {
+            yield* Effect.forEach(wave, send, { discard: true })
+            if (w < waves.length - 1) yield* store.complete(idsOf(wave), token)
+            else last = wave
+          }
+          const [, next] = yield* Effect.all(
+            [store.complete(idsOf(last), token), store.claim(partitionKey, token, maxBatch)],
+            {
+              concurrency: "unbounded"
+            }
+          )
+          records = next.records
+        }
+      })
     const drainPartition = (partitionKey: string): Effect.Effect<void, unknown> =>
-      Effect.flatMap(store.claim(partitionKey, token, relayOptions.drainer.maxBatchSize), ({ records }) =>
+      order
+        ? Effect.flatMap(store.claim(partitionKey, token, maxBatch), ({ records }) =>
+            drainInOrder(partitionKey, records)
+          )
+        : drainUnordered(partitionKey)
+    const drainUnordered = (partitionKey: string): Effect.Effect<void, unknown> =>
+      Effect.flatMap(store.claim(partitionKey, token, maxBatch), ({ records }) =>
         records.length === 0
           ? Effect.void
           : Effect.zipRight(
@@ -1159,7 +1217,7 @@ const storeCallsDrain = (count: number): Effect.Effect<Throughput> =>
                   token
                 )
               ),
-              Effect.suspend(() => drainPartition(partitionKey))
+              Effect.suspend(() => drainUnordered(partitionKey))
             )
       )
     const round = startRound(count)
@@ -1393,6 +1451,7 @@ const main = Effect.gen(function* () {
       console.log("sqlite hand-written drain", yield* handWrittenDrain(sqliteCount))
       console.log("sqlite hand-written drain, order not kept", yield* handWrittenDrain(sqliteCount, false))
       console.log("sqlite store calls alone", yield* storeCallsDrain(sqliteCount))
+      console.log("sqlite store calls alone, order kept", yield* storeCallsDrain(sqliteCount, true))
     }
     statementClock.install()
     console.log("raw sqlite, statements counted", rawBaseline(sqliteCount).statements)
@@ -1406,6 +1465,12 @@ const main = Effect.gen(function* () {
     )
     const storeCalls = yield* storeCallsDrain(sqliteCount)
     console.log("sqlite store calls alone, statements timed", storeCalls)
+    const storeCallsOrdered = yield* storeCallsDrain(sqliteCount, true)
+    console.log("sqlite store calls alone, order kept, statements timed", storeCallsOrdered)
+    console.log(
+      "sqlite store calls alone, order kept, statements by kind",
+      JSON.stringify(phasesOf(statementClock.phases), null, 1)
+    )
     return
   }
 
@@ -1427,6 +1492,7 @@ const main = Effect.gen(function* () {
   const handRuns: Array<Throughput> = []
   const handUnorderedRuns: Array<Throughput> = []
   const storeCallsRuns: Array<Throughput> = []
+  const storeCallsOrderedRuns: Array<Throughput> = []
   // untimed: the SQLite store's code runs for the first time here (see the header)
   const warmUp = yield* throughput(sqliteStores(), sqliteCount, "noop")
   console.log("sqlite relay, warm-up (not counted)", warmUp)
@@ -1445,6 +1511,8 @@ const main = Effect.gen(function* () {
     console.log("sqlite hand-written drain, order not kept", handUnorderedRuns[handUnorderedRuns.length - 1])
     storeCallsRuns.push(yield* storeCallsDrain(sqliteCount))
     console.log("sqlite store calls alone", storeCallsRuns[storeCallsRuns.length - 1])
+    storeCallsOrderedRuns.push(yield* storeCallsDrain(sqliteCount, true))
+    console.log("sqlite store calls alone, order kept", storeCallsOrderedRuns[storeCallsOrderedRuns.length - 1])
   }
   const raw = best(rawRuns)
   const sqlite = best(sqliteRuns)
@@ -1510,6 +1578,8 @@ const main = Effect.gen(function* () {
   console.log("sqlite hand-written drain, statements timed", timedHand)
   const timedStoreCalls = yield* storeCallsDrain(sqliteCount)
   console.log("sqlite store calls alone, statements timed", timedStoreCalls)
+  const timedStoreCallsOrdered = yield* storeCallsDrain(sqliteCount, true)
+  console.log("sqlite store calls alone, order kept, statements timed", timedStoreCallsOrdered)
   const timedUnkeyed = yield* throughput(sqliteStores(), sqliteCount, "noop", relayOptions, "partition", "none")
   console.log("sqlite relay, no ordering keys, statements timed", timedUnkeyed)
   const relayStatementSeconds = timedRelay.statements?.seconds ?? 0
@@ -1677,11 +1747,23 @@ const main = Effect.gen(function* () {
           "OutboxStore.complete; no drainer, lease, wave or metric, and fewer completes than the order needs (a key's records of one claim " +
           "completed together): what the store's own code and statements cost at the relay's batch sizes; informational"
       },
+      storeCallsDrainInOrder: {
+        ...againstRawRounds(storeCallsOrderedRuns),
+        // the relay against it, round by round: what the drainer costs beyond the store's calls in its shape
+        relayAgainstIt: ratiosAgainst(sqliteRuns, storeCallsOrderedRuns),
+        note:
+          "the store-calls drain keeping the relay's order in the relay's shape: a fiber per partition claiming up to maxBatchSize (500) " +
+          "with OutboxStore.claim, each claim sent in waves (the w-th record of each ordering key in wave w) and every wave but the last " +
+          "completed with one OutboxStore.complete before the next is sent, the last wave's complete made beside the next claim (one group " +
+          "commit); no lease, drainer, metric or failure handling: the ceiling for a relay with a drainer per partition (SPEC §6) on the " +
+          "store's own calls; relayAgainstIt = the relay's rounds against these (best against best, per round, median)"
+      },
       statementTime: {
         raw: timedRaw,
         relay: timedRelay,
         handWritten: timedHand,
         storeCalls: timedStoreCalls,
+        storeCallsInOrder: timedStoreCallsOrdered,
         // the relay's rate if nothing but its SQLite statements took time, over the raw baseline's rate
         ceilingRatio:
           relayStatementSeconds > 0 ? Number((timedRaw.wallSeconds / relayStatementSeconds).toFixed(3)) : undefined,
@@ -1689,6 +1771,7 @@ const main = Effect.gen(function* () {
           relay: outsideStatementsMicros(timedRelay),
           handWritten: outsideStatementsMicros(timedHand),
           storeCalls: outsideStatementsMicros(timedStoreCalls),
+          storeCallsInOrder: outsideStatementsMicros(timedStoreCallsOrdered),
           relayWithoutKeys: outsideStatementsMicros(timedUnkeyed)
         },
         relayWithoutKeys: timedUnkeyed,

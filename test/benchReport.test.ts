@@ -317,6 +317,12 @@ describe("bench report", () => {
         ratioWallMedianOfRounds: 1.01
       },
       storeCallsDrain: { throughput: throughput(12_500, 13_000), ratioWall: 1.25, ratioWallMedianOfRounds: 1.2 },
+      storeCallsDrainInOrder: {
+        throughput: throughput(9_100, 9_500),
+        ratioWall: 0.91,
+        ratioWallMedianOfRounds: 0.93,
+        relayAgainstIt: { ratioWall: 0.769, ratioWallMedianOfRounds: 0.81 }
+      },
       statementTime
     }
     const readme = renderReadme({ drain: { date: "2026-12-06T00:00:00.000Z", sqlite } })
@@ -353,6 +359,14 @@ describe("bench report", () => {
     expect(readme).toContain(
       "| sqlite, the store's own claim and complete calls alone (informational) | 12,500 |  | 1.25× |"
     )
+    // the store's calls in the relay's shape: its own row, and the relay against it
+    expect(readme).toContain(
+      "| sqlite, the store's own calls in the relay's shape, order kept (informational) | 9,100 |  | 0.91× |"
+    )
+    expect(readme).toContain(
+      "no lease, drainer or metric) reached 0.91× best against best, 0.93× the median of rounds of the raw baseline; " +
+        "the relay reached 0.77× best against best, 0.81× the median of rounds of it."
+    )
     expect(readme).toContain(
       "With no record keyed (a batch goes out in one wave) the relay took 6.0 µs a record outside SQLite statements. " +
         "With the keyed relay's statements (SPEC §6 step 5's completes, a commit a wave, kept) and no more time outside " +
@@ -387,6 +401,7 @@ describe("bench report", () => {
       handWrittenDrain: _hand,
       handWrittenDrainWithoutOrder: _unordered,
       storeCallsDrain: _storeCalls,
+      storeCallsDrainInOrder: _storeCallsInOrder,
       ...withoutHandWritten
     } = sqlite
     const without = renderReadme({
@@ -397,6 +412,7 @@ describe("bench report", () => {
     expect(without).not.toContain("hand-written on the store's client")
     expect(without).not.toContain("the raw loop written on Effect")
     expect(without).not.toContain("Outside SQLite statements")
+    expect(without).not.toContain("in the relay's shape")
     expect(without).not.toContain("With no record keyed (a batch goes out in one wave)")
     expect(without).not.toContain("the store's own claim and complete calls alone")
   })
