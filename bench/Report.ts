@@ -492,6 +492,10 @@ const statementTimeLines = (data: unknown): Array<string> => {
   ]
 }
 
+/** A side's ratio best against best and as the median of the per-round ratios, in words. */
+const bestAndMedian = (best: number | undefined, median: number | undefined): string =>
+  `${best === undefined ? na : `${best.toFixed(2)}×`} best against best, ${median === undefined ? na : `${median.toFixed(2)}×`} the median of rounds`
+
 /**
  * The hand-written drain on the store's client (with and without the relay's order) against the raw baseline,
  * and the relay against it; one paragraph.
@@ -499,24 +503,21 @@ const statementTimeLines = (data: unknown): Array<string> => {
 const handWrittenDrainLines = (sqlite: unknown): Array<string> => {
   const best = num(sqlite, "handWrittenDrain", "ratioWall")
   if (best === undefined) return []
-  const pair = (a: number | undefined, b: number | undefined) =>
-    `${a === undefined ? na : `${a.toFixed(2)}×`} best against best, ${b === undefined ? na : `${b.toFixed(2)}×`} the median of rounds`
   const unorderedBest = num(sqlite, "handWrittenDrainWithoutOrder", "ratioWall")
   return [
     `In the same rounds, the raw loop written on Effect and \`@effect/sql-sqlite-node\` (the client used as the store ` +
       `uses it: one reserved connection, no span per statement; every partition claimed in ` +
       `one transaction, each record sent through an Effect, a key's records sent in waves, each wave completed before ` +
-      `the next is sent: SPEC §6 step 5) reached ${pair(best, num(sqlite, "handWrittenDrain", "ratioWallMedianOfRounds"))} ` +
+      `the next is sent: SPEC §6 step 5) reached ${bestAndMedian(best, num(sqlite, "handWrittenDrain", "ratioWallMedianOfRounds"))} ` +
       `of the raw baseline` +
       (unorderedBest === undefined
         ? ""
-        : `; without the waves ${pair(unorderedBest, num(sqlite, "handWrittenDrainWithoutOrder", "ratioWallMedianOfRounds"))}`) +
-      `. The relay reached ${pair(
+        : `; without the waves ${bestAndMedian(unorderedBest, num(sqlite, "handWrittenDrainWithoutOrder", "ratioWallMedianOfRounds"))}`) +
+      `. The relay reached ${bestAndMedian(
         num(sqlite, "handWrittenDrain", "relayToHandWritten", "bestToBest"),
         num(sqlite, "handWrittenDrain", "relayToHandWritten", "medianOfRounds")
       )} of the hand-written loop with the waves.`,
-    "",
-    ...storeCallsInOrderLines(sqlite, pair)
+    ""
   ]
 }
 
@@ -525,17 +526,14 @@ const handWrittenDrainLines = (sqlite: unknown): Array<string> => {
  * waves, a store complete per wave) against the raw baseline, and the relay against it: how much of the relay's
  * gap is the shape SPEC §6 and the store's port give any relay, and how much the drainer's own.
  */
-const storeCallsInOrderLines = (
-  sqlite: unknown,
-  pair: (a: number | undefined, b: number | undefined) => string
-): Array<string> => {
+const storeCallsInOrderLines = (sqlite: unknown): Array<string> => {
   const best = num(sqlite, "storeCallsDrainInOrder", "ratioWall")
   if (best === undefined) return []
   return [
     `The store's own calls in the relay's shape (a fiber per partition, each claim sent in waves, every wave but the ` +
       `last completed with one \`OutboxStore.complete\` before the next is sent; no lease, drainer or metric) reached ` +
-      `${pair(best, num(sqlite, "storeCallsDrainInOrder", "ratioWallMedianOfRounds"))} of the raw baseline; the relay ` +
-      `reached ${pair(
+      `${bestAndMedian(best, num(sqlite, "storeCallsDrainInOrder", "ratioWallMedianOfRounds"))} of the raw baseline; the relay ` +
+      `reached ${bestAndMedian(
         num(sqlite, "storeCallsDrainInOrder", "relayAgainstIt", "ratioWall"),
         num(sqlite, "storeCallsDrainInOrder", "relayAgainstIt", "ratioWallMedianOfRounds")
       )} of it.`,
@@ -677,6 +675,7 @@ const drainSection = (data: unknown): Array<string> => {
   }
   out.push(...table(["backend", "relay rec/s", "raw baseline rec/s", "relay / baseline", "goal", "goal met"], rows))
   out.push(...handWrittenDrainLines(at(data, "sqlite")))
+  out.push(...storeCallsInOrderLines(at(data, "sqlite")))
   out.push(...statementTimeLines(at(data, "sqlite", "statementTime")))
   const clientCeiling = clientCeilingLine(at(data, "sqlite", "statementTime"), goalRatio(str(data, "sqlite", "target")))
   if (clientCeiling !== undefined) out.push(clientCeiling, "")

@@ -413,6 +413,18 @@ describe("bench report", () => {
     expect(without).not.toContain("the raw loop written on Effect")
     expect(without).not.toContain("Outside SQLite statements")
     expect(without).not.toContain("in the relay's shape")
+    // the shape's line stands on its own: printed without the hand-written sides
+    const shapeOnly = renderReadme({
+      drain: {
+        sqlite: {
+          ...withoutHandWritten,
+          storeCallsDrainInOrder: sqlite.storeCallsDrainInOrder,
+          statementTime: { raw: statementTime.raw, relay: statementTime.relay }
+        }
+      }
+    })
+    expect(shapeOnly).toContain("the relay reached 0.77× best against best, 0.81× the median of rounds of it.")
+    expect(shapeOnly).not.toContain("the raw loop written on Effect")
     expect(without).not.toContain("With no record keyed (a batch goes out in one wave)")
     expect(without).not.toContain("the store's own claim and complete calls alone")
   })
