@@ -1055,6 +1055,30 @@ const rawBaseline = (count: number, keys: Keys = "keyed", rows: RawRows = "objec
 }
 
 /**
+ * Adds a claim's `items` to `waves` as the relay sends them (SPEC §6 step 5): the `w`-th item of each ordering
+ * key in wave `w`, an item without a key (`keyOf` gives `undefined`) in the first. Returns `waves`.
+ */
+const addToWaves = <A>(
+  waves: Array<Array<A>>,
+  items: ReadonlyArray<A>,
+  keyOf: (item: A) => string | undefined
+): Array<Array<A>> => {
+  const seen = new Map<string, number>()
+  for (const item of items) {
+    const key = keyOf(item)
+    let wave = 0
+    if (key !== undefined) {
+      wave = seen.get(key) ?? 0
+      seen.set(key, wave + 1)
+    }
+    const list = waves[wave] ?? []
+    waves[wave] = list
+    list.push(item)
+  }
+  return waves
+}
+
+/**
  * The raw baseline's drain written on Effect and the store's client, keeping the order the relay keeps: the
  * ceiling of the SQLite relay goal for code on the client the store must use. `@effect/sql-sqlite-node` opened as
  * the store's database is (`SqliteDatabase.layer`), used as the store uses it: one connection reserved from the
@@ -1093,26 +1117,18 @@ const handWrittenDrain = (count: number, order = true): Effect.Effect<Throughput
     const complete = (ids: ReadonlyArray<string>) =>
       ids.length === 0 ? Effect.void : execute(statements.complete(ids.length), bind.complete(ids, token, Date.now()))
     const claimPartition = (partitionKey: string) => claimOnClient(execute, partitionKey, token, 100, Date.now())
+    /** A claimed row's ordering key; none (every row in the first wave) when the order is not kept. */
+    const orderingKeyOfRow = (row: object): string | undefined => {
+      const key: unknown = Reflect.get(row, "ordering_key")
+      return order && typeof key === "string" ? key : undefined
+    }
     /** One claim of every partition, the ids left to complete first; the claimed rows in waves. */
     const claimRound = (left: ReadonlyArray<string>) =>
       Effect.map(
         transaction(Effect.zipRight(complete(left), Effect.forEach(partitions, claimPartition))),
         (claimed) => {
           const waves: Array<Array<object>> = []
-          for (const rows of claimed) {
-            const seen = new Map<string, number>()
-            for (const row of rows) {
-              const key: unknown = Reflect.get(row, "ordering_key")
-              let wave = 0
-              if (order && typeof key === "string") {
-                wave = seen.get(key) ?? 0
-                seen.set(key, wave + 1)
-              }
-              const list = waves[wave] ?? []
-              waves[wave] = list
-              list.push(row)
-            }
-          }
+          for (const rows of claimed) addToWaves(waves, rows, orderingKeyOfRow)
           return waves
         }
       )
@@ -1161,29 +1177,14 @@ const storeCallsDrain = (count: number, order = false): Effect.Effect<Throughput
         sent += 1
       })
     const maxBatch = relayOptions.drainer.maxBatchSize
-    /** A claim's records in waves (see the doc): the `w`-th record of each ordering key in wave `w`. */
-    const wavesOf = (records: ReadonlyArray<OutboxRecord>): Array<Array<OutboxRecord>> => {
-      const waves: Array<Array<OutboxRecord>> = []
-      const seen = new Map<string, number>()
-      for (const record of records) {
-        let wave = 0
-        if (Option.isSome(record.orderingKey)) {
-          wave = seen.get(record.orderingKey.value) ?? 0
-          seen.set(record.orderingKey.value, wave + 1)
-        }
-        const list = waves[wave] ?? []
-        waves[wave] = list
-        list.push(record)
-      }
-      return waves
-    }
+    const orderingKeyOf = (record: OutboxRecord) => Option.getOrUndefined(record.orderingKey)
     const idsOf = (records: ReadonlyArray<OutboxRecord>) => records.map((record) => record.id)
     /** Sends a claim's waves, completing each but the last; then the last's complete beside the next claim. */
     const drainInOrder = (partitionKey: string, records: ReadonlyArray<OutboxRecord>): Effect.Effect<void, unknown> =>
       Effect.gen(function* () {
         for (;;) {
           if (records.length === 0) return
-          const waves = wavesOf(records)
+          const waves = addToWaves([], records, orderingKeyOf)
           let last: Array<OutboxRecord> = []
           for (const [w, wave] of waves.entries()) {
             yield* Effect.forEach(wave, send, { discard: true })
