@@ -20,7 +20,6 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { fileURLToPath } from "node:url"
-import { connect as amqpConnect } from "amqplib"
 import { connect as natsConnect } from "nats"
 import { build } from "esbuild"
 import { afterAll, inject } from "vitest"
@@ -28,6 +27,7 @@ import * as SqliteDatabase from "../src/layers/sqlite/SqliteDatabase.js"
 import { orderAt, type Outbox, type Transport, type WorkerConfig } from "./support/EndToEnd.js"
 import { freePort } from "./support/NatsServer.js"
 import { createDatabase } from "./support/PostgresServer.js"
+import { freshQueue } from "./support/RabbitMqServer.js"
 
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-e2e-"))
@@ -270,12 +270,7 @@ const webhookTransport = async (): Promise<Transport> => {
 /** The run's shared broker (test/support/globalSetup.ts), a fresh queue of its own per run. */
 const rabbitTransport = async (prefix: string): Promise<Transport> => {
   const url = inject("rabbitUrl")
-  const queue = `${prefix}${crypto.randomBytes(4).toString("hex")}`
-  const model = await amqpConnect(url)
-  const channel = await model.createChannel()
-  await channel.assertQueue(queue, { durable: true })
-  await model.close()
-  return { _tag: "rabbitmq", url, queue }
+  return { _tag: "rabbitmq", url, queue: await freshQueue(url, prefix) }
 }
 
 /** The outbox of a run: a SQLite file (`runTransport`'s default) or a fresh PostgreSQL database. */

@@ -7,7 +7,6 @@
 import { DynamoDBClient, DeleteTableCommand } from "@aws-sdk/client-dynamodb"
 import { describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
-import * as crypto from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -23,7 +22,6 @@ import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import * as HttpServer from "@effect/platform/HttpServer"
 import * as Schedule from "effect/Schedule"
 import { connect as natsConnect } from "nats"
-import { connect as amqpConnect } from "amqplib"
 import * as NatsConsumerExample from "../examples/nats-consumer.js"
 import * as RabbitMqConsumerExample from "../examples/rabbitmq-consumer.js"
 import * as WebhookConsumerExample from "../examples/webhook-consumer.js"
@@ -31,6 +29,7 @@ import { OrderPlaced, ordersSeen } from "../examples/webhook-consumer.js"
 import * as NatsSink from "../src/layers/sinks/NatsSink.js"
 import * as RabbitMqSink from "../src/layers/sinks/RabbitMqSink.js"
 import * as WebhookSink from "../src/layers/sinks/WebhookSink.js"
+import { freshQueue } from "./support/RabbitMqServer.js"
 import { recordFor } from "./support/ReceiverFixtures.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-examples-"))
@@ -157,13 +156,7 @@ describe("consumer examples", () => {
     Effect.gen(function* () {
       // the run's shared broker (test/support/globalSetup.ts), a fresh queue of the test's own
       const rabbitUrl = inject("rabbitUrl")
-      const queue = `orders_${crypto.randomBytes(4).toString("hex")}`
-      yield* Effect.promise(async () => {
-        const model = await amqpConnect(rabbitUrl)
-        const channel = await model.createChannel()
-        await channel.assertQueue(queue, { durable: true })
-        await model.close()
-      })
+      const queue = yield* Effect.promise(() => freshQueue(rabbitUrl, "orders_"))
       yield* Effect.scoped(
         Effect.gen(function* () {
           const sink = yield* RabbitMqSink.make({ url: rabbitUrl, routingKey: queue })

@@ -8,7 +8,9 @@
  * (clients see their connections closed); {@link RabbitMqServer.dispose} stops the node with
  * `rabbitmqctl -n <node> stop`, then its epmd, and removes the directory.
  */
+import { connect as amqpConnect } from "amqplib"
 import { type ChildProcess, spawn, spawnSync } from "node:child_process"
+import { randomBytes } from "node:crypto"
 import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
@@ -110,4 +112,20 @@ export const startRabbitMq = async (): Promise<RabbitMqServer> => {
     ctl,
     dispose
   }
+}
+
+/**
+ * Declares a durable queue named `prefix` and a random suffix on the broker at `url` and returns its name: a
+ * queue of the caller's own on the run's shared broker (`inject("rabbitUrl")`).
+ */
+export const freshQueue = async (url: string, prefix: string): Promise<string> => {
+  const queue = `${prefix}${randomBytes(4).toString("hex")}`
+  const model = await amqpConnect(url)
+  try {
+    const channel = await model.createChannel()
+    await channel.assertQueue(queue, { durable: true })
+  } finally {
+    await model.close()
+  }
+  return queue
 }
