@@ -541,6 +541,65 @@ const storeCallsInOrderLines = (sqlite: unknown): Array<string> => {
   ]
 }
 
+/** The profiled sides of the drain bench, as the report names them. */
+const profiledSides: ReadonlyArray<readonly [string, string]> = [
+  ["raw", "raw baseline"],
+  ["relay", "relay"],
+  ["storeCallsInOrder", "store's calls, relay's shape"],
+  ["handWritten", "hand-written drain"]
+]
+
+/**
+ * Where the SQLite sides' time goes (the drain bench's profiled rounds, `cpuProfile`): a table of milliseconds by
+ * category, and the relay's time over the store's calls in its shape (what the drainer costs), by category.
+ */
+const cpuProfileLines = (sqlite: unknown): Array<string> => {
+  const sides = at(sqlite, "cpuProfile", "sides")
+  const present = profiledSides.filter(([key]) => num(sides, key, "sampledMillis") !== undefined)
+  if (present.length === 0) return []
+  const categories = entries(sides, present[0]?.[0] ?? "", "categories").map(([name]) => name)
+  const figure = (value: number | undefined) => (value === undefined ? na : value.toFixed(1))
+  const rows = [
+    ["all samples (≈ wall time)", ...present.map(([key]) => figure(num(sides, key, "sampledMillis")))],
+    ...categories.map((category) => [
+      category,
+      ...present.map(([key]) => figure(num(sides, key, "categories", category)))
+    ])
+  ]
+  const out = [
+    `Where the SQLite sides' time goes (V8's sampling profiler over ${formatNumber(
+      num(sides, present[0]?.[0] ?? "", "rounds")
+    )} more rounds of each side, median milliseconds a round):`,
+    "",
+    ...table(["category", ...present.map(([, label]) => label)], rows)
+  ]
+  const relay = num(sides, "relay", "sampledMillis")
+  const shape = num(sides, "storeCallsInOrder", "sampledMillis")
+  const raw = num(sides, "raw", "sampledMillis")
+  if (relay !== undefined && shape !== undefined && raw !== undefined && shape > 0 && relay > 0) {
+    const over = categories
+      .map(
+        (category) =>
+          [
+            category,
+            (num(sides, "relay", "categories", category) ?? 0) -
+              (num(sides, "storeCallsInOrder", "categories", category) ?? 0)
+          ] as const
+      )
+      .filter(([, ms]) => ms >= 1)
+      .sort((a, b) => b[1] - a[1])
+      .map(([category, ms]) => `${category} ${ms.toFixed(1)}`)
+      .join(", ")
+    out.push(
+      `Profiled, the store's calls in the relay's shape take ${(raw / shape).toFixed(2)}× the raw baseline's rate and ` +
+        `the relay ${(raw / relay).toFixed(2)}×; the relay's ${(relay - shape).toFixed(1)} ms a round over that shape ` +
+        `(${(((relay - shape) / shape) * 100).toFixed(0)} %) is the drainer's own work: ${over === "" ? na : over} ms.`,
+      ""
+    )
+  }
+  return out
+}
+
 /**
  * The SQLite relay goal's ceiling for code on the store's client (`clientCeilingRatio`: the relay's statements
  * and the hand-written loop's time outside them) against the goal's ratio; with the store-calls drain's time
@@ -676,6 +735,7 @@ const drainSection = (data: unknown): Array<string> => {
   out.push(...table(["backend", "relay rec/s", "raw baseline rec/s", "relay / baseline", "goal", "goal met"], rows))
   out.push(...handWrittenDrainLines(at(data, "sqlite")))
   out.push(...storeCallsInOrderLines(at(data, "sqlite")))
+  out.push(...cpuProfileLines(at(data, "sqlite")))
   out.push(...statementTimeLines(at(data, "sqlite", "statementTime")))
   const clientCeiling = clientCeilingLine(at(data, "sqlite", "statementTime"), goalRatio(str(data, "sqlite", "target")))
   if (clientCeiling !== undefined) out.push(clientCeiling, "")

@@ -83,6 +83,7 @@ import { monitorEventLoopDelay } from "node:perf_hooks"
 import * as v8 from "node:v8"
 import * as readline from "node:readline"
 import { fileURLToPath } from "node:url"
+import * as CpuProfile from "./CpuProfile.js"
 import { candidateIds, type RawRows, RawSqlite, type RawStatement } from "./RawSqlite.js"
 import {
   formatTimeOrderedId,
@@ -299,6 +300,33 @@ const throughput = (
     return result
   }).pipe(Effect.provide(stores), Effect.orDie)
 
+/** The CPU profiler of the profiled rounds (see {@link profiledRounds}); a round is profiled only when asked. */
+const profiler = CpuProfile.make()
+
+/** The sides whose CPU time is broken down, in the order the results and the report list them. */
+const profiledSides = ["raw", "relay", "storeCallsInOrder", "handWritten"] as const
+
+/**
+ * Where each SQLite side's CPU time goes (see bench/CpuProfile.ts): `rounds` profiled rounds of the raw
+ * baseline, the relay, the store's calls in the relay's shape and the hand-written drain, taking turns; the
+ * median of the rounds per side. Runs before the statement clock is installed (it wraps every statement).
+ */
+const profiledRounds = (count: number, rounds: number): Effect.Effect<Record<string, CpuProfile.ProfiledSide>> =>
+  Effect.gen(function* () {
+    for (let r = 0; r < rounds; r++) {
+      profiler.profileNext("raw")
+      rawBaseline(count)
+      profiler.profileNext("relay")
+      yield* throughput(sqliteStores(), count, "noop")
+      profiler.profileNext("storeCallsInOrder")
+      yield* storeCallsDrain(count, true)
+      profiler.profileNext("handWritten")
+      yield* handWrittenDrain(count)
+    }
+    profiler.close()
+    return Object.fromEntries(profiledSides.map((side) => [side, CpuProfile.sideOf(profiler.rounds.get(side) ?? [])]))
+  })
+
 /**
  * Starts timing a throughput round of `count` records (and SQLite's statements, when the statement clock is
  * installed); the returned function ends it and gives the round's figures.
@@ -306,11 +334,13 @@ const throughput = (
 const startRound = (count: number): (() => Throughput) => {
   const timeStatements = statementClock.installed
   if (timeStatements) statementClock.start()
+  profiler.start()
   const startWall = performance.now()
   const startCpu = cpuMillis()
   return () => {
     const wall = (performance.now() - startWall) / 1000
     const cpu = (cpuMillis() - startCpu) / 1000
+    profiler.stop()
     const statements = timeStatements ? statementClock.stop(count) : undefined
     return {
       records: count,
@@ -1443,6 +1473,13 @@ const main = Effect.gen(function* () {
     )
     return
   }
+  if (only === "sqlite-profile") {
+    // the profiled rounds alone (see profiledRounds), more of them
+    yield* throughput(sqliteStores(), sqliteCount, "noop")
+    const sides = yield* profiledRounds(sqliteCount, quick ? 1 : 8)
+    console.log("sqlite CPU time by category (profiled rounds, median)", JSON.stringify(sides, null, 1))
+    return
+  }
   if (only === "sqlite") {
     console.log("sqlite relay, warm-up (not counted)", yield* throughput(sqliteStores(), sqliteCount, "noop"))
     for (let r = 0; r < sqliteRounds; r++) {
@@ -1454,6 +1491,10 @@ const main = Effect.gen(function* () {
       console.log("sqlite store calls alone", yield* storeCallsDrain(sqliteCount))
       console.log("sqlite store calls alone, order kept", yield* storeCallsDrain(sqliteCount, true))
     }
+    console.log(
+      "sqlite CPU time by category (profiled rounds, median)",
+      JSON.stringify(yield* profiledRounds(sqliteCount, 3), null, 1)
+    )
     statementClock.install()
     console.log("raw sqlite, statements counted", rawBaseline(sqliteCount).statements)
     console.log("raw sqlite, statements by kind", JSON.stringify(phasesOf(statementClock.phases), null, 1))
@@ -1568,6 +1609,10 @@ const main = Effect.gen(function* () {
   const unkeyedRatios = perRoundRatios(unkeyedRuns, unkeyedRawRuns)
   const floor = latencyFloor(sqliteLatency, sqlite.recordsPerSecondWall, best(interleavedRuns).recordsPerSecondWall)
   console.log(floor.statement)
+
+  // where each side's CPU time goes, by category, before the statement clock wraps the statements
+  const cpuProfile = yield* profiledRounds(sqliteCount, quick ? 1 : 3)
+  console.log("sqlite CPU time by category (profiled rounds, median)", JSON.stringify(cpuProfile, null, 1))
 
   // last (it patches the module): where the SQLite relay's time goes, SQLite's own work against the rest
   statementClock.install()
@@ -1758,6 +1803,16 @@ const main = Effect.gen(function* () {
           "completed with one OutboxStore.complete before the next is sent, the last wave's complete made beside the next claim (one group " +
           "commit); no lease, drainer, metric or failure handling: the ceiling for a relay with a drainer per partition (SPEC §6) on the " +
           "store's own calls; relayAgainstIt = the relay's rounds against these (best against best, per round, median)"
+      },
+      cpuProfile: {
+        sampleIntervalMicros: profiler.intervalMicros,
+        sides: cpuProfile,
+        note:
+          "CPU time of profiled rounds by what was running (V8's sampling profiler, every 100 µs, from a round's start to its end; " +
+          "the median of the rounds, milliseconds per round of the goal's backlog): SQLite = better-sqlite3's native statement calls; " +
+          "@effect/sql client = @effect/sql and @effect/sql-sqlite-node's JavaScript; Effect runtime = the effect package (the run loop, " +
+          "fibers, and code it inlines); library = src/; the profiler's own cost is in every side; sides: the raw baseline, the relay, " +
+          "the store's calls in the relay's shape (storeCallsDrainInOrder), the hand-written drain; informational"
       },
       statementTime: {
         raw: timedRaw,

@@ -429,6 +429,39 @@ describe("bench report", () => {
     expect(without).not.toContain("the store's own claim and complete calls alone")
   })
 
+  it("renders where the SQLite sides' time goes, and the relay's time over the store's calls in its shape", () => {
+    const side = (sampled: number, sqlite: number, effect: number, library: number) => ({
+      rounds: 3,
+      sampledMillis: sampled,
+      busyMillis: sampled,
+      categories: { "SQLite (native)": sqlite, "Effect runtime": effect, "library (src/)": library, idle: 0 },
+      topLibraryFiles: {}
+    })
+    const cpuProfile = {
+      sides: {
+        raw: side(450, 360, 0, 0),
+        relay: side(600, 380, 130, 60),
+        storeCallsInOrder: side(500, 370, 80, 20),
+        handWritten: side(480, 370, 20, 0)
+      }
+    }
+    const readme = renderReadme({ drain: { sqlite: { cpuProfile } } })
+    expect(readme).toContain("V8's sampling profiler over 3 more rounds of each side")
+    expect(readme).toContain("| category | raw baseline | relay | store's calls, relay's shape | hand-written drain |")
+    expect(readme).toContain("| Effect runtime | 0.0 | 130.0 | 80.0 | 20.0 |")
+    expect(readme).toContain(
+      "the store's calls in the relay's shape take 0.90× the raw baseline's rate and the relay 0.75×; " +
+        "the relay's 100.0 ms a round over that shape (20 %) is the drainer's own work: " +
+        "Effect runtime 50.0, library (src/) 40.0, SQLite (native) 10.0 ms."
+    )
+    // a side missing from the results is left out of the table, and without the shape there is no comparison
+    const { storeCallsInOrder: _shape, ...withoutShape } = cpuProfile.sides
+    const partial = renderReadme({ drain: { sqlite: { cpuProfile: { sides: withoutShape } } } })
+    expect(partial).toContain("| category | raw baseline | relay | hand-written drain |")
+    expect(partial).not.toContain("is the drainer's own work")
+    expect(renderReadme({ drain: { sqlite: {} } })).not.toContain("V8's sampling profiler")
+  })
+
   it("renders the SQLite latency goal with its floor and the raw producer and relay at the same pace", () => {
     const latencyGoal = {
       target: "p99 ≤ 250 ms",

@@ -1,0 +1,192 @@
+/**
+ * Where a timed round's CPU time goes: V8's sampling profiler (through `node:inspector`, on this thread) runs
+ * from a round's start to its end, and every sample is put under what was running when it was taken — SQLite
+ * (better-sqlite3's native statement calls), the `@effect/sql` client's JavaScript, Effect's runtime, the
+ * library's own code (by file), the bench's code, garbage collection, or the rest. The sides of one bench run
+ * are profiled the same way, so their figures compare; the profiler's own cost is in all of them.
+ *
+ * An inspector session on the same thread answers synchronously, so a round is started and stopped without
+ * waiting (the rounds' timers stay as they are).
+ */
+import * as inspector from "node:inspector"
+
+/** One profiled round: milliseconds by category, and by library file. */
+export interface ProfiledRound {
+  /** Every sample of the round (about its wall time). */
+  readonly sampledMillis: number
+  /** The samples in which the thread ran (not idle). */
+  readonly busyMillis: number
+  readonly categories: Record<string, number>
+  readonly libraryFiles: Record<string, number>
+}
+
+/** The categories, in the order a report lists them. */
+export const categories = [
+  "SQLite (native)",
+  "@effect/sql client",
+  "Effect runtime",
+  "library (src/)",
+  "bench code",
+  "garbage collection",
+  "Node.js and V8",
+  "other",
+  "idle"
+] as const
+
+/** better-sqlite3's native calls, as the profiler names them (a frame without a script). */
+const sqliteNatives = new Set(["all", "run", "get", "iterate", "raw", "prepare", "exec", "pragma", "Statement"])
+
+export interface ProfileNode {
+  readonly id: number
+  readonly callFrame: { readonly functionName: string; readonly url: string }
+}
+
+export interface Profile {
+  readonly nodes: ReadonlyArray<ProfileNode>
+  readonly samples?: ReadonlyArray<number>
+  readonly timeDeltas?: ReadonlyArray<number>
+}
+
+const isProfile = (u: unknown): u is Profile =>
+  typeof u === "object" && u !== null && Array.isArray(Reflect.get(u, "nodes"))
+
+/**
+ * The category of a sample by its innermost frame (`idle`: the thread waited, for a timer or for I/O);
+ * `undefined` for the profiler's own frames.
+ */
+const categoryOf = ({ functionName, url }: ProfileNode["callFrame"]): string | undefined => {
+  if (functionName === "dispatch" || functionName === "(root)") return undefined
+  if (functionName === "(idle)") return "idle"
+  if (functionName === "(garbage collector)") return "garbage collection"
+  if (url === "") return sqliteNatives.has(functionName) ? "SQLite (native)" : "Node.js and V8"
+  if (url.includes("/node_modules/@effect/sql")) return "@effect/sql client"
+  if (url.includes("/node_modules/effect/")) return "Effect runtime"
+  if (url.includes("/src/")) return "library (src/)"
+  if (url.includes("/bench/")) return "bench code"
+  if (url.startsWith("node:")) return "Node.js and V8"
+  return "other"
+}
+
+/** Sums a profile's samples by category (and library file), in milliseconds. */
+export const summarise = (profile: Profile): ProfiledRound => {
+  const byId = new Map<number, ProfileNode>()
+  for (const node of profile.nodes) byId.set(node.id, node)
+  const byCategory: Record<string, number> = {}
+  const byFile: Record<string, number> = {}
+  let sampled = 0
+  const samples = profile.samples ?? []
+  const deltas = profile.timeDeltas ?? []
+  for (let i = 0; i < samples.length; i++) {
+    const node = byId.get(samples[i] ?? -1)
+    const micros = deltas[i] ?? 0
+    if (node === undefined) continue
+    const category = categoryOf(node.callFrame)
+    if (category === undefined) continue
+    sampled += micros
+    byCategory[category] = (byCategory[category] ?? 0) + micros
+    if (category === "library (src/)") {
+      const file = node.callFrame.url.slice(node.callFrame.url.indexOf("/src/") + 1)
+      byFile[file] = (byFile[file] ?? 0) + micros
+    }
+  }
+  const millis = (record: Record<string, number>) =>
+    Object.fromEntries(Object.entries(record).map(([key, micros]) => [key, Number((micros / 1000).toFixed(1))]))
+  return {
+    sampledMillis: Number((sampled / 1000).toFixed(1)),
+    busyMillis: Number(((sampled - (byCategory["idle"] ?? 0)) / 1000).toFixed(1)),
+    categories: millis(byCategory),
+    libraryFiles: millis(byFile)
+  }
+}
+
+/**
+ * The profiler of the bench's rounds: `profileNext(label)` makes the next round started with {@link start}
+ * a profiled one, kept under `label`.
+ */
+export const make = (intervalMicros = 100) => {
+  let session: inspector.Session | undefined
+  let label: string | undefined
+  let running: string | undefined
+  const rounds = new Map<string, Array<ProfiledRound>>()
+  /** Posts a command and returns its result, which a same-thread session hands back before `post` returns. */
+  const post = (method: string, params?: object): unknown => {
+    let result: unknown
+    let failure: Error | null = null
+    session?.post(method, params, (error, value) => {
+      failure = error
+      result = value
+    })
+    if (failure !== null) throw failure
+    return result
+  }
+  return {
+    intervalMicros,
+    rounds,
+    /** The next round is profiled, under `label`. */
+    profileNext(next: string): void {
+      label = next
+    },
+    /** Called at a round's start: starts the profiler when the round is to be profiled. */
+    start(): void {
+      if (label === undefined) return
+      if (session === undefined) {
+        session = new inspector.Session()
+        session.connect()
+        post("Profiler.enable")
+        post("Profiler.setSamplingInterval", { interval: intervalMicros })
+      }
+      running = label
+      label = undefined
+      post("Profiler.start")
+    },
+    /** Called at a round's end: stops the profiler and keeps the round's summary. */
+    stop(): void {
+      if (running === undefined) return
+      const result = post("Profiler.stop")
+      const profile: unknown =
+        typeof result === "object" && result !== null ? Reflect.get(result, "profile") : undefined
+      if (!isProfile(profile)) throw new Error("the profiler returned no profile")
+      const list = rounds.get(running) ?? []
+      list.push(summarise(profile))
+      rounds.set(running, list)
+      running = undefined
+    },
+    close(): void {
+      session?.disconnect()
+      session = undefined
+    }
+  }
+}
+
+const medianOf = (values: ReadonlyArray<number>): number => {
+  const sorted = [...values].sort((a, b) => a - b)
+  const mid = Math.floor(sorted.length / 2)
+  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
+}
+
+/** A side's profiled rounds as the results hold them: the median of the rounds, category by category. */
+export interface ProfiledSide {
+  readonly rounds: number
+  readonly sampledMillis: number
+  readonly busyMillis: number
+  readonly categories: Record<string, number>
+  /** The library's files that took the most time (median milliseconds), at most ten. */
+  readonly topLibraryFiles: Record<string, number>
+}
+
+/** The median of a side's rounds, per category and per library file. */
+export const sideOf = (rounds: ReadonlyArray<ProfiledRound>): ProfiledSide => {
+  const median = (pick: (round: ProfiledRound) => number) => Number(medianOf(rounds.map(pick)).toFixed(1))
+  const files = new Set(rounds.flatMap((round) => Object.keys(round.libraryFiles)))
+  const fileMedians = [...files]
+    .map((file) => [file, median((round) => round.libraryFiles[file] ?? 0)] as const)
+    .sort((a, b) => b[1] - a[1])
+    .slice(0, 10)
+  return {
+    rounds: rounds.length,
+    sampledMillis: median((round) => round.sampledMillis),
+    busyMillis: median((round) => round.busyMillis),
+    categories: Object.fromEntries(categories.map((name) => [name, median((round) => round.categories[name] ?? 0)])),
+    topLibraryFiles: Object.fromEntries(fileMedians)
+  }
+}
