@@ -9,6 +9,7 @@
  * waiting (the rounds' timers stay as they are).
  */
 import * as inspector from "node:inspector"
+import { median } from "./Stats.js"
 
 /** One profiled round: milliseconds by category, and by library file. */
 export interface ProfiledRound {
@@ -158,12 +159,6 @@ export const make = (intervalMicros = 100) => {
   }
 }
 
-const medianOf = (values: ReadonlyArray<number>): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = Math.floor(sorted.length / 2)
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
-}
-
 /** A side's profiled rounds as the results hold them: the median of the rounds, category by category. */
 export interface ProfiledSide {
   readonly rounds: number
@@ -176,17 +171,17 @@ export interface ProfiledSide {
 
 /** The median of a side's rounds, per category and per library file. */
 export const sideOf = (rounds: ReadonlyArray<ProfiledRound>): ProfiledSide => {
-  const median = (pick: (round: ProfiledRound) => number) => Number(medianOf(rounds.map(pick)).toFixed(1))
+  const medianOf = (pick: (round: ProfiledRound) => number) => Number(median(rounds.map(pick)).toFixed(1))
   const files = new Set(rounds.flatMap((round) => Object.keys(round.libraryFiles)))
   const fileMedians = [...files]
-    .map((file) => [file, median((round) => round.libraryFiles[file] ?? 0)] as const)
+    .map((file) => [file, medianOf((round) => round.libraryFiles[file] ?? 0)] as const)
     .sort((a, b) => b[1] - a[1])
     .slice(0, 10)
   return {
     rounds: rounds.length,
-    sampledMillis: median((round) => round.sampledMillis),
-    busyMillis: median((round) => round.busyMillis),
-    categories: Object.fromEntries(categories.map((name) => [name, median((round) => round.categories[name] ?? 0)])),
+    sampledMillis: medianOf((round) => round.sampledMillis),
+    busyMillis: medianOf((round) => round.busyMillis),
+    categories: Object.fromEntries(categories.map((name) => [name, medianOf((round) => round.categories[name] ?? 0)])),
     topLibraryFiles: Object.fromEntries(fileMedians)
   }
 }

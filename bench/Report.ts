@@ -13,6 +13,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as prettier from "prettier"
+import { median } from "./Stats.js"
 
 /** The result files the report knows, in report order. */
 export const ResultNames = [
@@ -1177,12 +1178,8 @@ const brokerTable = (
 }
 
 /** The median of the figures; undefined when there are none. */
-const medianOf = (values: ReadonlyArray<number>): number | undefined => {
-  if (values.length === 0) return undefined
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = sorted.length >> 1
-  return sorted.length % 2 === 1 ? sorted[mid] : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
-}
+const medianOf = (values: ReadonlyArray<number>): number | undefined =>
+  values.length === 0 ? undefined : median(values)
 
 /** The untimed warm-up rounds of brokers.json, when it records them. */
 const warmUpLine = (data: unknown): Array<string> => {

@@ -81,6 +81,7 @@ import { Sink } from "../src/services/Sink.js"
 import { startNats } from "../test/support/NatsServer.js"
 import { startRabbitMq } from "../test/support/RabbitMqServer.js"
 import * as Delivered from "./Delivered.js"
+import { median } from "./Stats.js"
 
 const quick = process.argv.includes("--quick")
 const total = quick ? 1_000 : 20_000
@@ -607,12 +608,6 @@ const measure = async (
       `hand-written relay ${figures.handWrittenSettled.map((r) => r.toFixed(0)).join(", ")}/s`
   )
   return figures
-}
-
-const median = (values: ReadonlyArray<number>): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = sorted.length >> 1
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
 }
 
 const ratio2 = (a: number, b: number): number => Number((a / b).toFixed(2))

@@ -48,6 +48,7 @@ import * as DynamoDb from "../src/services/DynamoDb.js"
 import { OutboxStore, type OutboxStoreService } from "../src/services/OutboxStore.js"
 import { startDynamoLocal } from "../test/support/globalSetup.js"
 import { progress } from "./Progress.js"
+import { median } from "./Stats.js"
 
 const quick = process.argv.includes("--quick")
 const producers = 8
@@ -352,16 +353,6 @@ interface Scenario {
     readonly contendedToSpread: number
     readonly spreadToSingle: number
   }
-}
-
-const median = (values: ReadonlyArray<number>): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = sorted.length >> 1
-  return sorted.length === 0
-    ? 0
-    : sorted.length % 2 === 1
-      ? (sorted[mid] ?? 0)
-      : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
 }
 
 /** Best round by throughput of each side; the ratios compare the bests. */

@@ -114,6 +114,7 @@ import {
   payload,
   recordMaker
 } from "./DrainRecords.js"
+import { median } from "./Stats.js"
 
 const quick = process.argv.includes("--quick")
 /** `--only=memory` or `--only=sqlite` runs one backend and prints its figures without writing results. */
@@ -1408,11 +1409,6 @@ const sqliteStores = (options: SqliteOutboxStore.SqliteOutboxStoreOptions = {}):
 
 const best = (runs: ReadonlyArray<Throughput>): Throughput =>
   runs.reduce((a, b) => (b.recordsPerSecondWall > a.recordsPerSecondWall ? b : a))
-
-const median = (values: ReadonlyArray<number>): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  return sorted[Math.floor(sorted.length / 2)] ?? 0
-}
 
 /** The pace of a latency-only run: `--rate=N` records/s, else half of one SQLite throughput round's. */
 const latencyPace = (count: number): Effect.Effect<number> =>

@@ -60,6 +60,7 @@ import * as DynamoDb from "../src/services/DynamoDb.js"
 import { OutboxStore, type OutboxStoreService } from "../src/services/OutboxStore.js"
 import { startDynamoLocal } from "../test/support/globalSetup.js"
 import { progress } from "./Progress.js"
+import { median } from "./Stats.js"
 
 const quick = process.argv.includes("--quick")
 const tableName = "outbox-bench-throughput"
@@ -82,12 +83,6 @@ type Side = "raw" | "store"
 // ---------------------------------------------------------------------------------------------------
 
 const round = (n: number, digits = 3): number => Number(n.toFixed(digits))
-
-const median = (values: ReadonlyArray<number>): number => {
-  const sorted = [...values].sort((a, b) => a - b)
-  const mid = sorted.length >> 1
-  return sorted.length % 2 === 1 ? (sorted[mid] ?? 0) : ((sorted[mid - 1] ?? 0) + (sorted[mid] ?? 0)) / 2
-}
 
 /** Nearest-rank percentile. */
 const percentile = (values: ReadonlyArray<number>, p: number): number => {
