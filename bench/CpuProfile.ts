@@ -37,11 +37,13 @@ export const categories = [
 /** better-sqlite3's native calls, as the profiler names them (a frame without a script). */
 const sqliteNatives = new Set(["all", "run", "get", "iterate", "raw", "prepare", "exec", "pragma", "Statement"])
 
+/** A node of a V8 CPU profile: the function a sample was taken in (its script's URL; none for native code). */
 export interface ProfileNode {
   readonly id: number
   readonly callFrame: { readonly functionName: string; readonly url: string }
 }
 
+/** A V8 CPU profile (`Profiler.stop`'s): its nodes, the node of each sample and the time before each. */
 export interface Profile {
   readonly nodes: ReadonlyArray<ProfileNode>
   readonly samples?: ReadonlyArray<number>
@@ -56,7 +58,8 @@ const isProfile = (u: unknown): u is Profile =>
  * `undefined` for the profiler's own frames.
  */
 const categoryOf = ({ functionName, url }: ProfileNode["callFrame"]): string | undefined => {
-  if (functionName === "dispatch" || functionName === "(root)") return undefined
+  // the inspector's own message dispatch (the profile's hand-over) and the root are the profiler's
+  if ((functionName === "dispatch" && url === "") || functionName === "(root)") return undefined
   if (functionName === "(idle)") return "idle"
   if (functionName === "(garbage collector)") return "garbage collection"
   if (url === "") return sqliteNatives.has(functionName) ? "SQLite (native)" : "Node.js and V8"
