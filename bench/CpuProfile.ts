@@ -34,6 +34,20 @@ export const categories = [
   "idle"
 ] as const
 
+/**
+ * The drain bench's profiled sides: the key under which drain.json keeps each, and the report's label. The
+ * bench profiles them in this order, the report lists them so.
+ */
+export const profiledSides = [
+  ["raw", "raw baseline"],
+  ["relay", "relay"],
+  ["storeCallsInOrder", "store's calls, relay's shape"],
+  ["handWritten", "hand-written drain"]
+] as const
+
+/** A profiled side's key in drain.json. */
+export type ProfiledSideKey = (typeof profiledSides)[number][0]
+
 /** better-sqlite3's native calls, as the profiler names them (a frame without a script). */
 const sqliteNatives = new Set(["all", "run", "get", "iterate", "raw", "prepare", "exec", "pragma", "Statement"])
 

@@ -13,6 +13,7 @@
 import { existsSync, readFileSync, writeFileSync } from "node:fs"
 import { join } from "node:path"
 import * as prettier from "prettier"
+import { profiledSides } from "./CpuProfile.js"
 import { median } from "./Stats.js"
 
 /** The result files the report knows, in report order. */
@@ -494,8 +495,8 @@ const statementTimeLines = (data: unknown): Array<string> => {
 }
 
 /** A side's ratio best against best and as the median of the per-round ratios, in words. */
-const bestAndMedian = (best: number | undefined, median: number | undefined): string =>
-  `${best === undefined ? na : `${best.toFixed(2)}×`} best against best, ${median === undefined ? na : `${median.toFixed(2)}×`} the median of rounds`
+const bestAndMedian = (best: number | undefined, medianOfRounds: number | undefined): string =>
+  `${best === undefined ? na : `${best.toFixed(2)}×`} best against best, ${medianOfRounds === undefined ? na : `${medianOfRounds.toFixed(2)}×`} the median of rounds`
 
 /**
  * The hand-written drain on the store's client (with and without the relay's order) against the raw baseline,
@@ -541,14 +542,6 @@ const storeCallsInOrderLines = (sqlite: unknown): Array<string> => {
     ""
   ]
 }
-
-/** The profiled sides of the drain bench, as the report names them. */
-const profiledSides: ReadonlyArray<readonly [string, string]> = [
-  ["raw", "raw baseline"],
-  ["relay", "relay"],
-  ["storeCallsInOrder", "store's calls, relay's shape"],
-  ["handWritten", "hand-written drain"]
-]
 
 /**
  * Where the SQLite sides' time goes (the drain bench's profiled rounds, `cpuProfile`): a table of milliseconds by

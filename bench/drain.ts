@@ -63,7 +63,9 @@
  * second run with every statement timed, SQLite's statements by kind (counts, time, rows per claim), for the
  * relay and for the raw producer and relay at the same pace (the hand-written `@effect/sql` loop runs there too);
  * `--only=sqlite-latency-process` runs one throughput round, then the latency phase with the producer in a
- * second process.
+ * second process. The full run and `--only=sqlite` also profile three more rounds of each SQLite side (raw,
+ * relay, the store's calls in the relay's shape, hand-written; bench/CpuProfile.ts) and break their time down by
+ * what ran; `--only=sqlite-profile` runs eight such rounds alone.
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -117,7 +119,7 @@ import {
 import { median } from "./Stats.js"
 
 const quick = process.argv.includes("--quick")
-/** `--only=memory` or `--only=sqlite` runs one backend and prints its figures without writing results. */
+/** `--only=<mode>` (see the header: memory, sqlite, sqlite-latency, sqlite-latency-process, sqlite-profile) prints without writing results. */
 const only = process.argv.find((arg) => arg.startsWith("--only="))?.slice("--only=".length)
 const here = path.dirname(fileURLToPath(import.meta.url))
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-drain-bench-"))
@@ -304,9 +306,6 @@ const throughput = (
 /** The CPU profiler of the profiled rounds (see {@link profiledRounds}); a round is profiled only when asked. */
 const profiler = CpuProfile.make()
 
-/** The sides whose CPU time is broken down, in the order the results and the report list them. */
-const profiledSides = ["raw", "relay", "storeCallsInOrder", "handWritten"] as const
-
 /**
  * Where each SQLite side's CPU time goes (see bench/CpuProfile.ts): `rounds` profiled rounds of the raw
  * baseline, the relay, the store's calls in the relay's shape and the hand-written drain, taking turns; the
@@ -314,18 +313,24 @@ const profiledSides = ["raw", "relay", "storeCallsInOrder", "handWritten"] as co
  */
 const profiledRounds = (count: number, rounds: number): Effect.Effect<Record<string, CpuProfile.ProfiledSide>> =>
   Effect.gen(function* () {
+    // each round on a file of its own: the sides' effects are made for every round (the store's layers and the
+    // hand-written drain pick their file when made)
+    const roundOf: Record<CpuProfile.ProfiledSideKey, () => Effect.Effect<unknown>> = {
+      raw: () => Effect.sync(() => rawBaseline(count)),
+      relay: () => throughput(sqliteStores(), count, "noop"),
+      storeCallsInOrder: () => storeCallsDrain(count, true),
+      handWritten: () => handWrittenDrain(count)
+    }
     for (let r = 0; r < rounds; r++) {
-      profiler.profileNext("raw")
-      rawBaseline(count)
-      profiler.profileNext("relay")
-      yield* throughput(sqliteStores(), count, "noop")
-      profiler.profileNext("storeCallsInOrder")
-      yield* storeCallsDrain(count, true)
-      profiler.profileNext("handWritten")
-      yield* handWrittenDrain(count)
+      for (const [side] of CpuProfile.profiledSides) {
+        profiler.profileNext(side)
+        yield* roundOf[side]()
+      }
     }
     profiler.close()
-    return Object.fromEntries(profiledSides.map((side) => [side, CpuProfile.sideOf(profiler.rounds.get(side) ?? [])]))
+    return Object.fromEntries(
+      CpuProfile.profiledSides.map(([side]) => [side, CpuProfile.sideOf(profiler.rounds.get(side) ?? [])])
+    )
   })
 
 /**
@@ -1643,10 +1648,6 @@ const main = Effect.gen(function* () {
     relayStatementSeconds > 0
       ? Number((timedRaw.wallSeconds / (relayStatementSeconds + (micros * sqliteCount) / 1e6)).toFixed(3))
       : undefined
-  /**
-   * A variant's rounds (run beside the goal's, round by round) against the raw baseline: its best round, every
-   * round, best against best, each round's ratio to the raw round it alternated with, and their median.
-   */
   /** `runs` against `baseline`'s rounds: best against best, round by round, and the median of the rounds. */
   const ratiosAgainst = (runs: ReadonlyArray<Throughput>, baseline: ReadonlyArray<Throughput>) => {
     const perRound = perRoundRatios(runs, baseline)
@@ -1656,6 +1657,10 @@ const main = Effect.gen(function* () {
       ratioWallMedianOfRounds: median(perRound)
     }
   }
+  /**
+   * A variant's rounds (run beside the goal's, round by round) against the raw baseline: its best round, every
+   * round, best against best, each round's ratio to the raw round it alternated with, and their median.
+   */
   const againstRawRounds = (runs: ReadonlyArray<Throughput>) => ({
     throughput: best(runs),
     runs,
