@@ -9,6 +9,8 @@ import { describe, expect, it } from "@effect/vitest"
 import * as Cause from "effect/Cause"
 import * as Chunk from "effect/Chunk"
 import * as DateTime from "effect/DateTime"
+import * as Deferred from "effect/Deferred"
+import type * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Exit from "effect/Exit"
@@ -572,6 +574,82 @@ describe("SqliteOutboxStore", () => {
         expect(yield* store.countClaimed("tx")).toBe(0)
       }).pipe(Effect.provide(memory))
     )
+  })
+
+  describe("the write lock", () => {
+    /**
+     * Another connection to `filename` (a database layer of its own) takes SQLite's write lock and keeps it
+     * until `release` completes; `locked` completes once it holds it.
+     */
+    const holdWriteLock = (filename: string, locked: Deferred.Deferred<void>, release: Deferred.Deferred<void>) =>
+      Effect.gen(function* () {
+        const other = yield* SqlClient.SqlClient
+        yield* other.withTransaction(
+          Effect.gen(function* () {
+            yield* other`CREATE TABLE lock_holder (x INTEGER)`
+            yield* Deferred.succeed(locked, undefined)
+            yield* Deferred.await(release)
+          })
+        )
+      }).pipe(Effect.provide(SqliteDatabase.layer({ filename })))
+
+    /** The store and the SqlClient of `filename`, with the given busy timeout. */
+    const storeWithBusyTimeout = (filename: string, busyTimeout: Duration.DurationInput) =>
+      Layer.provideMerge(SqliteOutboxStore.layer, SqliteDatabase.layer({ filename, busyTimeout }))
+
+    it.live(
+      "a transaction of the store's waits for another connection's write lock without blocking the thread",
+      () => {
+        const filename = freshFile()
+        return Effect.gen(function* () {
+          const store = yield* OutboxStore
+          const sql = yield* SqlClient.SqlClient
+          const locked = yield* Deferred.make<void>()
+          const release = yield* Deferred.make<void>()
+          const holder = yield* Effect.fork(holdWriteLock(filename, locked, release))
+          yield* Deferred.await(locked)
+          const persist = yield* Effect.fork(store.persist([record("p", "e1")]))
+          // SQLite's own busy handler would sleep on this thread until the busy timeout (two minutes), and the
+          // lock's holder, on the same thread, could not let go: these sleeps run only while the persist waits
+          // without blocking it
+          let ticks = 0
+          for (let i = 0; i < 10; i++) {
+            yield* Effect.sleep("2 millis")
+            ticks += 1
+          }
+          expect(Option.isNone(yield* Fiber.poll(persist))).toBe(true)
+          yield* Deferred.succeed(release, undefined)
+          yield* Fiber.join(holder)
+          yield* Fiber.join(persist)
+          expect(ticks).toBe(10)
+          expect(yield* store.countPending("p")).toBe(1)
+          // the connection's own busy timeout is back once the lock was taken
+          expect(yield* sql`PRAGMA busy_timeout`).toEqual([{ timeout: 120_000 }])
+        }).pipe(Effect.provide(storeWithBusyTimeout(filename, "2 minutes")))
+      }
+    )
+
+    it.live("a write lock held past the busy timeout fails the call StoreUnavailable and writes nothing", () => {
+      const filename = freshFile()
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        const locked = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const holder = yield* Effect.fork(holdWriteLock(filename, locked, release))
+        yield* Deferred.await(locked)
+        const error = yield* Effect.flip(store.persist([record("p", "e1")]))
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(holder)
+        expect(error._tag).toBe("StoreUnavailable")
+        expect(error.message).toMatch(/persist/)
+        expect(yield* store.countPending("p")).toBe(0)
+        expect(yield* sql`PRAGMA busy_timeout`).toEqual([{ timeout: 20 }])
+        // and the store writes again once the lock is free
+        yield* store.persist([record("p", "e2")])
+        expect(yield* store.countPending("p")).toBe(1)
+      }).pipe(Effect.provide(storeWithBusyTimeout(filename, "20 millis")))
+    })
   })
 
   describe("crash recovery", () => {

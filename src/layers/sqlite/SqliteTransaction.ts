@@ -5,6 +5,11 @@
  *
  * - A failure of the body or of `COMMIT` rolls back and is returned; a rollback SQLite already did itself
  *   (after `SQLITE_FULL` or an I/O error) is not a second failure.
+ * - A transaction of the store's own takes SQLite's write lock up front (`BEGIN IMMEDIATE`) without
+ *   blocking the thread: the `BEGIN` runs under a zero busy timeout, and while another connection (another
+ *   process) holds the lock it is tried again every millisecond, the fiber sleeping in between, for as long as
+ *   the connection's busy timeout allows. SQLite's own busy handler would sleep on the thread, 1, 2, 5, 10 ms…
+ *   between its tries, and its statements after the `BEGIN` then never wait for the lock.
  * - Busy failures are retried briefly where the store owns the transaction (`SqliteSupport.retryBusy`);
  *   inside a caller's transaction only the caller may retry.
  * - Bodies are short runs of statements and are not interrupted half-way.
@@ -14,11 +19,14 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
+import * as Clock from "effect/Clock"
+import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import { StoreUnavailable } from "../../domain/OutboxError.js"
 import { run } from "./SqliteStatement.js"
-import { retryBusy } from "./SqliteSupport.js"
+import { isBusy, retryBusy } from "./SqliteSupport.js"
 
 /**
  * The statement runner of the store.
@@ -55,7 +63,9 @@ export interface Transactions {
 
 /** Statements of the store's own transactions (never interpolated with values). */
 const control = {
-  begin: "BEGIN",
+  begin: "BEGIN IMMEDIATE",
+  readBusyTimeout: "PRAGMA busy_timeout",
+  noBusyWait: "PRAGMA busy_timeout = 0",
   commit: "COMMIT",
   rollback: "ROLLBACK",
   savepoint: "SAVEPOINT outbox_store",
@@ -89,6 +99,50 @@ const undo = (conn: Connection, nested: boolean): Effect.Effect<void> =>
     )
   )
 
+/** The time between two tries of a `BEGIN IMMEDIATE` that found the write lock taken. */
+const lockRetryDelay = Duration.millis(1)
+
+/** The busy timeout SQLite reports (`PRAGMA busy_timeout`), in milliseconds; 0 when it reports none. */
+const busyTimeoutOf = (rows: ReadonlyArray<unknown>): number => {
+  const row: unknown = rows[0]
+  const value: unknown = typeof row === "object" && row !== null ? Reflect.get(row, "timeout") : undefined
+  return typeof value === "number" && Number.isSafeInteger(value) && value > 0 ? value : 0
+}
+
+/**
+ * Opens a transaction of the store's own with the write lock taken, without blocking the thread while another
+ * connection holds it: `BEGIN IMMEDIATE` under a zero busy timeout (the connection's own restored right after),
+ * tried again every {@link lockRetryDelay} until it succeeds, fails otherwise, or `busyMillis` passed (then it
+ * fails busy, as SQLite's own wait would have).
+ */
+const beginWrite = (conn: Connection, busyMillis: number): Effect.Effect<void, SqlError> => {
+  const restore = `PRAGMA busy_timeout = ${busyMillis}`
+  const attempt: Effect.Effect<Either.Either<unknown, SqlError>, SqlError> = Effect.zipRight(
+    run(conn, control.noBusyWait, []),
+    Effect.flatMap(Effect.either(run(conn, control.begin, [])), (begun) =>
+      Effect.as(
+        // a failed restore after a successful BEGIN leaves no transaction open behind it
+        Either.isRight(begun)
+          ? Effect.tapError(run(conn, restore, []), () => undo(conn, false))
+          : run(conn, restore, []),
+        begun
+      )
+    )
+  )
+  const loop = (startedAt: number): Effect.Effect<void, SqlError> =>
+    Effect.flatMap(attempt, (begun) => {
+      if (Either.isRight(begun)) return Effect.void
+      const error = begun.left
+      if (!isBusy(error)) return Effect.fail(error)
+      return Effect.flatMap(Clock.currentTimeMillis, (now) =>
+        now - startedAt >= busyMillis
+          ? Effect.fail(error)
+          : Effect.zipRight(Effect.sleep(lockRetryDelay), loop(startedAt))
+      )
+    })
+  return Effect.flatMap(Clock.currentTimeMillis, loop)
+}
+
 /**
  * Builds the runner on the store's `SqlClient`. Statements run on the client's connection directly,
  * without the client's per-statement span: every public operation already has one span (from the store
@@ -97,6 +151,16 @@ const undo = (conn: Connection, nested: boolean): Effect.Effect<void> =>
  * @since 0.1.0
  */
 export const make = (sql: SqlClient.SqlClient): Transactions => {
+  // the connection's busy timeout, read at the first transaction of the store's own (see beginWrite)
+  let busyMillis: number | undefined
+  const begin = (conn: Connection): Effect.Effect<void, SqlError> =>
+    busyMillis !== undefined
+      ? beginWrite(conn, busyMillis)
+      : Effect.flatMap(run(conn, control.readBusyTimeout, []), (rows) => {
+          busyMillis = busyTimeoutOf(rows)
+          return beginWrite(conn, busyMillis)
+        })
+
   const withConnection: Transactions["withConnection"] = (f, retry) =>
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
       if (Option.isNone(outer)) return retryBusy(Effect.scoped(Effect.flatMap(sql.reserve, (conn) => f(conn, false))))
@@ -106,7 +170,7 @@ export const make = (sql: SqlClient.SqlClient): Transactions => {
 
   const inTransaction: Transactions["inTransaction"] = (body) => (conn, nested) =>
     Effect.uninterruptible(
-      Effect.flatMap(run(conn, nested ? control.savepoint : control.begin, []), () =>
+      Effect.flatMap(nested ? run(conn, control.savepoint, []) : begin(conn), () =>
         Effect.matchCauseEffect(body(conn), {
           onFailure: (cause) => Effect.zipRight(undo(conn, nested), Effect.failCause(cause)),
           onSuccess: (value) =>
