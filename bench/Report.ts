@@ -822,7 +822,8 @@ const drainSection = (data: unknown): Array<string> => {
       out.push(
         `With the producer in a second process (bench/drainProducer.ts) on the same file, the relay has its ` +
           `thread to itself but the two processes take turns at SQLite's one write lock (each commit an fsync): ` +
-          `p99 ≤ 250 ms ${metText(bool(other, "met"))}; the relay's event loop, its waits for the lock included, was ` +
+          `p99 ≤ 250 ms ${metText(bool(other, "met"))}; the relay's event loop (its statements and their fsyncs; it ` +
+          `waits for the lock asleep) was ` +
           `${Math.round((num(other, "relayEventLoopUtilization") ?? 0) * 100)} % busy` +
           (num(other, "relayCpuMicrosPerRecord") === undefined
             ? "."

@@ -1275,8 +1275,8 @@ interface OtherProcessLatency {
   readonly relayEventLoopUtilization: number
   /**
    * The relay process's CPU time (user and system, V8's background threads included) per record delivered,
-   * in microseconds: the event loop's busy time also counts the time SQLite waits for the other process's
-   * write lock, this does not.
+   * in microseconds: the event loop's busy time also counts the time a statement blocks the thread in a
+   * commit's fsync, this does not (the store waits for the other process's write lock with its fiber asleep).
    */
   readonly relayCpuMicrosPerRecord: number
   /** The producer process's event loop utilization over its persists. */
