@@ -597,36 +597,69 @@ describe("SqliteOutboxStore", () => {
     const storeWithBusyTimeout = (filename: string, busyTimeout: Duration.DurationInput) =>
       Layer.provideMerge(SqliteOutboxStore.layer, SqliteDatabase.layer({ filename, busyTimeout }))
 
-    it.live(
-      "a transaction of the store's waits for another connection's write lock without blocking the thread",
-      () => {
-        const filename = freshFile()
-        return Effect.gen(function* () {
-          const store = yield* OutboxStore
-          const sql = yield* SqlClient.SqlClient
-          const locked = yield* Deferred.make<void>()
-          const release = yield* Deferred.make<void>()
-          const holder = yield* Effect.fork(holdWriteLock(filename, locked, release))
-          yield* Deferred.await(locked)
-          const persist = yield* Effect.fork(store.persist([record("p", "e1")]))
-          // SQLite's own busy handler would sleep on this thread until the busy timeout (two minutes), and the
-          // lock's holder, on the same thread, could not let go: these sleeps run only while the persist waits
-          // without blocking it
-          let ticks = 0
-          for (let i = 0; i < 10; i++) {
-            yield* Effect.sleep("2 millis")
-            ticks += 1
-          }
-          expect(Option.isNone(yield* Fiber.poll(persist))).toBe(true)
-          yield* Deferred.succeed(release, undefined)
-          yield* Fiber.join(holder)
-          yield* Fiber.join(persist)
-          expect(ticks).toBe(10)
-          expect(yield* store.countPending("p")).toBe(1)
-          // the connection's own busy timeout is back once the lock was taken
-          expect(yield* sql`PRAGMA busy_timeout`).toEqual([{ timeout: 120_000 }])
-        }).pipe(Effect.provide(storeWithBusyTimeout(filename, "2 minutes")))
-      }
+    /**
+     * A write of the store's (`write`, after `setUp` ran unhindered) waits for another connection's write lock
+     * without blocking the thread, and is applied once the lock is free (`check`).
+     */
+    const waitsAsleep = (
+      setUp: (store: OutboxStore["Type"]) => Effect.Effect<void, unknown>,
+      write: (store: OutboxStore["Type"]) => Effect.Effect<unknown, unknown>,
+      check: (store: OutboxStore["Type"]) => Effect.Effect<void, unknown>
+    ) => {
+      const filename = freshFile()
+      return Effect.gen(function* () {
+        const store = yield* OutboxStore
+        const sql = yield* SqlClient.SqlClient
+        yield* setUp(store)
+        const locked = yield* Deferred.make<void>()
+        const release = yield* Deferred.make<void>()
+        const holder = yield* Effect.fork(holdWriteLock(filename, locked, release))
+        yield* Deferred.await(locked)
+        const waiting = yield* Effect.fork(write(store))
+        // SQLite's own busy handler would sleep on this thread until the busy timeout (two minutes), and the
+        // lock's holder, on the same thread, could not let go: these sleeps run only while the write waits
+        // without blocking it
+        let ticks = 0
+        for (let i = 0; i < 10; i++) {
+          yield* Effect.sleep("2 millis")
+          ticks += 1
+        }
+        expect(Option.isNone(yield* Fiber.poll(waiting))).toBe(true)
+        yield* Deferred.succeed(release, undefined)
+        yield* Fiber.join(holder)
+        yield* Fiber.join(waiting)
+        expect(ticks).toBe(10)
+        yield* check(store)
+        // the connection's own busy timeout is back once the lock was taken
+        expect(yield* sql`PRAGMA busy_timeout`).toEqual([{ timeout: 120_000 }])
+      }).pipe(Effect.provide(storeWithBusyTimeout(filename, "2 minutes")))
+    }
+
+    it.live("a persist waits for another connection's write lock without blocking the thread", () =>
+      waitsAsleep(
+        () => Effect.void,
+        (store) => store.persist([record("p", "e1")]),
+        (store) => Effect.map(store.countPending("p"), (pending) => expect(pending).toBe(1))
+      )
+    )
+
+    it.live("a claim waits for another connection's write lock without blocking the thread", () =>
+      waitsAsleep(
+        (store) => store.persist([record("p", "e1")]),
+        (store) => store.claim("p", token("o", 1), 10),
+        (store) => Effect.map(store.countClaimed("p"), (claimed) => expect(claimed).toBe(1))
+      )
+    )
+
+    it.live("a lone complete (no transaction of its own asked) waits for the write lock without blocking", () =>
+      waitsAsleep(
+        (store) => Effect.zipRight(store.persist([record("p", "e1")]), store.claim("p", token("o", 1), 10)),
+        (store) => store.complete(["p.e1"], token("o", 1)),
+        (store) =>
+          Effect.map(Effect.all([store.countPending("p"), store.countClaimed("p")]), ([pending, claimed]) =>
+            expect([pending, claimed]).toEqual([0, 0])
+          )
+      )
     )
 
     it.live("a write lock held past the busy timeout fails the call StoreUnavailable and writes nothing", () => {

@@ -41,6 +41,8 @@ interface Work {
    * and keeps its outcome; fails only with a busy failure, which rolls the group back for a retry.
    */
   readonly apply: (conn: Connection, shared: boolean) => Effect.Effect<void, SqlError>
+  /** The work is several statements that must be atomic (see {@link Submit}). */
+  readonly transactional: boolean
 }
 
 type Member = GroupMember<Work, void, SqlError>
@@ -50,7 +52,9 @@ type Member = GroupMember<Work, void, SqlError>
  *
  * - `rank` 0 for completes, releases and expiry sweeps, 1 for claims (see the module doc).
  * - `transactional`: the body issues several statements that must be atomic; alone in its group it then
- *   gets `BEGIN … COMMIT`, in a shared group a savepoint.
+ *   gets `BEGIN … COMMIT`, in a shared group a savepoint. A lone body that is not gets `BEGIN … COMMIT` as
+ *   well (never autocommit), so that no write of the group waits for the lock on the thread
+ *   (`SqliteTransaction`).
  *
  * @since 0.1.0
  */
@@ -77,7 +81,15 @@ export const make = (tx: Transactions): Submit => {
     const only = ordered.length === 1 ? ordered[0] : undefined
     const run =
       only !== undefined
-        ? tx.withConnection((conn) => only.apply(conn, false), "always")
+        ? tx.withConnection(
+            // a lone guarded UPDATE runs in a transaction too: its wait for the write lock is then the
+            // store's `BEGIN IMMEDIATE`, which does not block the thread; alone, in autocommit, the statement
+            // would wait in SQLite's busy handler, asleep on the thread
+            only.transactional
+              ? (conn) => only.apply(conn, false)
+              : tx.inTransaction((conn) => only.apply(conn, false)),
+            "always"
+          )
         : tx.withConnection(
             tx.inTransaction((conn) =>
               Effect.forEach(ordered, (member) => member.apply(conn, true), { discard: true })
@@ -111,7 +123,7 @@ export const make = (tx: Transactions): Submit => {
             return Effect.void
           }
         )
-      const submitted = Effect.flatMap(grouped({ rank, apply }), () =>
+      const submitted = Effect.flatMap(grouped({ rank, apply, transactional }), () =>
         outcome === undefined ? Effect.dieMessage("group commit left a call without a result") : outcome
       )
       // a claim's records reach its caller once its group ran: an interruption while it waits would leave

@@ -126,8 +126,10 @@ export const make = (
             )
           : transact(operation, partitionKey, body)
       )
+    // a chunk's DELETE in a transaction of the store's own (a savepoint in a caller's): its wait for the write
+    // lock is then the non-blocking `BEGIN IMMEDIATE`'s (see SqliteTransaction), not SQLite's busy handler's
     const maybeSweep = yield* SqlSweep.make("sqlite", retentionMillis, options, (cutoff, chunk) =>
-      standalone("sweep", undefined, (conn) => Effect.map(run(conn, st.sweep, [cutoff, chunk]), (rows) => rows.length))
+      transact("sweep", undefined, (conn) => Effect.map(run(conn, st.sweep, [cutoff, chunk]), (rows) => rows.length))
     )
 
     const count = (operation: "countPending" | "countClaimed", text: string) => (partitionKey: string) =>
