@@ -116,6 +116,7 @@ const busyTimeoutOf = (rows: ReadonlyArray<unknown>): number => {
  * fails busy, as SQLite's own wait would have).
  */
 const beginWrite = (conn: Connection, busyMillis: number): Effect.Effect<void, SqlError> => {
+  // a pragma's value cannot be bound; this one is the integer the connection itself reported (busyTimeoutOf)
   const restore = `PRAGMA busy_timeout = ${busyMillis}`
   const attempt: Effect.Effect<Either.Either<unknown, SqlError>, SqlError> = Effect.zipRight(
     run(conn, control.noBusyWait, []),
