@@ -38,15 +38,16 @@ export const busyRetry = Schedule.exponential(Duration.millis(5), 2).pipe(
 )
 
 /**
- * `Effect.retry(effect, { schedule: busyRetry, while: busy })` with the same attempts and delays, but
- * the schedule is set up only once a first attempt has failed busy (the common path pays nothing).
- * `busy` defaults to {@link isBusy}.
+ * `Effect.retry(effect, { schedule, while: busy })` with the same attempts and delays, but the schedule is
+ * set up only once a first attempt has failed busy (the common path pays nothing). `busy` defaults to
+ * {@link isBusy}, `schedule` (made when that first failure came) to {@link busyRetry}.
  *
  * @since 0.1.0
  */
 export const retryBusy = <A, E, R>(
   effect: Effect.Effect<A, E, R>,
-  busy: (error: E) => boolean = isBusy
+  busy: (error: E) => boolean = isBusy,
+  schedule: () => Schedule.Schedule<unknown, E> = () => busyRetry
 ): Effect.Effect<A, E, R> =>
   Effect.catchIf(effect, busy, (first) => {
     // the retry loop starts by replaying the failure already seen, so its schedule decides the first delay
@@ -57,7 +58,7 @@ export const retryBusy = <A, E, R>(
         replayed = true
         return Effect.fail(first)
       }),
-      { schedule: busyRetry, while: busy }
+      { schedule: schedule(), while: busy }
     )
   })
 

@@ -19,11 +19,11 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { Connection } from "@effect/sql/SqlConnection"
 import type { SqlError } from "@effect/sql/SqlError"
-import * as Clock from "effect/Clock"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
+import * as Schedule from "effect/Schedule"
 import { StoreUnavailable } from "../../domain/OutboxError.js"
 import { run } from "./SqliteStatement.js"
 import { isBusy, retryBusy } from "./SqliteSupport.js"
@@ -112,36 +112,24 @@ const busyTimeoutOf = (rows: ReadonlyArray<unknown>): number => {
 /**
  * Opens a transaction of the store's own with the write lock taken, without blocking the thread while another
  * connection holds it: `BEGIN IMMEDIATE` under a zero busy timeout (the connection's own restored right after),
- * tried again every {@link lockRetryDelay} until it succeeds, fails otherwise, or `busyMillis` passed (then it
- * fails busy, as SQLite's own wait would have).
+ * tried again every {@link lockRetryDelay} (`SqliteSupport.retryBusy`) until it succeeds, fails otherwise, or
+ * `busyMillis` passed (then it fails busy, as SQLite's own wait would have).
  */
 const beginWrite = (conn: Connection, busyMillis: number): Effect.Effect<void, SqlError> => {
   // a pragma's value cannot be bound; this one is the integer the connection itself reported (busyTimeoutOf)
   const restore = `PRAGMA busy_timeout = ${busyMillis}`
-  const attempt: Effect.Effect<Either.Either<unknown, SqlError>, SqlError> = Effect.zipRight(
+  const attempt: Effect.Effect<void, SqlError> = Effect.zipRight(
     run(conn, control.noBusyWait, []),
     Effect.flatMap(Effect.either(run(conn, control.begin, [])), (begun) =>
-      Effect.as(
-        // a failed restore after a successful BEGIN leaves no transaction open behind it
-        Either.isRight(begun)
-          ? Effect.tapError(run(conn, restore, []), () => undo(conn, false))
-          : run(conn, restore, []),
-        begun
-      )
+      Either.isRight(begun)
+        ? // a failed restore after a successful BEGIN leaves no transaction open behind it
+          Effect.asVoid(Effect.tapError(run(conn, restore, []), () => undo(conn, false)))
+        : Effect.zipRight(run(conn, restore, []), Effect.fail(begun.left))
     )
   )
-  const loop = (startedAt: number): Effect.Effect<void, SqlError> =>
-    Effect.flatMap(attempt, (begun) => {
-      if (Either.isRight(begun)) return Effect.void
-      const error = begun.left
-      if (!isBusy(error)) return Effect.fail(error)
-      return Effect.flatMap(Clock.currentTimeMillis, (now) =>
-        now - startedAt >= busyMillis
-          ? Effect.fail(error)
-          : Effect.zipRight(Effect.sleep(lockRetryDelay), loop(startedAt))
-      )
-    })
-  return Effect.flatMap(Clock.currentTimeMillis, loop)
+  return retryBusy(attempt, isBusy, () =>
+    Schedule.spaced(lockRetryDelay).pipe(Schedule.upTo(Duration.millis(busyMillis)))
+  )
 }
 
 /**
