@@ -3,12 +3,17 @@
  * holding the write lock (busy timeout 0, so every lock conflict is an immediate `SQLITE_BUSY`): a busy failure
  * is retried at most 20 more times while the unit has not recorded the id, never once the id was recorded (a
  * handler may have run), never inside a caller's transaction, and any other failure is not retried (SPEC §12).
+ * Those rules are the shared unit's, tested with the client's own `sql.withTransaction` (a deferred `BEGIN`:
+ * the body's first write meets the lock). The SQLite dialect's unit begins with the lock taken
+ * (`SqliteDatabase.writeTransactionOn`): no body runs while another connection holds it, and the wait does not
+ * block the thread (the last tests).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import * as Context from "effect/Context"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
@@ -27,18 +32,27 @@ afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
 
 let files = 0
 
-/** Two connections to a fresh file (neither waits on a lock) and the inbox backend on the first. */
-const twoConnections = Effect.gen(function* () {
-  const filename = path.join(directory, `busy-${++files}.db`)
-  const main = yield* Layer.build(SqliteDatabase.layer({ filename, busyTimeout: Duration.zero }))
-  const other = yield* Layer.build(SqliteDatabase.layer({ filename, busyTimeout: Duration.zero }))
-  const sql = Context.get(main, SqlClient.SqlClient)
-  const otherSql = Context.get(other, SqlClient.SqlClient)
-  yield* Effect.provide(SqliteInboxStore.migrate(), main)
-  yield* sql.unsafe("CREATE TABLE orders_seen (order_id TEXT PRIMARY KEY)")
-  const backend = yield* Effect.provide(SqlInbox.make(SqliteInboxStore.dialect("")), main)
-  return { sql, otherSql, backend }
-})
+/** The SQLite dialect with the client's own `sql.withTransaction` for a unit (a deferred `BEGIN`). */
+const deferredDialect: SqlInbox.SqlInboxDialect = { ...SqliteInboxStore.dialect(""), transaction: undefined }
+
+/**
+ * Two connections to a fresh file and the inbox backend on the first, with `dialect`; the first waits on a lock
+ * for `busyTimeout`, the second never.
+ */
+const connections = (dialect: SqlInbox.SqlInboxDialect, busyTimeout: Duration.Duration) =>
+  Effect.gen(function* () {
+    const filename = path.join(directory, `busy-${++files}.db`)
+    const main = yield* Layer.build(SqliteDatabase.layer({ filename, busyTimeout }))
+    const other = yield* Layer.build(SqliteDatabase.layer({ filename, busyTimeout: Duration.zero }))
+    const sql = Context.get(main, SqlClient.SqlClient)
+    const otherSql = Context.get(other, SqlClient.SqlClient)
+    yield* Effect.provide(SqliteInboxStore.migrate(), main)
+    yield* sql.unsafe("CREATE TABLE orders_seen (order_id TEXT PRIMARY KEY)")
+    const backend = yield* Effect.provide(SqlInbox.make(dialect), main)
+    return { sql, otherSql, backend }
+  })
+
+const twoConnections = connections(deferredDialect, Duration.zero)
 
 const entry: InboxStore.ProcessedEntry = {
   consumer: "c",
@@ -196,5 +210,62 @@ describe("SqlInbox unit on SQLite: busy failures", () => {
         expect((yield* store.process("c", message, handler))._tag).toBe("Duplicate")
         expect(runs).toBe(1)
       })
+  )
+  it.scoped(
+    "the SQLite dialect's unit begins with the write lock: no body runs while another connection holds it",
+    () =>
+      Effect.gen(function* () {
+        const { backend, otherSql, sql } = yield* connections(SqliteInboxStore.dialect(""), Duration.zero)
+        yield* otherSql.unsafe("BEGIN IMMEDIATE")
+        let attempts = 0
+        const error = yield* Effect.flip(
+          backend.atomically(() =>
+            Effect.zipRight(
+              Effect.sync(() => void (attempts += 1)),
+              sql.unsafe("INSERT INTO orders_seen (order_id) VALUES ('o1')")
+            )
+          )
+        )
+        // every try failed at its BEGIN (and was retried: nothing was recorded)
+        expect(attempts).toBe(0)
+        expect(error._tag).toBe("StoreUnavailable")
+        if (error._tag === "StoreUnavailable") expect(isBusy(error.cause)).toBe(true)
+        yield* otherSql.unsafe("ROLLBACK")
+        expect(yield* ordersSeen(sql)).toBe(0)
+      })
+  )
+
+  it.live("the SQLite dialect's unit waits for the lock with the thread free, and runs once it is released", () =>
+    Effect.scoped(
+      Effect.gen(function* () {
+        const { backend, otherSql, sql } = yield* connections(SqliteInboxStore.dialect(""), Duration.minutes(2))
+        yield* otherSql.unsafe("BEGIN IMMEDIATE")
+        let attempts = 0
+        const unit = yield* Effect.fork(
+          backend.atomically((inbox) =>
+            Effect.gen(function* () {
+              attempts += 1
+              const fresh = yield* inbox.record(entry)
+              yield* sql.unsafe("INSERT INTO orders_seen (order_id) VALUES ('o1')")
+              return fresh
+            })
+          )
+        )
+        // SQLite's busy handler would hold this thread for the two-minute busy timeout: these ticks run only
+        // while the unit waits asleep
+        let ticks = 0
+        for (let i = 0; i < 10; i++) {
+          yield* Effect.sleep("2 millis")
+          ticks += 1
+        }
+        expect(attempts).toBe(0)
+        yield* otherSql.unsafe("COMMIT")
+        expect(yield* Fiber.join(unit)).toBe(true)
+        expect(ticks).toBe(10)
+        expect(attempts).toBe(1)
+        expect(yield* backend.isProcessed("c", "m1")).toBe(true)
+        expect(yield* ordersSeen(sql)).toBe(1)
+      })
+    )
   )
 })

@@ -602,9 +602,9 @@ describe("SqliteOutboxStore", () => {
      * without blocking the thread, and is applied once the lock is free (`check`).
      */
     const waitsAsleep = (
-      setUp: (store: OutboxStore["Type"]) => Effect.Effect<void, unknown>,
-      write: (store: OutboxStore["Type"]) => Effect.Effect<unknown, unknown>,
-      check: (store: OutboxStore["Type"]) => Effect.Effect<void, unknown>
+      setUp: (store: OutboxStore["Type"]) => Effect.Effect<void, unknown, SqlClient.SqlClient>,
+      write: (store: OutboxStore["Type"]) => Effect.Effect<unknown, unknown, SqlClient.SqlClient>,
+      check: (store: OutboxStore["Type"]) => Effect.Effect<void, unknown, SqlClient.SqlClient>
     ) => {
       const filename = freshFile()
       return Effect.gen(function* () {
@@ -660,6 +660,88 @@ describe("SqliteOutboxStore", () => {
             expect([pending, claimed]).toEqual([0, 0])
           )
       )
+    )
+
+    /** The number of rows of the test's `orders` table. */
+    const orderCount = Effect.flatMap(SqlClient.SqlClient, (sql) =>
+      Effect.map(
+        Effect.flatMap(sql`SELECT count(*) AS n FROM orders`, Schema.decodeUnknown(Schema.Array(Business))),
+        (rows) => rows[0]?.n
+      )
+    )
+    const createOrders = Effect.flatMap(SqlClient.SqlClient, (sql) => sql`CREATE TABLE orders (id TEXT PRIMARY KEY)`)
+    const insertOrder = (id: string) =>
+      Effect.flatMap(SqlClient.SqlClient, (sql) => sql`INSERT INTO orders (id) VALUES (${id})`)
+
+    it.live("SqliteDatabase.withWriteTransaction: the application's transaction waits for the lock asleep", () =>
+      waitsAsleep(
+        () => createOrders,
+        (store) =>
+          SqliteDatabase.withWriteTransaction(
+            Effect.zipRight(insertOrder("order-1"), store.persist([record("tx", "e1"), record("tx", "e2")]))
+          ),
+        (store) =>
+          Effect.gen(function* () {
+            // the business row and the records committed together
+            expect(yield* orderCount).toBe(1)
+            expect(yield* store.countPending("tx")).toBe(2)
+          })
+      )
+    )
+
+    it.effect("SqliteDatabase.withWriteTransaction rolls back the business row and the records on failure", () =>
+      Effect.gen(function* () {
+        const store = yield* OutboxStore
+        yield* createOrders
+        const exit = yield* Effect.exit(
+          SqliteDatabase.withWriteTransaction(
+            Effect.gen(function* () {
+              yield* insertOrder("order-1")
+              yield* store.persist([record("tx", "e1")])
+              return yield* Effect.fail("business rule broken")
+            })
+          )
+        )
+        expect(exit).toEqual(Exit.fail("business rule broken"))
+        expect(yield* orderCount).toBe(0)
+        expect(yield* store.countPending("tx")).toBe(0)
+        // and the connection takes a transaction again
+        yield* SqliteDatabase.withWriteTransaction(insertOrder("order-2"))
+        expect(yield* orderCount).toBe(1)
+      }).pipe(Effect.provide(storeAndSql(freshFile())))
+    )
+
+    it.effect("SqliteDatabase.withWriteTransaction nests as a savepoint, both ways round", () =>
+      Effect.gen(function* () {
+        const sql = yield* SqlClient.SqlClient
+        const store = yield* OutboxStore
+        yield* createOrders
+        // inside sql.withTransaction: a savepoint; its failure undoes its own writes only
+        yield* sql.withTransaction(
+          Effect.gen(function* () {
+            yield* insertOrder("order-1")
+            const inner = yield* Effect.exit(
+              SqliteDatabase.withWriteTransaction(Effect.zipRight(insertOrder("order-2"), Effect.fail("inner")))
+            )
+            expect(Exit.isFailure(inner)).toBe(true)
+            yield* store.persist([record("tx", "e1")])
+          })
+        )
+        expect(yield* orderCount).toBe(1)
+        expect(yield* store.countPending("tx")).toBe(1)
+        // a sql.withTransaction inside it: a savepoint of it, rolled back with it
+        const outer = yield* Effect.exit(
+          SqliteDatabase.withWriteTransaction(
+            Effect.gen(function* () {
+              yield* sql.withTransaction(Effect.zipRight(insertOrder("order-3"), store.persist([record("tx", "e2")])))
+              return yield* Effect.fail("outer")
+            })
+          )
+        )
+        expect(Exit.isFailure(outer)).toBe(true)
+        expect(yield* orderCount).toBe(1)
+        expect(yield* store.countPending("tx")).toBe(1)
+      }).pipe(Effect.provide(storeAndSql(freshFile())))
     )
 
     it.live("a write lock held past the busy timeout fails the call StoreUnavailable and writes nothing", () => {

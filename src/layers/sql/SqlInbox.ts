@@ -4,7 +4,7 @@
  * `(consumer, message_id)` with an index on `processed_at`, and `<prefix>inbox_mark (consumer,
  * partition_key, ordering_key, seq, updated_at)` keyed by the first three.
  *
- * A unit is the client's `sql.withTransaction` (a savepoint inside a caller's transaction), so the
+ * A unit is the client's `sql.withTransaction` (the dialect's `transaction`; a savepoint inside a caller's transaction), so the
  * handler's statements on the same client join it. Its first statement inserts the id (`ON CONFLICT DO
  * NOTHING`): a second unit recording the same id waits on that row until the first commits (then it
  * sees a duplicate) or rolls back (then it records it). The mark is raised by one conditional upsert
@@ -58,7 +58,24 @@ export interface SqlInboxDialect {
    * not used): each runs on the client in context, inside the unit's transaction for the first two.
    */
   readonly writes?: SqlInboxWrites | undefined
+  /**
+   * How a unit's transaction runs on the client (default `sql.withTransaction`): SQLite's begins with the
+   * write lock taken, waiting for another process's lock with the fiber asleep
+   * (`SqliteDatabase.writeTransactionOn`).
+   *
+   * @since 0.2.0
+   */
+  readonly transaction?: SqlInboxTransaction | undefined
 }
+
+/**
+ * A dialect's transaction on a client: {@link SqlInboxDialect.transaction}.
+ *
+ * @since 0.2.0
+ */
+export type SqlInboxTransaction = (
+  sql: SqlClient.SqlClient
+) => <A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>
 
 /**
  * The writes of a dialect that cannot use the shared statements: {@link SqlInboxDialect.writes}.
@@ -127,6 +144,7 @@ export const statements = (d: SqlInboxDialect) => {
 export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend, never, SqlClient.SqlClient> =>
   Effect.map(SqlClient.SqlClient, (sql) => {
     const s = statements(d)
+    const transaction = d.transaction?.(sql) ?? sql.withTransaction
 
     const failure = (error: SqlError): StoreUnavailable | TransactionConflict =>
       d.isConflict(error)
@@ -191,7 +209,7 @@ export const make = (d: SqlInboxDialect): Effect.Effect<InboxStore.InboxBackend,
             }),
           raiseMark: unit.raiseMark
         }
-        const attempt = sql.withTransaction(body(tracked))
+        const attempt = transaction(body(tracked))
         const run = (retries: number): Effect.Effect<A, E | StoreUnavailable | TransactionConflict, R> =>
           Effect.catchAll(attempt, (error): Effect.Effect<A, E | StoreUnavailable | TransactionConflict, R> => {
             const final = isSqlError(error) ? failure(error) : error

@@ -8,14 +8,18 @@
  * @since 0.1.0
  */
 import * as SqlClient from "@effect/sql/SqlClient"
+import type { Connection } from "@effect/sql/SqlConnection"
+import type { SqlError } from "@effect/sql/SqlError"
 import * as SqliteClient from "@effect/sql-sqlite-node/SqliteClient"
 import type { ConfigError } from "effect/ConfigError"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import * as Layer from "effect/Layer"
+import * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import * as path from "node:path"
 import { StoreUnavailable } from "../../domain/OutboxError.js"
+import { beginImmediate, rolledBackAlready } from "./SqliteTransaction.js"
 
 /**
  * Options of {@link layer}.
@@ -96,3 +100,54 @@ export const layer = (
   )
   return Layer.provideMerge(pragmas, client)
 }
+
+/** The statements of {@link withWriteTransaction} but its `BEGIN`, as `@effect/sql`'s own transactions issue them. */
+const unprepared = (conn: Connection, text: string): Effect.Effect<void, SqlError> =>
+  Effect.asVoid(conn.executeUnprepared(text, [], undefined))
+
+/** A rollback that found nothing to roll back succeeds (`SqliteTransaction.rolledBackAlready`). */
+const undone = (rollback: Effect.Effect<void, SqlError>): Effect.Effect<void, SqlError> =>
+  Effect.catchIf(rollback, rolledBackAlready, () => Effect.void)
+
+/**
+ * {@link withWriteTransaction} on a given client (the SQLite inbox's units run in it).
+ *
+ * @since 0.2.0
+ */
+export const writeTransactionOn = (
+  sql: SqlClient.SqlClient
+): (<A, E, R>(effect: Effect.Effect<A, E, R>) => Effect.Effect<A, E | SqlError, R>) =>
+  SqlClient.makeWithTransaction({
+    transactionTag: SqlClient.TransactionConnection,
+    spanAttributes: [["db.system.name", "sqlite"]],
+    acquireConnection: Effect.flatMap(Scope.make(), (scope) =>
+      Effect.map(Scope.extend(sql.reserve, scope), (conn): readonly [Scope.CloseableScope, Connection] => [scope, conn])
+    ),
+    begin: beginImmediate,
+    savepoint: (conn, id) => unprepared(conn, `SAVEPOINT effect_sql_${id}`),
+    commit: (conn) => unprepared(conn, "COMMIT"),
+    // after a BEGIN that failed (busy past the busy timeout) there is no transaction to roll back
+    rollback: (conn) => undone(unprepared(conn, "ROLLBACK")),
+    rollbackSavepoint: (conn, id) => undone(unprepared(conn, `ROLLBACK TO SAVEPOINT effect_sql_${id}`))
+  })
+
+/**
+ * Runs `effect` in a transaction of the database's `SqlClient` that takes SQLite's write lock as it begins
+ * (`BEGIN IMMEDIATE`), as the SQLite stores' own transactions do: while another connection holds the lock
+ * (another process — a relay beside the application, or the application beside the CLI's relay) it waits
+ * with the fiber asleep, trying again every millisecond up to the connection's busy timeout (then it fails
+ * with the `SqlError` of `SQLITE_BUSY`), where `sql.withTransaction`'s first write waits in SQLite's busy
+ * handler, which sleeps on the thread between its tries and stalls everything else the process runs.
+ *
+ * Otherwise it is `sql.withTransaction`: statements on the client and the outbox's `persist` inside it join
+ * the transaction (R-PERSIST-6), a nested `sql.withTransaction` (or `withWriteTransaction`) is a savepoint,
+ * it commits when `effect` succeeds and rolls back when it fails or is interrupted; inside a transaction
+ * already it is a savepoint of that one. Meant for transactions that write: a read-only one need not take the
+ * write lock.
+ *
+ * @since 0.2.0
+ */
+export const withWriteTransaction = <A, E, R>(
+  effect: Effect.Effect<A, E, R>
+): Effect.Effect<A, E | SqlError, R | SqlClient.SqlClient> =>
+  Effect.flatMap(SqlClient.SqlClient, (sql) => writeTransactionOn(sql)(effect))

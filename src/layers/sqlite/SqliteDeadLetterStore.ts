@@ -6,7 +6,8 @@
  * and `(category, failed_at, id)` serve the filters in age order. `deleteWhere` and `purge` delete in
  * chunks (one short statement each) so a large cleanup never holds the write lock for long.
  *
- * These are the storage primitives of `DeadLetterStore.make`. A redrive runs in one `sql.withTransaction`:
+ * These are the storage primitives of `DeadLetterStore.make`. A redrive runs in one transaction
+ * (`SqliteDatabase.writeTransactionOn`: `sql.withTransaction` beginning with the write lock taken):
  * with the SQLite outbox store (whose persist joins an enclosing transaction) either every entry is
  * redriven and deleted, or nothing is. The layer creates its table with its own migrations table
  * (`<prefix>outbox_dead_letter_migrations`).
@@ -26,6 +27,7 @@ import type { DeadLetterEntry } from "../../domain/DeadLetterEntry.js"
 import { InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import * as DeadLetterStore from "../../services/DeadLetterStore.js"
 import { OutboxStore } from "../../services/OutboxStore.js"
+import { writeTransactionOn } from "./SqliteDatabase.js"
 import { isBusy, retryBusy, retryBusyOutsideTransaction, tablePrefix } from "./SqliteSupport.js"
 import * as SqlDeadLetterRow from "../sql/SqlDeadLetterRow.js"
 
@@ -214,10 +216,13 @@ export const make = (
         ).pipe(Effect.map((deleted) => deleted.length))
       ).pipe(StoreUnavailable.refail(operation))
 
+    /** A redrive writes: its transaction takes the write lock as it begins, without blocking the thread. */
+    const writeTransaction = writeTransactionOn(sql)
+
     /** One transaction; retried as a whole on lock failures unless inside a caller's transaction. */
     const redriveScope = <A, E>(redrive: Effect.Effect<A, E>): Effect.Effect<A, E | StoreUnavailable> =>
       Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
-        const once = sql.withTransaction(redrive)
+        const once = writeTransaction(redrive)
         return Option.isSome(outer) ? once : retryBusy(once, isBusyFailure)
       }).pipe(
         Effect.mapError((error): E | StoreUnavailable =>

@@ -1,10 +1,11 @@
 /**
  * The SQLite `InboxStore` (SPEC §12): the shared SQL inbox (`SqlInbox`) on a SQLite database, tables
  * `<prefix>inbox_processed` and `<prefix>inbox_mark` created by the layer's own migrations
- * (`<prefix>inbox_migrations`). A unit is a `sql.withTransaction` on the client, so a handler's statements
- * on the same client join it (a savepoint inside a caller's transaction). Its first statement is the id's
- * insert, which takes the database's write lock: units in other processes sharing the file wait for it
- * (busy timeout) and then see the id. Lock failures before the id is recorded are retried; after that only
+ * (`<prefix>inbox_migrations`). A unit is a transaction on the client (`SqliteDatabase.writeTransactionOn`:
+ * `sql.withTransaction` beginning `BEGIN IMMEDIATE`), so a handler's statements on the same client join it
+ * (a savepoint inside a caller's transaction). It takes the database's write lock as it begins, waiting for
+ * another process's with the fiber asleep (up to the busy timeout): units in other processes sharing the
+ * file wait for it and then see the id. Lock failures before the id is recorded are retried; after that only
  * the caller may retry.
  *
  * @since 0.1.0
@@ -16,6 +17,7 @@ import * as Layer from "effect/Layer"
 import { type InvalidConfiguration, StoreUnavailable } from "../../domain/OutboxError.js"
 import * as InboxStore from "../../services/InboxStore.js"
 import * as SqlInbox from "../sql/SqlInbox.js"
+import { writeTransactionOn } from "./SqliteDatabase.js"
 import { isBusy, retryBusyOutsideTransaction, tablePrefix } from "./SqliteSupport.js"
 
 /**
@@ -66,7 +68,9 @@ export const dialect = (prefix: string): SqlInbox.SqlInboxDialect => ({
     `DELETE FROM "${prefix}inbox_processed" WHERE rowid IN (SELECT rowid FROM "${prefix}inbox_processed" ` +
     `INDEXED BY "${prefix}inbox_processed_at" WHERE processed_at < ? ORDER BY processed_at LIMIT ?) RETURNING 1`,
   isBusy,
-  isConflict: () => false
+  isConflict: () => false,
+  // a unit always writes (the message's id): it takes the write lock as it begins, without blocking the thread
+  transaction: writeTransactionOn
 })
 
 /**

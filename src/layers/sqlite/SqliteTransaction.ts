@@ -83,8 +83,13 @@ const causeMessage = (error: SqlError): string => {
   return text.split("\n")[0] ?? text
 }
 
-/** A `ROLLBACK` that failed because SQLite had already ended the transaction. */
-const rolledBackAlready = (error: SqlError): boolean =>
+/**
+ * A `ROLLBACK` (or `ROLLBACK TO SAVEPOINT`) that failed because there is nothing to roll back: SQLite had
+ * already ended the transaction (after `SQLITE_FULL` or an I/O error), or its `BEGIN` never succeeded.
+ *
+ * @since 0.2.0
+ */
+export const rolledBackAlready = (error: SqlError): boolean =>
   /no transaction is active|no such savepoint/.test(causeMessage(error))
 
 /** Undoes a transaction or savepoint after a failure; a failing rollback is logged, the failure kept. */
@@ -132,6 +137,27 @@ const beginWrite = (conn: Connection, busyMillis: number): Effect.Effect<void, S
   )
 }
 
+/** The busy timeout of each connection a transaction began on (`PRAGMA busy_timeout`, read once). */
+const busyTimeouts = new WeakMap<Connection, number>()
+
+/**
+ * Begins a transaction on `conn` with SQLite's write lock taken (`BEGIN IMMEDIATE`), waiting while another
+ * connection holds the lock with the fiber asleep, up to the connection's busy timeout (read once per
+ * connection), then failing busy: the module doc's first rule. The store's own transactions begin so, and
+ * `SqliteDatabase.withWriteTransaction` begins an application's.
+ *
+ * @since 0.2.0
+ */
+export const beginImmediate = (conn: Connection): Effect.Effect<void, SqlError> => {
+  const known = busyTimeouts.get(conn)
+  if (known !== undefined) return beginWrite(conn, known)
+  return Effect.flatMap(run(conn, control.readBusyTimeout, []), (rows) => {
+    const millis = busyTimeoutOf(rows)
+    busyTimeouts.set(conn, millis)
+    return beginWrite(conn, millis)
+  })
+}
+
 /**
  * Builds the runner on the store's `SqlClient`. Statements run on the client's connection directly,
  * without the client's per-statement span: every public operation already has one span (from the store
@@ -140,16 +166,6 @@ const beginWrite = (conn: Connection, busyMillis: number): Effect.Effect<void, S
  * @since 0.1.0
  */
 export const make = (sql: SqlClient.SqlClient): Transactions => {
-  // the connection's busy timeout, read at the first transaction of the store's own (see beginWrite)
-  let busyMillis: number | undefined
-  const begin = (conn: Connection): Effect.Effect<void, SqlError> =>
-    busyMillis !== undefined
-      ? beginWrite(conn, busyMillis)
-      : Effect.flatMap(run(conn, control.readBusyTimeout, []), (rows) => {
-          busyMillis = busyTimeoutOf(rows)
-          return beginWrite(conn, busyMillis)
-        })
-
   const withConnection: Transactions["withConnection"] = (f, retry) =>
     Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) => {
       if (Option.isNone(outer)) return retryBusy(Effect.scoped(Effect.flatMap(sql.reserve, (conn) => f(conn, false))))
@@ -159,7 +175,7 @@ export const make = (sql: SqlClient.SqlClient): Transactions => {
 
   const inTransaction: Transactions["inTransaction"] = (body) => (conn, nested) =>
     Effect.uninterruptible(
-      Effect.flatMap(nested ? run(conn, control.savepoint, []) : begin(conn), () =>
+      Effect.flatMap(nested ? run(conn, control.savepoint, []) : beginImmediate(conn), () =>
         Effect.matchCauseEffect(body(conn), {
           onFailure: (cause) => Effect.zipRight(undo(conn, nested), Effect.failCause(cause)),
           onSuccess: (value) =>
