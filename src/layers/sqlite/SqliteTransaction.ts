@@ -137,8 +137,11 @@ const beginWrite = (conn: Connection, busyMillis: number): Effect.Effect<void, S
   )
 }
 
-/** The busy timeout of each connection a transaction began on (`PRAGMA busy_timeout`, read once). */
-const busyTimeouts = new WeakMap<Connection, number>()
+/**
+ * The `BEGIN` of each connection a transaction began on: {@link beginWrite} with the connection's busy timeout
+ * (`PRAGMA busy_timeout`, read once), built once.
+ */
+const begins = new WeakMap<Connection, Effect.Effect<void, SqlError>>()
 
 /**
  * Begins a transaction on `conn` with SQLite's write lock taken (`BEGIN IMMEDIATE`), waiting while another
@@ -149,12 +152,12 @@ const busyTimeouts = new WeakMap<Connection, number>()
  * @since 0.2.0
  */
 export const beginImmediate = (conn: Connection): Effect.Effect<void, SqlError> => {
-  const known = busyTimeouts.get(conn)
-  if (known !== undefined) return beginWrite(conn, known)
+  const known = begins.get(conn)
+  if (known !== undefined) return known
   return Effect.flatMap(run(conn, control.readBusyTimeout, []), (rows) => {
-    const millis = busyTimeoutOf(rows)
-    busyTimeouts.set(conn, millis)
-    return beginWrite(conn, millis)
+    const begin = beginWrite(conn, busyTimeoutOf(rows))
+    begins.set(conn, begin)
+    return begin
   })
 }
 
