@@ -4,9 +4,9 @@
  * `(consumer, message_id)` with an index on `processed_at`, and `<prefix>inbox_mark (consumer,
  * partition_key, ordering_key, seq, updated_at)` keyed by the first three.
  *
- * A unit is the client's `sql.withTransaction` (the dialect's `transaction`; a savepoint inside a caller's transaction), so the
- * handler's statements on the same client join it. Its first statement inserts the id (`ON CONFLICT DO
- * NOTHING`): a second unit recording the same id waits on that row until the first commits (then it
+ * A unit is the client's `sql.withTransaction` (or the dialect's `transaction`; a savepoint inside a caller's
+ * transaction), so the handler's statements on the same client join it. Its first statement inserts the id
+ * (`ON CONFLICT DO NOTHING`): a second unit recording the same id waits on that row until the first commits (then it
  * sees a duplicate) or rolls back (then it records it). The mark is raised by one conditional upsert
  * (`… DO UPDATE … WHERE seq < excluded.seq`), which locks the key's row until commit. A trim batch deletes
  * the oldest ids below a time through the `processed_at` index, at most a batch per statement. Every value
