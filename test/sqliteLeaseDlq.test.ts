@@ -6,9 +6,12 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import { describe, expect, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
+import * as Deferred from "effect/Deferred"
 import * as Effect from "effect/Effect"
 import * as Exit from "effect/Exit"
+import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
+import * as Option from "effect/Option"
 import * as Schema from "effect/Schema"
 import * as fs from "node:fs"
 import * as os from "node:os"
@@ -374,6 +377,50 @@ describe("SqliteLeaseStore", () => {
 })
 
 describe("SqliteDeadLetterStore", () => {
+  it.live("a dead-letter write waits for another connection's write lock with the thread free", () => {
+    const filename = freshFile()
+    return Effect.gen(function* () {
+      const dlq = yield* DeadLetterStore
+      const locked = yield* Deferred.make<void>()
+      const release = yield* Deferred.make<void>()
+      // another connection (another process) takes the write lock and keeps it until released
+      const holder = yield* Effect.fork(
+        Effect.gen(function* () {
+          const other = yield* SqlClient.SqlClient
+          yield* other.withTransaction(
+            Effect.gen(function* () {
+              yield* other`CREATE TABLE lock_holder (x INTEGER)`
+              yield* Deferred.succeed(locked, undefined)
+              yield* Deferred.await(release)
+            })
+          )
+        }).pipe(Effect.provide(SqliteDatabase.layer({ filename })))
+      )
+      yield* Deferred.await(locked)
+      const writing = yield* Effect.fork(dlq.write(entry("d1", 1_000)))
+      // SQLite's busy handler would hold this thread for the two-minute busy timeout (and the holder, on this
+      // thread, could not let go): these sleeps run only while the write waits asleep
+      let ticks = 0
+      for (let i = 0; i < 10; i++) {
+        yield* Effect.sleep("2 millis")
+        ticks += 1
+      }
+      expect(Option.isNone(yield* Fiber.poll(writing))).toBe(true)
+      yield* Deferred.succeed(release, undefined)
+      yield* Fiber.join(holder)
+      yield* Fiber.join(writing)
+      expect(ticks).toBe(10)
+      expect((yield* dlq.get("d1")).id).toBe("d1")
+    }).pipe(
+      Effect.provide(
+        SqliteDeadLetterStore.layer.pipe(
+          Layer.provideMerge(SqliteOutboxStore.layer),
+          Layer.provideMerge(SqliteDatabase.layer({ filename, busyTimeout: "2 minutes" }))
+        )
+      )
+    )
+  })
+
   it.effect("list, deleteWhere and purge use the indexes: no full scan, no temp B-tree for the order", () =>
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

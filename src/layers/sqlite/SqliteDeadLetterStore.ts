@@ -6,8 +6,10 @@
  * and `(category, failed_at, id)` serve the filters in age order. `deleteWhere` and `purge` delete in
  * chunks (one short statement each) so a large cleanup never holds the write lock for long.
  *
- * These are the storage primitives of `DeadLetterStore.make`. A redrive runs in one transaction
- * (`SqliteDatabase.writeTransactionOn`: `sql.withTransaction` beginning with the write lock taken):
+ * These are the storage primitives of `DeadLetterStore.make`. Every write (a redrive, an entry's insert, a
+ * chunk of deletes) runs in a transaction that takes the write lock as it begins, waiting for another
+ * process's lock with the fiber asleep (`SqliteDatabase.writeTransactionOn`), or in the caller's. A redrive
+ * is one transaction:
  * with the SQLite outbox store (whose persist joins an enclosing transaction) either every entry is
  * redriven and deleted, or nothing is. The layer creates its table with its own migrations table
  * (`<prefix>outbox_dead_letter_migrations`).
@@ -162,8 +164,23 @@ export const make = (
         ...(selection.beforeMillis === undefined ? [] : [sql`failed_at < ${selection.beforeMillis}`])
       ])
 
+    /**
+     * The store's writes take the write lock as their transaction begins, without blocking the thread while
+     * another process holds it (`SqliteDatabase.writeTransactionOn`): a redrive, and each statement that writes.
+     */
+    const writeTransaction = writeTransactionOn(sql)
+
+    /**
+     * A writing statement: alone, in a transaction of its own as above (retried on lock failures); inside a
+     * caller's transaction, as part of it.
+     */
+    const write = <A>(statement: Effect.Effect<A, SqlError>): Effect.Effect<A, SqlError> =>
+      Effect.flatMap(Effect.serviceOption(SqlClient.TransactionConnection), (outer) =>
+        Option.isSome(outer) ? statement : retryBusy(writeTransaction(statement))
+      )
+
     const insert = (entry: DeadLetterEntry) =>
-      retryBusyOutsideTransaction(
+      write(
         sql`INSERT INTO ${table} (${sql.literal(SqlDeadLetterRow.columns)}) VALUES (
           ${entry.id}, ${entry.recordId}, ${entry.partitionKey}, ${entry.envelopeId}, ${entry.bindingId},
           ${entry.payload}, ${JSON.stringify(entry.headers)}, ${entry.orderingKey ?? null}, ${entry.routeId ?? null},
@@ -198,7 +215,7 @@ export const make = (
 
     const remove = (operation: string, ids: ReadonlyArray<string>) =>
       Effect.forEach(chunksOf(ids, idChunk), (chunk) =>
-        retryBusyOutsideTransaction(sql`DELETE FROM ${table} WHERE id IN ${sql.in(chunk)} RETURNING id`).pipe(
+        write(sql`DELETE FROM ${table} WHERE id IN ${sql.in(chunk)} RETURNING id`).pipe(
           Effect.map((rows) => rows.length)
         )
       ).pipe(
@@ -209,15 +226,12 @@ export const make = (
     /** Deletes matching entries oldest first, `deleteChunk` per statement, until none match or `limit` is reached. */
     const removeWhere = (operation: string, selection: DeadLetterStore.Selection) =>
       DeadLetterStore.removeInChunks(selection, deleteChunk, (n) =>
-        retryBusyOutsideTransaction(
+        write(
           sql`DELETE FROM ${table} WHERE id IN (
             SELECT id FROM ${table} WHERE ${where(selection)} ORDER BY failed_at, id LIMIT ${n}
           ) RETURNING id`
         ).pipe(Effect.map((deleted) => deleted.length))
       ).pipe(StoreUnavailable.refail(operation))
-
-    /** A redrive writes: its transaction takes the write lock as it begins, without blocking the thread. */
-    const writeTransaction = writeTransactionOn(sql)
 
     /** One transaction; retried as a whole on lock failures unless inside a caller's transaction. */
     const redriveScope = <A, E>(redrive: Effect.Effect<A, E>): Effect.Effect<A, E | StoreUnavailable> =>
