@@ -26,6 +26,7 @@ import * as SqliteInboxStore from "../src/layers/sqlite/SqliteInboxStore.js"
 import { isBusy } from "../src/layers/sqlite/SqliteSupport.js"
 import * as Inbox from "../src/programs/Inbox.js"
 import * as InboxStore from "../src/services/InboxStore.js"
+import * as SqliteWriteLock from "./support/SqliteWriteLock.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-sqlite-inbox-busy-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
@@ -79,25 +80,35 @@ const ordersSeen = (sql: SqlClient.SqlClient) =>
     (rows) => rows[0]?.n
   )
 
+/**
+ * A unit of `dialect`'s backend (busy timeout none) run while another connection holds the write lock: how many
+ * times its body ran, and the failure it ended with. Nothing of it is stored.
+ */
+const underOthersLock = (dialect: SqlInbox.SqlInboxDialect) =>
+  Effect.gen(function* () {
+    const { backend, otherSql, sql } = yield* connections(dialect, Duration.zero)
+    yield* otherSql.unsafe("BEGIN IMMEDIATE")
+    let attempts = 0
+    const error = yield* Effect.flip(
+      backend.atomically(() =>
+        Effect.zipRight(
+          Effect.sync(() => void (attempts += 1)),
+          sql.unsafe("INSERT INTO orders_seen (order_id) VALUES ('o1')")
+        )
+      )
+    )
+    yield* otherSql.unsafe("ROLLBACK")
+    expect(yield* ordersSeen(sql)).toBe(0)
+    return { attempts, error }
+  })
+
 describe("SqlInbox unit on SQLite: busy failures", () => {
   it.scoped("a busy failure before the id is recorded is retried, at most 20 more times", () =>
     Effect.gen(function* () {
-      const { backend, otherSql, sql } = yield* twoConnections
-      yield* otherSql.unsafe("BEGIN IMMEDIATE")
-      let attempts = 0
-      const error = yield* Effect.flip(
-        backend.atomically(() =>
-          Effect.zipRight(
-            Effect.sync(() => void (attempts += 1)),
-            sql.unsafe("INSERT INTO orders_seen (order_id) VALUES ('o1')")
-          )
-        )
-      )
+      const { attempts, error } = yield* underOthersLock(deferredDialect)
       expect(attempts).toBe(21)
       expect(error._tag).toBe("StoreUnavailable")
       if (error._tag === "StoreUnavailable") expect(isBusy(error.cause)).toBe(true)
-      yield* otherSql.unsafe("ROLLBACK")
-      expect(yield* ordersSeen(sql)).toBe(0)
     })
   )
 
@@ -215,23 +226,11 @@ describe("SqlInbox unit on SQLite: busy failures", () => {
     "the SQLite dialect's unit begins with the write lock: no body runs while another connection holds it",
     () =>
       Effect.gen(function* () {
-        const { backend, otherSql, sql } = yield* connections(SqliteInboxStore.dialect(""), Duration.zero)
-        yield* otherSql.unsafe("BEGIN IMMEDIATE")
-        let attempts = 0
-        const error = yield* Effect.flip(
-          backend.atomically(() =>
-            Effect.zipRight(
-              Effect.sync(() => void (attempts += 1)),
-              sql.unsafe("INSERT INTO orders_seen (order_id) VALUES ('o1')")
-            )
-          )
-        )
+        const { attempts, error } = yield* underOthersLock(SqliteInboxStore.dialect(""))
         // every try failed at its BEGIN (and was retried: nothing was recorded)
         expect(attempts).toBe(0)
         expect(error._tag).toBe("StoreUnavailable")
         if (error._tag === "StoreUnavailable") expect(isBusy(error.cause)).toBe(true)
-        yield* otherSql.unsafe("ROLLBACK")
-        expect(yield* ordersSeen(sql)).toBe(0)
       })
   )
 
@@ -251,17 +250,11 @@ describe("SqlInbox unit on SQLite: busy failures", () => {
             })
           )
         )
-        // SQLite's busy handler would hold this thread for the two-minute busy timeout: these ticks run only
-        // while the unit waits asleep
-        let ticks = 0
-        for (let i = 0; i < 10; i++) {
-          yield* Effect.sleep("2 millis")
-          ticks += 1
-        }
+        // SQLite's busy handler would hold this thread for the two-minute busy timeout
+        expect(yield* SqliteWriteLock.ticks).toBe(10)
         expect(attempts).toBe(0)
         yield* otherSql.unsafe("COMMIT")
         expect(yield* Fiber.join(unit)).toBe(true)
-        expect(ticks).toBe(10)
         expect(attempts).toBe(1)
         expect(yield* backend.isProcessed("c", "m1")).toBe(true)
         expect(yield* ordersSeen(sql)).toBe(1)

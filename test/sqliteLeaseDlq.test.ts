@@ -28,6 +28,7 @@ import { OutboxStore } from "../src/services/OutboxStore.js"
 import { deadLetterStoreContract } from "./contract/DeadLetterStoreContract.js"
 import { leaseStoreContract } from "./contract/LeaseStoreContract.js"
 import * as BusySqlClient from "./support/BusySqlClient.js"
+import * as SqliteWriteLock from "./support/SqliteWriteLock.js"
 
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-sqlite-lease-dlq-"))
 afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
@@ -383,33 +384,15 @@ describe("SqliteDeadLetterStore", () => {
       const dlq = yield* DeadLetterStore
       const locked = yield* Deferred.make<void>()
       const release = yield* Deferred.make<void>()
-      // another connection (another process) takes the write lock and keeps it until released
-      const holder = yield* Effect.fork(
-        Effect.gen(function* () {
-          const other = yield* SqlClient.SqlClient
-          yield* other.withTransaction(
-            Effect.gen(function* () {
-              yield* other`CREATE TABLE lock_holder (x INTEGER)`
-              yield* Deferred.succeed(locked, undefined)
-              yield* Deferred.await(release)
-            })
-          )
-        }).pipe(Effect.provide(SqliteDatabase.layer({ filename })))
-      )
+      const holder = yield* Effect.fork(SqliteWriteLock.holdWriteLock(filename, locked, release))
       yield* Deferred.await(locked)
       const writing = yield* Effect.fork(dlq.write(entry("d1", 1_000)))
-      // SQLite's busy handler would hold this thread for the two-minute busy timeout (and the holder, on this
-      // thread, could not let go): these sleeps run only while the write waits asleep
-      let ticks = 0
-      for (let i = 0; i < 10; i++) {
-        yield* Effect.sleep("2 millis")
-        ticks += 1
-      }
+      // SQLite's busy handler would hold this thread for the two-minute busy timeout
+      expect(yield* SqliteWriteLock.ticks).toBe(10)
       expect(Option.isNone(yield* Fiber.poll(writing))).toBe(true)
       yield* Deferred.succeed(release, undefined)
       yield* Fiber.join(holder)
       yield* Fiber.join(writing)
-      expect(ticks).toBe(10)
       expect((yield* dlq.get("d1")).id).toBe("d1")
     }).pipe(
       Effect.provide(

@@ -32,6 +32,7 @@ import * as SqliteOutboxStore from "../src/layers/sqlite/SqliteOutboxStore.js"
 import type { SqliteOutboxStoreOptions } from "../src/layers/sqlite/SqliteOutboxStore.js"
 import { OutboxStore } from "../src/services/OutboxStore.js"
 import * as BusySqlClient from "./support/BusySqlClient.js"
+import * as SqliteWriteLock from "./support/SqliteWriteLock.js"
 
 const START = 1_700_000_000_000
 
@@ -577,22 +578,6 @@ describe("SqliteOutboxStore", () => {
   })
 
   describe("the write lock", () => {
-    /**
-     * Another connection to `filename` (a database layer of its own) takes SQLite's write lock and keeps it
-     * until `release` completes; `locked` completes once it holds it.
-     */
-    const holdWriteLock = (filename: string, locked: Deferred.Deferred<void>, release: Deferred.Deferred<void>) =>
-      Effect.gen(function* () {
-        const other = yield* SqlClient.SqlClient
-        yield* other.withTransaction(
-          Effect.gen(function* () {
-            yield* other`CREATE TABLE lock_holder (x INTEGER)`
-            yield* Deferred.succeed(locked, undefined)
-            yield* Deferred.await(release)
-          })
-        )
-      }).pipe(Effect.provide(SqliteDatabase.layer({ filename })))
-
     /** The store and the SqlClient of `filename`, with the given busy timeout. */
     const storeWithBusyTimeout = (filename: string, busyTimeout: Duration.DurationInput) =>
       Layer.provideMerge(SqliteOutboxStore.layer, SqliteDatabase.layer({ filename, busyTimeout }))
@@ -613,22 +598,15 @@ describe("SqliteOutboxStore", () => {
         yield* setUp(store)
         const locked = yield* Deferred.make<void>()
         const release = yield* Deferred.make<void>()
-        const holder = yield* Effect.fork(holdWriteLock(filename, locked, release))
+        const holder = yield* Effect.fork(SqliteWriteLock.holdWriteLock(filename, locked, release))
         yield* Deferred.await(locked)
         const waiting = yield* Effect.fork(write(store))
-        // SQLite's own busy handler would sleep on this thread until the busy timeout (two minutes), and the
-        // lock's holder, on the same thread, could not let go: these sleeps run only while the write waits
-        // without blocking it
-        let ticks = 0
-        for (let i = 0; i < 10; i++) {
-          yield* Effect.sleep("2 millis")
-          ticks += 1
-        }
+        // SQLite's own busy handler would hold this thread for the busy timeout (two minutes)
+        expect(yield* SqliteWriteLock.ticks).toBe(10)
         expect(Option.isNone(yield* Fiber.poll(waiting))).toBe(true)
         yield* Deferred.succeed(release, undefined)
         yield* Fiber.join(holder)
         yield* Fiber.join(waiting)
-        expect(ticks).toBe(10)
         yield* check(store)
         // the connection's own busy timeout is back once the lock was taken
         expect(yield* sql`PRAGMA busy_timeout`).toEqual([{ timeout: 120_000 }])
@@ -751,7 +729,7 @@ describe("SqliteOutboxStore", () => {
         const sql = yield* SqlClient.SqlClient
         const locked = yield* Deferred.make<void>()
         const release = yield* Deferred.make<void>()
-        const holder = yield* Effect.fork(holdWriteLock(filename, locked, release))
+        const holder = yield* Effect.fork(SqliteWriteLock.holdWriteLock(filename, locked, release))
         yield* Deferred.await(locked)
         const error = yield* Effect.flip(store.persist([record("p", "e1")]))
         yield* Deferred.succeed(release, undefined)
