@@ -81,26 +81,31 @@ const ordersSeen = (sql: SqlClient.SqlClient) =>
   )
 
 /**
- * A unit of `dialect`'s backend (busy timeout none) run while another connection holds the write lock: how many
- * times its body ran, and the failure it ended with. Nothing of it is stored.
+ * A unit of `dialect`'s backend (busy timeout none) whose body runs `statement`, while another connection holds
+ * the write lock when `locked`: how many times its body ran, and the failure it ended with. Nothing of it is
+ * stored.
  */
-const underOthersLock = (dialect: SqlInbox.SqlInboxDialect) =>
+const failingUnit = (dialect: SqlInbox.SqlInboxDialect, statement: string, locked: boolean) =>
   Effect.gen(function* () {
     const { backend, otherSql, sql } = yield* connections(dialect, Duration.zero)
-    yield* otherSql.unsafe("BEGIN IMMEDIATE")
+    if (locked) yield* otherSql.unsafe("BEGIN IMMEDIATE")
     let attempts = 0
     const error = yield* Effect.flip(
       backend.atomically(() =>
         Effect.zipRight(
           Effect.sync(() => void (attempts += 1)),
-          sql.unsafe("INSERT INTO orders_seen (order_id) VALUES ('o1')")
+          sql.unsafe(statement)
         )
       )
     )
-    yield* otherSql.unsafe("ROLLBACK")
+    if (locked) yield* otherSql.unsafe("ROLLBACK")
     expect(yield* ordersSeen(sql)).toBe(0)
     return { attempts, error }
   })
+
+/** {@link failingUnit} inserting an order while another connection holds the lock. */
+const underOthersLock = (dialect: SqlInbox.SqlInboxDialect) =>
+  failingUnit(dialect, "INSERT INTO orders_seen (order_id) VALUES ('o1')", true)
 
 describe("SqlInbox unit on SQLite: busy failures", () => {
   it.scoped("a busy failure before the id is recorded is retried, at most 20 more times", () =>
@@ -181,16 +186,7 @@ describe("SqlInbox unit on SQLite: busy failures", () => {
 
   it.scoped("a failure other than busy is not retried", () =>
     Effect.gen(function* () {
-      const { backend, sql } = yield* twoConnections
-      let attempts = 0
-      const error = yield* Effect.flip(
-        backend.atomically(() =>
-          Effect.zipRight(
-            Effect.sync(() => void (attempts += 1)),
-            sql.unsafe("INSERT INTO no_such_table (x) VALUES (1)")
-          )
-        )
-      )
+      const { attempts, error } = yield* failingUnit(deferredDialect, "INSERT INTO no_such_table (x) VALUES (1)", false)
       expect(attempts).toBe(1)
       expect(error._tag).toBe("StoreUnavailable")
       if (error._tag === "StoreUnavailable") expect(isBusy(error.cause)).toBe(false)
