@@ -115,8 +115,8 @@ const busyTimeoutOf = (rows: ReadonlyArray<unknown>): number => {
 }
 
 /**
- * Opens a transaction of the store's own with the write lock taken, without blocking the thread while another
- * connection holds it: `BEGIN IMMEDIATE` under a zero busy timeout (the connection's own restored right after),
+ * Opens a transaction with the write lock taken (the store's own, and `SqliteDatabase.withWriteTransaction`'s),
+ * without blocking the thread while another connection holds it: `BEGIN IMMEDIATE` under a zero busy timeout (the connection's own restored right after),
  * tried again every {@link lockRetryDelay} (`SqliteSupport.retryBusy`) until it succeeds, fails otherwise, or
  * `busyMillis` passed (then it fails busy, as SQLite's own wait would have).
  */
