@@ -65,7 +65,8 @@
  * `--only=sqlite-latency-process` runs one throughput round, then the latency phase with the producer in a
  * second process. The full run and `--only=sqlite` also profile three more rounds of each SQLite side (raw,
  * relay, the store's calls in the relay's shape, hand-written; bench/CpuProfile.ts) and break their time down by
- * what ran; `--only=sqlite-profile` runs eight such rounds alone.
+ * what ran; `--only=sqlite-profile` runs eight such rounds alone. `--profile-dir=<directory>` also writes each
+ * profiled round's whole profile there, function by function (see bench/CpuProfile.ts for line numbers).
  */
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
@@ -304,7 +305,10 @@ const throughput = (
   }).pipe(Effect.provide(stores), Effect.orDie)
 
 /** The CPU profiler of the profiled rounds (see {@link profiledRounds}); a round is profiled only when asked. */
-const profiler = CpuProfile.make()
+const profiler = CpuProfile.make(
+  100,
+  process.argv.find((arg) => arg.startsWith("--profile-dir="))?.slice("--profile-dir=".length)
+)
 
 /**
  * Where each SQLite side's CPU time goes (see bench/CpuProfile.ts): `rounds` profiled rounds of the raw
