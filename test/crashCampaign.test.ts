@@ -252,6 +252,8 @@ describe("crash campaign: a SQLite relay process killed with SIGKILL 20 times", 
     } finally {
       for (const worker of workers) if (worker.child.exitCode === null) worker.child.kill("SIGKILL")
       await runtime.dispose()
+      // a killed worker may still be exiting: retried while the directory empties
+      fs.rmSync(directory, { recursive: true, force: true, maxRetries: 5 })
     }
   }, 300_000)
 })

@@ -18,7 +18,7 @@ import * as fs from "node:fs"
 import * as os from "node:os"
 import * as path from "node:path"
 import { randomUUID } from "node:crypto"
-import { inject } from "vitest"
+import { afterAll, inject } from "vitest"
 import { DeadLetterEntry } from "../src/domain/DeadLetterEntry.js"
 import { NewOutboxRecord } from "../src/domain/OutboxRecord.js"
 import * as DynamoDbLeaseStore from "../src/layers/dynamodb/DynamoDbLeaseStore.js"
@@ -85,6 +85,7 @@ const idleDrainer = (p: string) =>
 type Stores = OutboxStore | LeaseStore | Sink | MemorySink.MemorySink
 
 const sqliteDirectory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-inprocess-wake-"))
+afterAll(() => fs.rmSync(sqliteDirectory, { recursive: true, force: true }))
 const sqliteFile = () => path.join(sqliteDirectory, `${randomUUID()}.db`)
 
 const postgresUrl = await createDatabase(inject("postgresUrl"), "inprocwake")

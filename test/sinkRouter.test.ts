@@ -7,6 +7,7 @@
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
 import { describe, expect, inject, it } from "@effect/vitest"
+import { afterAll } from "vitest"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
@@ -386,10 +387,12 @@ describe("SinkRouter (real webhook and NATS JetStream)", { timeout: 120_000 }, (
 })
 
 describe("relay routes table (CLI config file)", () => {
+  const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-routes-"))
+  afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
+  let files = 0
   const file = (json: unknown) =>
     Effect.sync(() => {
-      const dir = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-routes-"))
-      const name = path.join(dir, "config.json")
+      const name = path.join(directory, `config-${++files}.json`)
       fs.writeFileSync(name, JSON.stringify(json))
       return name
     })

@@ -6,6 +6,7 @@
  * options are refused naming each problem.
  */
 import { describe, expect, it } from "@effect/vitest"
+import { afterAll } from "vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"
@@ -31,6 +32,7 @@ import { makeHub, WakeHub, type WakeHubService } from "../src/services/WakeHub.j
 const projectRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), "..")
 const workerScript = path.join(projectRoot, "test", "support", "sqlitePersistWorker.ts")
 const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-sqlite-wake-"))
+afterAll(() => fs.rmSync(directory, { recursive: true, force: true }))
 const freshFile = () => path.join(directory, `${randomUUID()}.db`)
 
 const rec = (partitionKey: string, id: string) =>

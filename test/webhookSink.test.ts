@@ -396,9 +396,13 @@ describe("WebhookSink limits, credentials and signatures", () => {
 
   it.live("signs timestamp + body with HMAC-SHA256; the documented receiver snippet verifies it (21.4)", () =>
     Effect.gen(function* () {
-      const file = path.join(fs.mkdtempSync(path.join(os.tmpdir(), "outbox-verify-")), "verify.mjs")
+      const directory = fs.mkdtempSync(path.join(os.tmpdir(), "outbox-verify-"))
+      const file = path.join(directory, "verify.mjs")
       fs.writeFileSync(file, verifySnippet())
-      const module: unknown = yield* Effect.promise(() => import(pathToFileURL(file).href))
+      // the module is loaded once imported: its file goes at once
+      const module: unknown = yield* Effect.promise(() => import(pathToFileURL(file).href)).pipe(
+        Effect.ensuring(Effect.sync(() => fs.rmSync(directory, { recursive: true, force: true })))
+      )
       const verify =
         typeof module === "object" && module !== null && "verifyOutboxSignature" in module
           ? module.verifyOutboxSignature
