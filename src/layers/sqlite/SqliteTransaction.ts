@@ -116,9 +116,10 @@ const busyTimeoutOf = (rows: ReadonlyArray<unknown>): number => {
 
 /**
  * Opens a transaction with the write lock taken (the store's own, and `SqliteDatabase.withWriteTransaction`'s),
- * without blocking the thread while another connection holds it: `BEGIN IMMEDIATE` under a zero busy timeout (the connection's own restored right after),
- * tried again every {@link lockRetryDelay} (`SqliteSupport.retryBusy`) until it succeeds, fails otherwise, or
- * `busyMillis` passed (then it fails busy, as SQLite's own wait would have).
+ * without blocking the thread while another connection holds it: `BEGIN IMMEDIATE` under a zero busy timeout
+ * (the connection's own restored right after), tried again every {@link lockRetryDelay}
+ * (`SqliteSupport.retryBusy`) until it succeeds, fails otherwise, or `busyMillis` passed (then it fails busy,
+ * as SQLite's own wait would have).
  */
 const beginWrite = (conn: Connection, busyMillis: number): Effect.Effect<void, SqlError> => {
   // a pragma's value cannot be bound; this one is the integer the connection itself reported (busyTimeoutOf)
