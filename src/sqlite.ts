@@ -8,6 +8,9 @@
 /** SQLite database layer (WAL, synchronous=FULL, busy timeout) providing `SqlClient`. @since 0.1.0 */
 export * as SqliteDatabase from "./layers/sqlite/SqliteDatabase.js"
 
+/** WAL checkpoints on a worker thread (`SqliteDatabase.layer`'s `checkpoint: "background"`). @since 0.2.0 */
+export * as SqliteCheckpoint from "./layers/sqlite/SqliteCheckpoint.js"
+
 /** SQLite OutboxStore backend: the embedded default. @since 0.1.0 */
 export * as SqliteOutboxStore from "./layers/sqlite/SqliteOutboxStore.js"
 

@@ -292,7 +292,7 @@ describe("a SQLite-only consumer of the tarball", () => {
       consumer
     )
     expect(sqlite.output.trim()).toBe(
-      "SqliteDatabase,SqliteDeadLetterStore,SqliteInboxStore,SqliteInspection,SqliteLeaseStore,SqliteOutboxStore,SqliteWakeSignal"
+      "SqliteCheckpoint,SqliteDatabase,SqliteDeadLetterStore,SqliteInboxStore,SqliteInspection,SqliteLeaseStore,SqliteOutboxStore,SqliteWakeSignal"
     )
     const dynamodb = await run(
       process.execPath,

@@ -38,9 +38,26 @@ const tablesExist = (file: string, prefix: string) =>
   })
 
 /**
+ * How the CLI opens the SQLite file: the configured `synchronous`, and for the relay (`wake`) WAL checkpoints on a
+ * worker thread (`checkpoint: "background"`), so the relay's commits never stop its thread to checkpoint while an
+ * application's process writes to the same file; every other command checkpoints inline (SQLite's own way).
+ *
+ * @since 0.2.0
+ */
+export const databaseOptions = (
+  settings: Pick<StoreSettings, "sqliteFile" | "sqliteSynchronous">,
+  options: { readonly wake?: boolean | undefined }
+): SqliteDatabase.SqliteDatabaseOptions => ({
+  filename: settings.sqliteFile,
+  synchronous: settings.sqliteSynchronous,
+  checkpoint: options.wake === true ? "background" : "inline"
+})
+
+/**
  * The SQLite stores and inspection for the settings (tables created when missing, except for a read-only
  * command: then a missing table is "no such table", exit 2); with `wake` (the relay) also the
- * `SqliteWakeSignal`, so commits of other processes end the relay's idle pauses.
+ * `SqliteWakeSignal`, so commits of other processes end the relay's idle pauses, and the database's WAL
+ * checkpoints on a worker thread (see {@link databaseOptions}).
  *
  * @since 0.1.0
  */
@@ -49,7 +66,7 @@ export const layer = (
   options: { readonly readOnly: boolean; readonly wake?: boolean | undefined } = { readOnly: false }
 ): Layer.Layer<Stores, unknown> => {
   const tablePrefix = settings.sqliteTablePrefix
-  const database = SqliteDatabase.layer({ filename: settings.sqliteFile, synchronous: settings.sqliteSynchronous })
+  const database = SqliteDatabase.layer(databaseOptions(settings, options))
   const outbox = SqliteOutboxStore.layerWith({ tablePrefix })
   const stores = Layer.mergeAll(
     Layer.provideMerge(SqliteDeadLetterStore.layerWith({ tablePrefix }), outbox),
