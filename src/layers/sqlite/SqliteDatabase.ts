@@ -49,7 +49,7 @@ export interface SqliteDatabaseOptions {
    *   application's process on the same file (the CLI's `relay` runs so): measured with a steady producer in the
    *   other process, the relay's delivery p99 falls to about half (bench/drain.ts). The application's own
    *   process had better keep `"inline"`: with both processes in the background the same run was slower than
-   *   with both inline.
+   *   with both inline, and so was a relay in the application's process, on its one connection.
    *
    * `":memory:"` and `file:` URIs always checkpoint inline.
    *
