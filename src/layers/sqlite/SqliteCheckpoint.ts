@@ -36,8 +36,8 @@ import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
-import { createRequire } from "node:module"
 import { Worker } from "node:worker_threads"
+import { driverRequire } from "./SqliteSupport.js"
 
 /**
  * Options of {@link run}.
@@ -133,11 +133,8 @@ const { parentPort, workerData } = require("node:worker_threads")
 /** How many times longer than its own threshold the connection lets the log grow before it checkpoints inline. */
 const safetyFactor = 10
 
-/** The driver `@effect/sql-sqlite-node` loads (resolved from there, as `SqliteWakeSignal` opens it). */
-const defaultDriver = (): string =>
-  createRequire(createRequire(import.meta.url).resolve("@effect/sql-sqlite-node/SqliteClient")).resolve(
-    "better-sqlite3"
-  )
+/** The driver `@effect/sql-sqlite-node` loads (as `SqliteWakeSignal` opens it). */
+const defaultDriver = (): string => driverRequire().resolve("better-sqlite3")
 
 /** The size of the WAL file, 0 when there is none. */
 const walBytes = (walFile: string): number => {

@@ -10,7 +10,17 @@ import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"
 import * as Option from "effect/Option"
 import * as Schedule from "effect/Schedule"
+import { createRequire } from "node:module"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
+
+/**
+ * A `require` that resolves from `@effect/sql-sqlite-node`, so a connection of the library's own (the wake signal's,
+ * the checkpoint worker's) opens the `better-sqlite3` that `SqliteClient` itself loads.
+ *
+ * @since 0.2.0
+ */
+export const driverRequire = (): NodeJS.Require =>
+  createRequire(createRequire(import.meta.url).resolve("@effect/sql-sqlite-node/SqliteClient"))
 
 /**
  * True for a SQL failure caused by another connection's lock (`SQLITE_BUSY*`, `SQLITE_LOCKED*`).

@@ -25,13 +25,12 @@ import * as Layer from "effect/Layer"
 import * as Runtime from "effect/Runtime"
 import * as Schema from "effect/Schema"
 import type * as Scope from "effect/Scope"
-import { createRequire } from "node:module"
 import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import { WakeHub } from "../../services/WakeHub.js"
 import { WakeSignal } from "../../services/WakeSignal.js"
 import { isMemory } from "./SqliteDatabase.js"
 import { tableNames } from "./SqliteOutboxSchema.js"
-import { tablePrefix } from "./SqliteSupport.js"
+import { driverRequire, tablePrefix } from "./SqliteSupport.js"
 
 /**
  * Options of the SQLite wake signal.
@@ -74,9 +73,7 @@ const isConnection = (u: unknown): u is Connection =>
 
 /** Opens a `better-sqlite3` connection, the driver `@effect/sql-sqlite-node` loads (resolved from there). */
 const open = (filename: string): Connection => {
-  const driver: unknown = createRequire(createRequire(import.meta.url).resolve("@effect/sql-sqlite-node/SqliteClient"))(
-    "better-sqlite3"
-  )
+  const driver: unknown = driverRequire()("better-sqlite3")
   if (typeof driver !== "function") throw new Error("better-sqlite3 did not load")
   const connection: unknown = Reflect.construct(driver, [filename, { fileMustExist: true }])
   if (!isConnection(connection)) throw new Error("better-sqlite3 returned no connection")
