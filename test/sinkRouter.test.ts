@@ -6,8 +6,7 @@
  * in order. Metrics and WARN lines carry the route.
  */
 import * as NodeHttpClient from "@effect/platform-node/NodeHttpClient"
-import { describe, expect, inject, it } from "@effect/vitest"
-import { afterAll } from "vitest"
+import { afterAll, describe, expect, inject, it } from "@effect/vitest"
 import * as DateTime from "effect/DateTime"
 import * as Effect from "effect/Effect"
 import * as Either from "effect/Either"

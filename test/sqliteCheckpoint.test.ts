@@ -135,10 +135,26 @@ describe("SqliteCheckpoint", { timeout: 60_000 }, () => {
     }).pipe(Effect.scoped, Effect.provide(SqliteDatabase.layer({ filename, checkpoint: "inline" })))
   })
 
+  it.live("bad options are refused, each named, before the connection is touched", () =>
+    Effect.gen(function* () {
+      const error = yield* Effect.flip(
+        SqliteCheckpoint.run({ filename: freshFile(), interval: "0 millis", startAtWalBytes: -1 })
+      )
+      expect(error._tag).toBe("InvalidConfiguration")
+      if (error._tag === "InvalidConfiguration") {
+        expect(error.problems).toEqual([
+          "interval must be a finite duration of at least 1 millisecond",
+          "startAtWalBytes must be a non-negative integer"
+        ])
+      }
+      expect(yield* autocheckpoint).toBe(1000)
+    }).pipe(Effect.scoped, Effect.provide(SqliteDatabase.layer({ filename: freshFile() })))
+  )
+
   it("the CLI's relay checkpoints its database in the background; its other commands inline", () => {
     const settings = { sqliteFile: "outbox.db", sqliteSynchronous: "FULL" } as const
-    expect(SqliteBackend.databaseOptions(settings, { wake: true }).checkpoint).toBe("background")
-    expect(SqliteBackend.databaseOptions(settings, { wake: false }).checkpoint).toBe("inline")
+    expect(SqliteBackend.databaseOptions(settings, { relay: true }).checkpoint).toBe("background")
+    expect(SqliteBackend.databaseOptions(settings, { relay: false }).checkpoint).toBe("inline")
     expect(SqliteBackend.databaseOptions(settings, {}).checkpoint).toBe("inline")
   })
 

@@ -5,8 +5,7 @@
  * long before its idle back-off (10 minutes here) and discovers a partition that process created; bad
  * options are refused naming each problem.
  */
-import { describe, expect, it } from "@effect/vitest"
-import { afterAll } from "vitest"
+import { afterAll, describe, expect, it } from "@effect/vitest"
 import * as Effect from "effect/Effect"
 import * as Fiber from "effect/Fiber"
 import * as Layer from "effect/Layer"

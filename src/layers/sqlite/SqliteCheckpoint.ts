@@ -32,11 +32,13 @@
 import * as SqlClient from "@effect/sql/SqlClient"
 import type { SqlError } from "@effect/sql/SqlError"
 import * as Data from "effect/Data"
+import * as Deferred from "effect/Deferred"
 import * as Duration from "effect/Duration"
 import * as Effect from "effect/Effect"
 import type * as Scope from "effect/Scope"
 import * as fs from "node:fs"
 import { Worker } from "node:worker_threads"
+import { InvalidConfiguration } from "../../domain/OutboxError.js"
 import { driverRequire } from "./SqliteSupport.js"
 
 /**
@@ -147,6 +149,12 @@ const walBytes = (walFile: string): number => {
 
 const messageOf = (u: unknown): string => (u instanceof Error ? u.message : String(u))
 
+/** The connection's `wal_autocheckpoint` as SQLite reports it; SQLite's default, 1000, when it reports none. */
+const autocheckpointOf = (rows: ReadonlyArray<unknown>): number => {
+  const value = field(rows[0], "wal_autocheckpoint")
+  return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : 1000
+}
+
 /** A field of a message from the worker. */
 const field = (message: unknown, name: string): unknown =>
   typeof message === "object" && message !== null ? Reflect.get(message, name) : undefined
@@ -183,49 +191,27 @@ const start = (
     )
     // the worker never keeps the process alive on its own
     worker.unref()
-    let ready = false
-    let failure: CheckpointFailure | undefined
-    let wake: (() => void) | undefined
-    const signal = (): void => {
-      const resume = wake
-      wake = undefined
-      resume?.()
-    }
+    const ready = yield* Deferred.make<void, CheckpointFailure>()
+    const failed = yield* Deferred.make<never, CheckpointFailure>()
     const fail = (message: string): void => {
-      failure ??= new CheckpointFailure({ message })
-      signal()
+      const failure = Effect.fail(new CheckpointFailure({ message }))
+      Deferred.unsafeDone(ready, failure)
+      Deferred.unsafeDone(failed, failure)
     }
     worker.on("message", (message: unknown) => {
-      if (field(message, "type") === "ready") {
-        ready = true
-        signal()
-      } else fail(String(field(message, "message") ?? "unexpected message"))
+      if (field(message, "type") === "ready") Deferred.unsafeDone(ready, Effect.void)
+      else fail(String(field(message, "message") ?? "unexpected message"))
     })
     worker.on("error", (error: unknown) => fail(messageOf(error)))
     worker.on("exit", (code: number) => fail(`the checkpoint worker exited (code ${code})`))
-    /** Waits until `done` holds or the worker failed. */
-    const until = (done: () => boolean): Effect.Effect<void, CheckpointFailure> =>
-      Effect.async<void, CheckpointFailure>((resume) => {
-        const check = (): void => {
-          if (failure !== undefined) resume(Effect.fail(failure))
-          else if (done()) resume(Effect.void)
-          else wake = check
-        }
-        check()
-        return Effect.sync(() => {
-          wake = undefined
-        })
-      })
-    yield* until(() => ready)
-    return Effect.zipRight(
-      until(() => false),
-      Effect.dieMessage("unreachable")
-    )
+    yield* Deferred.await(ready)
+    return Deferred.await(failed)
   })
 
 /**
- * Turns the connection's own checkpoints off and checkpoints on a worker thread for the life of the scope (see
- * the module doc). Fails only when the connection's `wal_autocheckpoint` cannot be read or set; everything after
+ * Leaves the connection's checkpoints to a worker thread for the life of the scope (see the module doc). Fails
+ * `InvalidConfiguration` naming each bad option, or when the connection's `wal_autocheckpoint` cannot be read or
+ * set; everything after
  * that runs in a fiber of the scope, and when it stops on a failure the connection's previous
  * `wal_autocheckpoint` is restored.
  *
@@ -233,20 +219,25 @@ const start = (
  */
 export const run = (
   options: BackgroundCheckpointOptions
-): Effect.Effect<void, SqlError, SqlClient.SqlClient | Scope.Scope> =>
+): Effect.Effect<void, SqlError | InvalidConfiguration, SqlClient.SqlClient | Scope.Scope> =>
   Effect.gen(function* () {
-    const sql = yield* SqlClient.SqlClient
     const interval = Duration.decode(options.interval ?? defaultInterval)
     const startAt = options.startAtWalBytes ?? defaultStartAtWalBytes
+    const problems: Array<string> = []
+    if (!Duration.isFinite(interval) || Duration.toMillis(interval) < 1) {
+      problems.push("interval must be a finite duration of at least 1 millisecond")
+    }
+    if (!Number.isSafeInteger(startAt) || startAt < 0) problems.push("startAtWalBytes must be a non-negative integer")
+    if (problems.length > 0) return yield* new InvalidConfiguration({ component: "SqliteCheckpoint", problems })
+    const sql = yield* SqlClient.SqlClient
     const walFile = `${options.filename}-wal`
-    const rows = yield* sql.unsafe<{ readonly wal_autocheckpoint: number }>("PRAGMA wal_autocheckpoint")
-    const previous = rows[0]?.wal_autocheckpoint ?? 1000
+    const previous = autocheckpointOf(yield* sql.unsafe("PRAGMA wal_autocheckpoint"))
     // the log's length past which the worker checkpoints at once: the connection's own checkpoint threshold
     const restartFrames = previous > 0 ? previous : 1000
     // the connection's own checkpoints only as a bound, should the worker fall behind (writes that never pause)
     yield* sql.unsafe(`PRAGMA wal_autocheckpoint = ${safetyFactor * restartFrames}`)
     // the pragma's value cannot be bound; this is the integer the connection reported
-    const restore = Effect.catchAll(sql.unsafe(`PRAGMA wal_autocheckpoint = ${Math.floor(previous)}`), (error) =>
+    const restore = Effect.catchAll(sql.unsafe(`PRAGMA wal_autocheckpoint = ${previous}`), (error) =>
       Effect.logWarning("SQLite automatic checkpoints could not be turned back on").pipe(
         Effect.annotateLogs({ error: error.message })
       )

@@ -83,8 +83,11 @@ const makeParents = (directory: string): void => {
   for (const dir of missing.reverse()) fs.mkdirSync(dir)
 }
 
+/** A file database named by a path: not in memory, not a `file:` URI. */
+const isPath = (filename: string): boolean => !isMemory(filename) && !filename.startsWith("file:")
+
 const ensureParentDirectory = (filename: string): Effect.Effect<void, StoreUnavailable> =>
-  isMemory(filename) || filename.startsWith("file:")
+  !isPath(filename)
     ? Effect.void
     : Effect.try({
         try: () => makeParents(path.dirname(path.resolve(filename))),
@@ -109,7 +112,7 @@ export const layer = (
       SqliteClient.layer({ filename: options.filename, disableWAL: memory })
     )
   )
-  const background = !memory && !options.filename.startsWith("file:") && options.checkpoint === "background"
+  const background = isPath(options.filename) && options.checkpoint === "background"
   const pragmas = Layer.scopedDiscard(
     Effect.gen(function* () {
       const sql = yield* SqlClient.SqlClient

@@ -39,15 +39,16 @@ export const storeTables: ReadonlyArray<string> = ["outbox", "outbox_fence"]
 
 /**
  * How a command uses the store: `readOnly` commands (`inspect`, `dlq list`) never create a database;
- * with `wake` (the relay) the SQLite and PostgreSQL backends also provide their `WakeSignal`
+ * opened for the `relay`, the SQLite and PostgreSQL backends also provide their `WakeSignal`
  * (`SqliteWakeSignal`, `PostgresWakeSignal`), so records committed by other processes wake the idle
- * relay (SPEC §13).
+ * relay (SPEC §13), and SQLite checkpoints its WAL on a worker thread (`SqliteBackend.databaseOptions`).
  *
  * @since 0.1.0
  */
 export interface OpenOptions {
   readonly readOnly: boolean
-  readonly wake?: boolean | undefined
+  /** The relay's stores (the `relay` command). @since 0.2.0 */
+  readonly relay?: boolean | undefined
 }
 
 /**
@@ -127,7 +128,7 @@ export const backends: { readonly [B in BackendName]: BackendLayer } = {
 
 /**
  * Whether records committed by other processes wake an idle relay of the backend (SPEC §13): SQLite and
- * PostgreSQL provide their `WakeSignal` when opened with `wake`; memory has no other process. DynamoDB and
+ * PostgreSQL provide their `WakeSignal` when opened for the `relay`; memory has no other process. DynamoDB and
  * MySQL have no change signal: their relays poll, and the CLI bounds the idle pause (`RelayCommand`).
  *
  * @since 0.1.0

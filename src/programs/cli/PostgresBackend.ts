@@ -58,14 +58,14 @@ const tablesExist = (schema: string, prefix: string) =>
 /**
  * The PostgreSQL stores and inspection for the settings (tables created when missing, except for a
  * read-only command: then no migration runs and a missing schema or table is "no such schema/table", exit
- * 2); with `wake` also the `PostgresWakeSignal` of the schema (`LISTEN` on the channel the store notifies on
+ * 2); opened for the `relay` also the `PostgresWakeSignal` of the schema (`LISTEN` on the channel the store notifies on
  * commit).
  *
  * @since 0.1.0
  */
 export const layer = (
   settings: StoreSettings,
-  options: { readonly readOnly: boolean; readonly wake?: boolean | undefined } = { readOnly: false }
+  options: { readonly readOnly: boolean; readonly relay?: boolean | undefined } = { readOnly: false }
 ): Layer.Layer<Stores, unknown> => {
   if (Option.isNone(settings.postgresUrl)) {
     return Layer.fail(
@@ -94,7 +94,7 @@ export const layer = (
     PostgresLeaseFence.layerWith(names)
   )
   const withWake =
-    options.wake === true ? Layer.merge(withInspection, PostgresWakeSignal.layerWith(names)) : withInspection
+    options.relay === true ? Layer.merge(withInspection, PostgresWakeSignal.layerWith(names)) : withInspection
   const checked = options.readOnly ? Layer.unwrapEffect(Effect.as(tablesExist(schema, ""), withWake)) : withWake
   return checked.pipe(Layer.provide(client))
 }

@@ -362,7 +362,7 @@ export const command = Command.make(
       const relay = withStores(
         store,
         Effect.scoped(run).pipe(Effect.provide(relaySinkLayer(settings, Deferred.succeed(stdoutClosed, undefined)))),
-        { readOnly: false, wake: true }
+        { readOnly: false, relay: true }
       )
       // a reader that goes away is how a stdout relay is meant to stop: not a failing sink worth a WARN
       return yield* writesStdout(settings)

@@ -38,7 +38,7 @@ const tablesExist = (file: string, prefix: string) =>
   })
 
 /**
- * How the CLI opens the SQLite file: the configured `synchronous`, and for the relay (`wake`) WAL checkpoints on a
+ * How the CLI opens the SQLite file: the configured `synchronous`, and for the `relay` WAL checkpoints on a
  * worker thread (`checkpoint: "background"`), so the relay's commits never stop its thread to checkpoint while an
  * application's process writes to the same file; every other command checkpoints inline (SQLite's own way).
  *
@@ -46,16 +46,16 @@ const tablesExist = (file: string, prefix: string) =>
  */
 export const databaseOptions = (
   settings: Pick<StoreSettings, "sqliteFile" | "sqliteSynchronous">,
-  options: { readonly wake?: boolean | undefined }
+  options: { readonly relay?: boolean | undefined }
 ): SqliteDatabase.SqliteDatabaseOptions => ({
   filename: settings.sqliteFile,
   synchronous: settings.sqliteSynchronous,
-  checkpoint: options.wake === true ? "background" : "inline"
+  checkpoint: options.relay === true ? "background" : "inline"
 })
 
 /**
  * The SQLite stores and inspection for the settings (tables created when missing, except for a read-only
- * command: then a missing table is "no such table", exit 2); with `wake` (the relay) also the
+ * command: then a missing table is "no such table", exit 2); opened for the `relay` also the
  * `SqliteWakeSignal`, so commits of other processes end the relay's idle pauses, and the database's WAL
  * checkpoints on a worker thread (see {@link databaseOptions}).
  *
@@ -63,7 +63,7 @@ export const databaseOptions = (
  */
 export const layer = (
   settings: StoreSettings,
-  options: { readonly readOnly: boolean; readonly wake?: boolean | undefined } = { readOnly: false }
+  options: { readonly readOnly: boolean; readonly relay?: boolean | undefined } = { readOnly: false }
 ): Layer.Layer<Stores, unknown> => {
   const tablePrefix = settings.sqliteTablePrefix
   const database = SqliteDatabase.layer(databaseOptions(settings, options))
@@ -74,7 +74,7 @@ export const layer = (
   )
   const withInspection = Layer.provideMerge(SqliteInspection.layerWith({ tablePrefix }), stores)
   const withWake =
-    options.wake === true ? Layer.merge(withInspection, SqliteWakeSignal.layerWith({ tablePrefix })) : withInspection
+    options.relay === true ? Layer.merge(withInspection, SqliteWakeSignal.layerWith({ tablePrefix })) : withInspection
   const checked = options.readOnly
     ? Layer.unwrapEffect(Effect.as(tablesExist(settings.sqliteFile, tablePrefix), withWake))
     : withWake
