@@ -104,12 +104,12 @@ class WaveSends extends Wave {
   starting = true
   /** The slot whose send the running sender fiber is in. */
   current: Slot | undefined = undefined
-  /** Runs sends one after another until one of them has to wait (none after a defect). */
+  /**
+   * Runs sends one after another until one of them has to wait (none after a defect): a loop whose step
+   * keeps each success, so a send that finishes at once costs the run loop one step. A failed send leaves
+   * the loop; its failure is kept and the loop starts again at the next send.
+   */
   readonly sender: Effect.Effect<void>
-  private readonly handlers: {
-    readonly onFailure: (error: SendError) => Effect.Effect<void>
-    readonly onSuccess: () => Effect.Effect<void>
-  }
 
   constructor(
     readonly sink: SinkService,
@@ -118,39 +118,49 @@ class WaveSends extends Wave {
     readonly batch: BatchRuntime
   ) {
     super()
-    // the continuations of every send of the wave: bound once per wave
-    this.handlers = { onFailure: this.failed.bind(this), onSuccess: this.succeeded.bind(this) }
-    this.sender = Effect.suspend(() => this.next())
+    // the loop and its continuations: made once per wave
+    const sends = Effect.whileLoop({
+      while: this.more.bind(this),
+      body: this.sendNext.bind(this),
+      step: this.succeeded.bind(this)
+    })
+    const sender: Effect.Effect<void> = Effect.matchEffect(sends, {
+      onFailure: (error: SendError) => {
+        this.done(Either.left(error))
+        return sender
+      },
+      onSuccess: () => Effect.void
+    })
+    this.sender = sender
   }
 
-  failed(error: SendError): Effect.Effect<void> {
-    return this.done(Either.left(error))
+  /** Whether the sender goes on: a send is left, no defect came, and this is the starting stretch. */
+  more(): boolean {
+    return this.started < this.toSend.length && this.defect === undefined && this.starting
   }
 
-  succeeded(): Effect.Effect<void> {
-    return this.done(succeeded)
-  }
-
-  next(): Effect.Effect<void> {
+  /** Starts the next slot's send. */
+  sendNext(): Effect.Effect<void, SendError> {
     const slot = this.toSend[this.started]
-    if (slot === undefined || this.defect !== undefined || !this.starting) return Effect.void
     this.started += 1
     this.current = slot
-    return Effect.matchEffect(this.sink.send(slot.record), this.handlers)
+    return slot === undefined ? Effect.void : this.sink.send(slot.record)
+  }
+
+  succeeded(): void {
+    this.done(succeeded)
   }
 
   /**
-   * A send returned: its result is kept, and the sender goes on to the next one. In the starting stretch
-   * the sender that returns is the one that started last; a send that had to wait returns later, in the
-   * fiber it waited in.
+   * A send returned: its result is kept. In the starting stretch the sender that returns is the one that
+   * started last; a send that had to wait returns later, in the fiber it waited in (whose loop then ends).
    */
-  done(result: Either.Either<void, SendError>): Effect.Effect<void> {
+  done(result: Either.Either<void, SendError>): void {
     const slot = this.starting ? this.current : this.waitedIn()
     if (slot !== undefined) {
       slot.result = result
       this.state.inFlight.delete(slot.record.id)
     }
-    return this.next()
   }
 
   /** The slot whose send the running fiber waited in. */
