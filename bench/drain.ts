@@ -41,8 +41,9 @@
  * claim's rows as better-sqlite3 returns them by default (row objects). In the same rounds, informational, the same
  * loop reading them as arrays of values (better-sqlite3's raw mode), as the store reads them.
  *
- * Raw and relay rounds alternate so that both see the same machine load; the ratio is reported best
- * against best and as the median of the per-round ratios. One untimed relay round runs first: the
+ * Raw and relay rounds alternate so that both see the same machine load (nine rounds of each: a round's ratio
+ * swings by ±20 % on a shared two-core machine); the ratio is reported best against best and as the median of
+ * the per-round ratios. One untimed relay round runs first: the
  * relay's code (Effect's runtime, the store, the drainer) is still partly unoptimised in its first
  * round, while the raw baseline's short loop is optimised within it.
  *
@@ -1462,7 +1463,7 @@ const latencyPace = (count: number): Effect.Effect<number> =>
 const main = Effect.gen(function* () {
   const rounds = quick ? 1 : 3
   // the goal's rounds: more of them, as the machine's run-to-run spread is large (best against best)
-  const sqliteRounds = quick ? 1 : 5
+  const sqliteRounds = quick ? 1 : 9
   // the memory relay is CPU-bound and its first rounds still run partly unoptimised code: more rounds,
   // best taken (every round is in the results)
   const memoryRounds = quick ? 1 : 5
