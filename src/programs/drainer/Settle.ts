@@ -32,16 +32,18 @@ export const completeMany = (
   token: LeaseToken.LeaseToken
 ): Effect.Effect<ReadonlyMap<string, StaleFencingToken | StoreUnavailable>> =>
   Effect.suspend(() => {
-    if (ids.length === 0) return Effect.succeed(noFailures)
+    if (ids.length === 0) return noFailures
     instance.storeCalls += 1
-    return Effect.catchAll(Effect.as(instance.store.complete(ids, token), noFailures), (error) =>
+    return Effect.matchEffect(instance.store.complete(ids, token), {
       // the ids are records this drainer claimed: an invalid one is a bug
-      error._tag === "InvalidArgument" ? Effect.die(error) : completeEach(instance, ids, token, error)
-    )
+      onFailure: (error) =>
+        error._tag === "InvalidArgument" ? Effect.die(error) : completeEach(instance, ids, token, error),
+      onSuccess: () => noFailures
+    })
   })
 
-/** No complete failed (shared: callers only read it). */
-const noFailures: ReadonlyMap<string, StaleFencingToken | StoreUnavailable> = new Map()
+/** No complete failed: the result of a complete that succeeded (shared: callers only read it). */
+const noFailures: Effect.Effect<ReadonlyMap<string, StaleFencingToken | StoreUnavailable>> = Effect.succeed(new Map())
 
 /** After a failed multi-id complete: the ids it named fail; the others are completed one by one. */
 const completeEach = (

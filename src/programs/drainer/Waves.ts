@@ -405,8 +405,8 @@ export const runWave = (
     if (unsendable.length === 0 && toSend.length > 0) {
       if (Lease.standsAgain(instance, token, state, batch.clock.unsafeCurrentTimeMillis())) {
         state.leaseHeldAt = undefined
-        return Effect.flatMap(send(instance, toSend, state, batch), (started) =>
-          afterSending(instance, wave, started, token, state, batch, lastOffered)
+        return Effect.flatMap(sendWave(instance, toSend, state, batch), (result) =>
+          afterSending(instance, wave, sent(instance, result), token, state, batch, lastOffered)
         )
       }
     }
@@ -414,34 +414,36 @@ export const runWave = (
       for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
       if (toSend.length === 0) return yield* finish(instance, wave.slots, token, state, batch)
       const started = (yield* maySend(instance, toSend, token, state))
-        ? yield* send(instance, toSend, state, batch)
+        ? sent(instance, yield* sendWave(instance, toSend, state, batch))
         : toSend.length
       return yield* afterSending(instance, wave, started, token, state, batch, lastOffered)
     })
   })
 
-/** Sends the wave's records (see `Sender`); returns how many of them, from the first, were started. */
-const send = (
+/** Sends the wave's records (see `Sender`), under the send deadline and `maxConcurrency`. */
+const sendWave = (
   instance: Instance,
   toSend: ReadonlyArray<Slot>,
   state: BatchState,
   batch: BatchRuntime
-): Effect.Effect<number> =>
-  Effect.map(
-    Sender.sendAll(
-      instance.sink,
-      toSend,
-      state,
-      batch,
-      instance.timers?.send ?? instance.config.sendTimeout,
-      instance.config.maxConcurrency
-    ),
-    (result) => {
-      // the width of the next wave: every lane while sends finish at once (see the module doc)
-      instance.sendsAtOnce = result.atOnce
-      return result.started
-    }
+): Effect.Effect<Sender.SendAllResult> =>
+  Sender.sendAll(
+    instance.sink,
+    toSend,
+    state,
+    batch,
+    instance.timers?.send ?? instance.config.sendTimeout,
+    instance.config.maxConcurrency
   )
+
+/**
+ * After {@link sendWave}: keeps the width of the next wave (every lane while sends finish at once, see the
+ * module doc) and returns how many of the wave's records, from the first, were started.
+ */
+const sent = (instance: Instance, result: Sender.SendAllResult): number => {
+  instance.sendsAtOnce = result.atOnce
+  return result.started
+}
 
 /**
  * After the sends (`started` of `toSend` were started; all of them when none was to be sent): the failures
