@@ -759,6 +759,9 @@ const drainSection = (data: unknown): Array<string> => {
     ["sqlite, second process, relay checkpointing inline (before)", at(other, "checkpointsInline", "first")],
     ["sqlite, second process, relay checkpointing inline, again", at(other, "checkpointsInline", "again")]
   ]
+  /** The WAL file's high-water mark of one of those runs, in MB. */
+  const walMegabytes = (row: readonly [string, unknown] | undefined): string =>
+    formatNumber(Math.round((num(row?.[1], "walBytes") ?? 0) / 1e6))
   for (const [label, run] of otherRuns) {
     if (run === undefined) continue
     latencyRows.push([
@@ -841,11 +844,9 @@ const drainSection = (data: unknown): Array<string> => {
               `"background", as the CLI's relay runs); the producer's checkpoints inline, an application's default. ` +
               `The "checkpointing inline" rows are the same run with the relay's database checkpointing inline too, ` +
               `as before (the commit that takes the log past 1000 pages copies it on the relay's thread), the four ` +
-              `runs taking turns. The WAL file grew to ` +
-              `${formatNumber(Math.round((num(other, "walBytes") ?? 0) / 1e6))} MB and ` +
-              `${formatNumber(Math.round((num(at(other, "again"), "walBytes") ?? 0) / 1e6))} MB with the worker, ` +
-              `${formatNumber(Math.round((num(at(other, "checkpointsInline", "first"), "walBytes") ?? 0) / 1e6))} MB and ` +
-              `${formatNumber(Math.round((num(at(other, "checkpointsInline", "again"), "walBytes") ?? 0) / 1e6))} MB inline.`),
+              `runs taking turns. The WAL file grew to ${walMegabytes(otherRuns[0])} MB and ` +
+              `${walMegabytes(otherRuns[1])} MB with the worker, ${walMegabytes(otherRuns[2])} MB and ` +
+              `${walMegabytes(otherRuns[3])} MB inline.`),
         ""
       )
     }

@@ -155,7 +155,7 @@ const autocheckpointOf = (rows: ReadonlyArray<unknown>): number => {
   return typeof value === "number" && Number.isSafeInteger(value) && value >= 0 ? value : 1000
 }
 
-/** A field of a message from the worker. */
+/** A field of an object (a message from the worker, a row SQLite returned); `undefined` for anything else. */
 const field = (message: unknown, name: string): unknown =>
   typeof message === "object" && message !== null ? Reflect.get(message, name) : undefined
 
@@ -210,10 +210,9 @@ const start = (
 
 /**
  * Leaves the connection's checkpoints to a worker thread for the life of the scope (see the module doc). Fails
- * `InvalidConfiguration` naming each bad option, or when the connection's `wal_autocheckpoint` cannot be read or
- * set; everything after
- * that runs in a fiber of the scope, and when it stops on a failure the connection's previous
- * `wal_autocheckpoint` is restored.
+ * `InvalidConfiguration` naming each bad option, and `SqlError` when the connection's `wal_autocheckpoint` cannot
+ * be read or set. Everything after that runs in a fiber of the scope; when it stops on a failure, a warning is
+ * logged and the connection's previous `wal_autocheckpoint` is restored.
  *
  * @since 0.2.0
  */

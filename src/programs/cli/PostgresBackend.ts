@@ -21,7 +21,7 @@ import * as PostgresOutboxStore from "../../layers/postgres/PostgresOutboxStore.
 import * as PostgresWakeSignal from "../../layers/postgres/PostgresWakeSignal.js"
 import { DeadLetterStore } from "../../services/DeadLetterStore.js"
 import { LeaseStore } from "../../services/LeaseStore.js"
-import { type Stores, storeTables } from "./Backends.js"
+import { type OpenOptions, type Stores, storeTables } from "./Backends.js"
 import { CliFailure, type StoreSettings } from "./Settings.js"
 
 const Names = Schema.Array(Schema.Struct({ name: Schema.String }))
@@ -65,7 +65,7 @@ const tablesExist = (schema: string, prefix: string) =>
  */
 export const layer = (
   settings: StoreSettings,
-  options: { readonly readOnly: boolean; readonly relay?: boolean | undefined } = { readOnly: false }
+  options: OpenOptions = { readOnly: false }
 ): Layer.Layer<Stores, unknown> => {
   if (Option.isNone(settings.postgresUrl)) {
     return Layer.fail(

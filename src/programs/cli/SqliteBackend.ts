@@ -15,7 +15,7 @@ import * as SqliteInspection from "../../layers/sqlite/SqliteInspection.js"
 import * as SqliteLeaseStore from "../../layers/sqlite/SqliteLeaseStore.js"
 import * as SqliteOutboxStore from "../../layers/sqlite/SqliteOutboxStore.js"
 import * as SqliteWakeSignal from "../../layers/sqlite/SqliteWakeSignal.js"
-import { type Stores, storeTables } from "./Backends.js"
+import { type OpenOptions, type Stores, storeTables } from "./Backends.js"
 import { CliFailure, type StoreSettings } from "./Settings.js"
 
 const Names = Schema.Array(Schema.Struct({ name: Schema.String }))
@@ -46,7 +46,7 @@ const tablesExist = (file: string, prefix: string) =>
  */
 export const databaseOptions = (
   settings: Pick<StoreSettings, "sqliteFile" | "sqliteSynchronous">,
-  options: { readonly relay?: boolean | undefined }
+  options: Pick<OpenOptions, "relay">
 ): SqliteDatabase.SqliteDatabaseOptions => ({
   filename: settings.sqliteFile,
   synchronous: settings.sqliteSynchronous,
@@ -63,7 +63,7 @@ export const databaseOptions = (
  */
 export const layer = (
   settings: StoreSettings,
-  options: { readonly readOnly: boolean; readonly relay?: boolean | undefined } = { readOnly: false }
+  options: OpenOptions = { readOnly: false }
 ): Layer.Layer<Stores, unknown> => {
   const tablePrefix = settings.sqliteTablePrefix
   const database = SqliteDatabase.layer(databaseOptions(settings, options))

@@ -122,7 +122,7 @@ class WaveSends extends Wave {
     const sends = Effect.whileLoop({
       while: this.more.bind(this),
       body: this.sendNext.bind(this),
-      step: this.succeeded.bind(this)
+      step: this.keepSuccess.bind(this)
     })
     const sender: Effect.Effect<void> = Effect.matchEffect(sends, {
       onFailure: (error: SendError) => {
@@ -147,7 +147,8 @@ class WaveSends extends Wave {
     return slot === undefined ? Effect.void : this.sink.send(slot.record)
   }
 
-  succeeded(): void {
+  /** The loop's step: the send just made succeeded. */
+  keepSuccess(): void {
     this.done(succeeded)
   }
 
