@@ -1799,6 +1799,10 @@ const main = Effect.gen(function* () {
     wall: Number((run.recordsPerSecondWall / (rawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3)),
     cpu: Number((run.recordsPerSecondCpu / (rawRuns[r]?.recordsPerSecondCpu ?? 1)).toFixed(3))
   }))
+  const medianWall = median(perRound.map((r) => r.wall))
+  // the same rounds timed from the relay's start (see `throughput`)
+  const fromStartBest = Math.max(...sqliteRuns.map((run) => run.recordsPerSecondFromStart ?? 0))
+  const starts = sqliteRuns.map((run) => run.startMillis ?? 0)
   const result = {
     date: new Date().toISOString(),
     node: process.version,
@@ -1881,24 +1885,16 @@ const main = Effect.gen(function* () {
       ratioWall,
       ratioCpu,
       ratioPerRound: perRound,
-      ratioWallMedianOfRounds: median(perRound.map((r) => r.wall)),
+      ratioWallMedianOfRounds: medianWall,
       fromStart: {
-        best: Math.max(...sqliteRuns.map((run) => run.recordsPerSecondFromStart ?? 0)),
-        ratioWall: Number(
-          (Math.max(...sqliteRuns.map((run) => run.recordsPerSecondFromStart ?? 0)) / raw.recordsPerSecondWall).toFixed(
-            3
-          )
-        ),
+        best: fromStartBest,
+        ratioWall: Number((fromStartBest / raw.recordsPerSecondWall).toFixed(3)),
         ratioWallMedianOfRounds: median(
           sqliteRuns.map((run, r) =>
             Number(((run.recordsPerSecondFromStart ?? 0) / (rawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3))
           )
         ),
-        startMillis: {
-          min: Math.min(...sqliteRuns.map((run) => run.startMillis ?? 0)),
-          median: median(sqliteRuns.map((run) => run.startMillis ?? 0)),
-          max: Math.max(...sqliteRuns.map((run) => run.startMillis ?? 0))
-        },
+        startMillis: { min: Math.min(...starts), median: median(starts), max: Math.max(...starts) },
         note:
           "the same relay rounds timed from the relay's start (before its first claim: partition discovery, lease acquires, the drainers' " +
           "builds, the first cycle's expiry sweep) until the store held none pending or claimed, as the rounds were timed before; " +
@@ -1906,7 +1902,7 @@ const main = Effect.gen(function* () {
       },
       target: "≥ 0.95 × the raw better-sqlite3 claim → complete loop, best against best and median of rounds",
       // the goal holds best against best and for the median of the per-round ratios
-      met: ratioWall >= 0.95 && median(perRound.map((r) => r.wall)) >= 0.95,
+      met: ratioWall >= 0.95 && medianWall >= 0.95,
       rawBaselineReadingValues: {
         best: best(rawValuesRuns),
         runs: rawValuesRuns,
