@@ -317,13 +317,11 @@ const throughput = (
     const sink = sinkKind === "memory" ? recorder.sink : counting.sink
     const window = roundWindow(count)
     const finished = yield* Deferred.make<void>()
-    let firstClaimAt: number | undefined
     let completed = 0
     const counted = OutboxStore.of({
       ...store,
       claim: (partitionKey, token, limit) =>
         Effect.suspend(() => {
-          firstClaimAt ??= performance.now()
           window.open()
           return store.claim(partitionKey, token, limit)
         }),
@@ -350,7 +348,7 @@ const throughput = (
     yield* Fiber.interrupt(relay)
     return {
       ...result,
-      startMillis: Number(((firstClaimAt ?? startedAt) - startedAt).toFixed(1)),
+      startMillis: Number(((window.openedAt() ?? startedAt) - startedAt).toFixed(1)),
       recordsPerSecondFromStart: Math.round(count / fromStart)
     }
   }).pipe(Effect.provide(stores), Effect.orDie)
@@ -399,6 +397,8 @@ interface RoundWindow {
   readonly close: () => void
   /** The round's figures over the window (opened and closed now if that had not happened yet). */
   readonly result: () => Throughput
+  /** When the window opened (`performance.now()`), if it has. */
+  readonly openedAt: () => number | undefined
 }
 
 const roundWindow = (count: number): RoundWindow => {
@@ -434,7 +434,7 @@ const roundWindow = (count: number): RoundWindow => {
       ...(statements !== undefined ? { statements } : {})
     }
   }
-  return { open, close, result }
+  return { open, close, result, openedAt: () => startWall }
 }
 
 /**
@@ -1800,8 +1800,8 @@ const main = Effect.gen(function* () {
     cpu: Number((run.recordsPerSecondCpu / (rawRuns[r]?.recordsPerSecondCpu ?? 1)).toFixed(3))
   }))
   const medianWall = median(perRound.map((r) => r.wall))
-  // the same rounds timed from the relay's start (see `throughput`)
-  const fromStartBest = Math.max(...sqliteRuns.map((run) => run.recordsPerSecondFromStart ?? 0))
+  // the same rounds timed from the relay's start (see `throughput`): only their rate, for the ratios
+  const fromStartRuns = sqliteRuns.map((run) => ({ ...run, recordsPerSecondWall: run.recordsPerSecondFromStart ?? 0 }))
   const starts = sqliteRuns.map((run) => run.startMillis ?? 0)
   const result = {
     date: new Date().toISOString(),
@@ -1887,13 +1887,8 @@ const main = Effect.gen(function* () {
       ratioPerRound: perRound,
       ratioWallMedianOfRounds: medianWall,
       fromStart: {
-        best: fromStartBest,
-        ratioWall: Number((fromStartBest / raw.recordsPerSecondWall).toFixed(3)),
-        ratioWallMedianOfRounds: median(
-          sqliteRuns.map((run, r) =>
-            Number(((run.recordsPerSecondFromStart ?? 0) / (rawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3))
-          )
-        ),
+        best: best(fromStartRuns).recordsPerSecondWall,
+        ...ratiosAgainst(fromStartRuns, rawRuns),
         startMillis: { min: Math.min(...starts), median: median(starts), max: Math.max(...starts) },
         note:
           "the same relay rounds timed from the relay's start (before its first claim: partition discovery, lease acquires, the drainers' " +
