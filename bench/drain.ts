@@ -1733,10 +1733,9 @@ const main = Effect.gen(function* () {
     unkeyedRuns.push(yield* throughput(sqliteStores(), sqliteCount, "noop", relayOptions, "partition", "none"))
     console.log("sqlite relay, no ordering keys", unkeyedRuns[unkeyedRuns.length - 1])
   }
-  const perRoundRatios = (runs: ReadonlyArray<Throughput>, against: ReadonlyArray<Throughput> = laneRawRuns) =>
+  /** Each round's wall ratio to the round of `against` it alternated with. */
+  const perRoundRatios = (runs: ReadonlyArray<Throughput>, against: ReadonlyArray<Throughput>) =>
     runs.map((run, r) => Number((run.recordsPerSecondWall / (against[r]?.recordsPerSecondWall ?? 1)).toFixed(3)))
-  const laneRatios = perRoundRatios(laneRuns)
-  const unkeyedRatios = perRoundRatios(unkeyedRuns, unkeyedRawRuns)
   const floor = latencyFloor(sqliteLatency, sqlite.recordsPerSecondWall, best(interleavedRuns).recordsPerSecondWall)
   console.log(floor.statement)
 
@@ -1764,7 +1763,6 @@ const main = Effect.gen(function* () {
       `raw ${timedRaw.statements?.statementsPerBatch} (commits ${timedRaw.statements?.commitsPerBatch})`
   )
 
-  const ratioWall = Number((sqlite.recordsPerSecondWall / raw.recordsPerSecondWall).toFixed(3))
   const ratioCpu = Number((sqlite.recordsPerSecondCpu / raw.recordsPerSecondCpu).toFixed(3))
   /** A statement-timed round's wall time outside SQLite statements, in microseconds per record. */
   const outsideStatementsMicros = (run: Throughput): number =>
@@ -1799,7 +1797,10 @@ const main = Effect.gen(function* () {
     wall: Number((run.recordsPerSecondWall / (rawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3)),
     cpu: Number((run.recordsPerSecondCpu / (rawRuns[r]?.recordsPerSecondCpu ?? 1)).toFixed(3))
   }))
-  const medianWall = median(perRound.map((r) => r.wall))
+  // the goal's figures: best against best and the median of the per-round ratios
+  const goal = ratiosAgainst(sqliteRuns, rawRuns)
+  const ratioWall = goal.ratioWall
+  const medianWall = goal.ratioWallMedianOfRounds
   // the same rounds timed from the relay's start (see `throughput`): only their rate, for the ratios
   const fromStartRuns = sqliteRuns.map((run) => ({ ...run, recordsPerSecondWall: run.recordsPerSecondFromStart ?? 0 }))
   const starts = sqliteRuns.map((run) => run.startMillis ?? 0)
@@ -2012,10 +2013,7 @@ const main = Effect.gen(function* () {
         throughput: best(interleavedRuns),
         runs: interleavedRuns,
         rawRuns: laneRawRuns,
-        ratioWall: Number(
-          (best(interleavedRuns).recordsPerSecondWall / best(laneRawRuns).recordsPerSecondWall).toFixed(3)
-        ),
-        ratioWallPerRound: perRoundRatios(interleavedRuns),
+        ...ratiosAgainst(interleavedRuns, laneRawRuns),
         note:
           "informational: the goal's options with the backlog persisted 500 records per transaction, spread record by record over the 8 partitions " +
           "(each partition's records on eight times as many table pages; every claim and complete writes more pages), against the raw baseline, which persists by partition"
@@ -2025,19 +2023,14 @@ const main = Effect.gen(function* () {
         throughput: best(laneRuns),
         runs: laneRuns,
         rawRuns: laneRawRuns,
-        ratioWall: Number((best(laneRuns).recordsPerSecondWall / best(laneRawRuns).recordsPerSecondWall).toFixed(3)),
-        ratioWallPerRound: laneRatios,
+        ...ratiosAgainst(laneRuns, laneRawRuns),
         note: "informational, not the goal's configuration (the goal uses the default maxConcurrency 10)"
       },
       withoutOrderingKeys: {
         throughput: best(unkeyedRuns),
         runs: unkeyedRuns,
         rawRuns: unkeyedRawRuns,
-        ratioWall: Number(
-          (best(unkeyedRuns).recordsPerSecondWall / best(unkeyedRawRuns).recordsPerSecondWall).toFixed(3)
-        ),
-        ratioWallPerRound: unkeyedRatios,
-        ratioWallMedianOfRounds: median(unkeyedRatios),
+        ...ratiosAgainst(unkeyedRuns, unkeyedRawRuns),
         note:
           "informational: the goal's options and backlog layout with no record keyed, against the raw loop on the same backlog " +
           "(raw and relay alternating): every claimed record goes out in one wave, so the relay completes a batch in one call; " +

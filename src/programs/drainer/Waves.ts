@@ -406,7 +406,7 @@ export const runWave = (
       if (Lease.standsAgain(instance, token, state, batch.clock.unsafeCurrentTimeMillis())) {
         state.leaseHeldAt = undefined
         return Effect.flatMap(sendWave(instance, toSend, state, batch), (result) =>
-          afterSending(instance, wave, sent(instance, result), token, state, batch, lastOffered)
+          afterSending(instance, wave, noteSends(instance, result), token, state, batch, lastOffered)
         )
       }
     }
@@ -414,7 +414,7 @@ export const runWave = (
       for (const [slot, category] of unsendable) yield* Disposal.disposeUnsendable(instance, slot, category)
       if (toSend.length === 0) return yield* finish(instance, wave.slots, token, state, batch)
       const started = (yield* maySend(instance, toSend, token, state))
-        ? sent(instance, yield* sendWave(instance, toSend, state, batch))
+        ? noteSends(instance, yield* sendWave(instance, toSend, state, batch))
         : toSend.length
       return yield* afterSending(instance, wave, started, token, state, batch, lastOffered)
     })
@@ -440,7 +440,7 @@ const sendWave = (
  * After {@link sendWave}: keeps the width of the next wave (every lane while sends finish at once, see the
  * module doc) and returns how many of the wave's records, from the first, were started.
  */
-const sent = (instance: Instance, result: Sender.SendAllResult): number => {
+const noteSends = (instance: Instance, result: Sender.SendAllResult): number => {
   instance.sendsAtOnce = result.atOnce
   return result.started
 }
