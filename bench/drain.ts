@@ -1793,14 +1793,15 @@ const main = Effect.gen(function* () {
     runs,
     ...ratiosAgainst(runs, rawRuns)
   })
-  const perRound = sqliteRuns.map((run, r) => ({
-    wall: Number((run.recordsPerSecondWall / (rawRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3)),
-    cpu: Number((run.recordsPerSecondCpu / (rawRuns[r]?.recordsPerSecondCpu ?? 1)).toFixed(3))
-  }))
   // the goal's figures: best against best and the median of the per-round ratios
   const goal = ratiosAgainst(sqliteRuns, rawRuns)
   const ratioWall = goal.ratioWall
   const medianWall = goal.ratioWallMedianOfRounds
+  // each round's ratios, wall (the goal's) and CPU
+  const perRound = sqliteRuns.map((run, r) => ({
+    wall: goal.ratioWallPerRound[r] ?? 0,
+    cpu: Number((run.recordsPerSecondCpu / (rawRuns[r]?.recordsPerSecondCpu ?? 1)).toFixed(3))
+  }))
   // the same rounds timed from the relay's start (see `throughput`): only their rate, for the ratios
   const fromStartRuns = sqliteRuns.map((run) => ({ ...run, recordsPerSecondWall: run.recordsPerSecondFromStart ?? 0 }))
   const starts = sqliteRuns.map((run) => run.startMillis ?? 0)
