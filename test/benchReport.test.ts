@@ -115,6 +115,9 @@ const dynamodbThroughput = {
   notes: ["raw = the same SDK client"]
 }
 
+/** A drain round's rates, wall clock and CPU, as the drain results hold them. */
+const throughput = (wall: number, cpu: number) => ({ recordsPerSecondWall: wall, recordsPerSecondCpu: cpu })
+
 const run = (producers: number, recordsPerSecond: number, p50: number, p99: number) => ({
   producers,
   recordsPerSecond,
@@ -236,7 +239,6 @@ describe("bench report", () => {
   })
 
   it("renders the drain table with its informational variants and the SQLite statement-time paragraph", () => {
-    const throughput = (wall: number, cpu: number) => ({ recordsPerSecondWall: wall, recordsPerSecondCpu: cpu })
     const drain = {
       date: "2026-12-02T12:00:00.000Z",
       loadAverage1m: { before: 0.5, after: 0.7 },
@@ -271,7 +273,6 @@ describe("bench report", () => {
   })
 
   it("renders the relay's rounds timed from its start beside the goal's, and what its start took", () => {
-    const throughput = (wall: number, cpu: number) => ({ recordsPerSecondWall: wall, recordsPerSecondCpu: cpu })
     const sqlite = {
       throughput: throughput(9_000, 8_000),
       rawBaseline: { best: throughput(10_000, 12_000) },
@@ -300,7 +301,6 @@ describe("bench report", () => {
     expect(before).not.toContain("a fixed cost that does not grow with the backlog")
   })
   it("renders the SQLite relay goal's ceiling on the store's client: the hand-written drain and the verdict", () => {
-    const throughput = (wall: number, cpu: number) => ({ recordsPerSecondWall: wall, recordsPerSecondCpu: cpu })
     const statementTime = {
       raw: { wallSeconds: 2, statements: { seconds: 1.9, commits: 400, commitMedianMillis: 0.3 } },
       relay: {
