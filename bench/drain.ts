@@ -1733,9 +1733,6 @@ const main = Effect.gen(function* () {
     unkeyedRuns.push(yield* throughput(sqliteStores(), sqliteCount, "noop", relayOptions, "partition", "none"))
     console.log("sqlite relay, no ordering keys", unkeyedRuns[unkeyedRuns.length - 1])
   }
-  /** Each round's wall ratio to the round of `against` it alternated with. */
-  const perRoundRatios = (runs: ReadonlyArray<Throughput>, against: ReadonlyArray<Throughput>) =>
-    runs.map((run, r) => Number((run.recordsPerSecondWall / (against[r]?.recordsPerSecondWall ?? 1)).toFixed(3)))
   const floor = latencyFloor(sqliteLatency, sqlite.recordsPerSecondWall, best(interleavedRuns).recordsPerSecondWall)
   console.log(floor.statement)
 
@@ -1775,6 +1772,12 @@ const main = Effect.gen(function* () {
     relayStatementSeconds > 0
       ? Number((timedRaw.wallSeconds / (relayStatementSeconds + (micros * sqliteCount) / 1e6)).toFixed(3))
       : undefined
+  /** Each round's ratio (wall clock, or CPU with `rate`) to the round of `against` it alternated with. */
+  const perRoundRatios = (
+    runs: ReadonlyArray<Throughput>,
+    against: ReadonlyArray<Throughput>,
+    rate: "recordsPerSecondWall" | "recordsPerSecondCpu" = "recordsPerSecondWall"
+  ) => runs.map((run, r) => Number((run[rate] / (against[r]?.[rate] ?? 1)).toFixed(3)))
   /** `runs` against `baseline`'s rounds: best against best, round by round, and the median of the rounds. */
   const ratiosAgainst = (runs: ReadonlyArray<Throughput>, baseline: ReadonlyArray<Throughput>) => {
     const perRound = perRoundRatios(runs, baseline)
@@ -1798,10 +1801,8 @@ const main = Effect.gen(function* () {
   const ratioWall = goal.ratioWall
   const medianWall = goal.ratioWallMedianOfRounds
   // each round's ratios, wall (the goal's) and CPU
-  const perRound = sqliteRuns.map((run, r) => ({
-    wall: goal.ratioWallPerRound[r] ?? 0,
-    cpu: Number((run.recordsPerSecondCpu / (rawRuns[r]?.recordsPerSecondCpu ?? 1)).toFixed(3))
-  }))
+  const cpuPerRound = perRoundRatios(sqliteRuns, rawRuns, "recordsPerSecondCpu")
+  const perRound = goal.ratioWallPerRound.map((wall, r) => ({ wall, cpu: cpuPerRound[r] ?? 0 }))
   // the same rounds timed from the relay's start (see `throughput`): only their rate, for the ratios
   const fromStartRuns = sqliteRuns.map((run) => ({ ...run, recordsPerSecondWall: run.recordsPerSecondFromStart ?? 0 }))
   const starts = sqliteRuns.map((run) => run.startMillis ?? 0)
