@@ -1798,6 +1798,8 @@ const main = Effect.gen(function* () {
   })
   // the goal's figures: best against best and the median of the per-round ratios
   const goal = ratiosAgainst(sqliteRuns, rawRuns)
+  // the relay against the hand-written drain it alternated with, round by round
+  const relayToHandWritten = ratiosAgainst(sqliteRuns, handRuns)
   const ratioWall = goal.ratioWall
   const medianWall = goal.ratioWallMedianOfRounds
   // each round's ratios, wall (the goal's) and CPU
@@ -1917,12 +1919,8 @@ const main = Effect.gen(function* () {
       handWrittenDrain: {
         ...againstRawRounds(handRuns),
         relayToHandWritten: {
-          bestToBest: Number((sqlite.recordsPerSecondWall / best(handRuns).recordsPerSecondWall).toFixed(3)),
-          medianOfRounds: median(
-            sqliteRuns.map((run, r) =>
-              Number((run.recordsPerSecondWall / (handRuns[r]?.recordsPerSecondWall ?? 1)).toFixed(3))
-            )
-          )
+          bestToBest: relayToHandWritten.ratioWall,
+          medianOfRounds: relayToHandWritten.ratioWallMedianOfRounds
         },
         note:
           "what code on the client the store must use reaches when it keeps the relay's order: the raw baseline's drain written on Effect and " +
