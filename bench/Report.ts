@@ -563,7 +563,8 @@ const cpuProfileLines = (sqlite: unknown): Array<string> => {
   const out = [
     `Where the SQLite sides' time goes (V8's sampling profiler over ${formatNumber(
       num(sides, present[0]?.[0] ?? "", "rounds")
-    )} more rounds of each side, median milliseconds a round):`,
+    )} more rounds of each side, median milliseconds a round; SQLite also counts the samples V8 credits to the ` +
+      "JavaScript frame that called a statement, most of the time a read spends making its rows' values):",
     "",
     ...table(["category", ...present.map(([, label]) => label)], rows)
   ]

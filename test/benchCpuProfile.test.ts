@@ -47,6 +47,31 @@ describe("bench CPU profile", () => {
     expect(round.busyMillis).toBe(2.9)
   })
 
+  it("counts the samples of a frame that calls better-sqlite3 directly as SQLite's, and no other frame's", () => {
+    const client = "file:///work/x/node_modules/@effect/sql-sqlite-node/dist/esm/SqliteClient.js"
+    const profile: CpuProfile.Profile = {
+      nodes: [
+        { ...node(1, "(root)", ""), children: [2, 5] },
+        // the client's statement call, and the native read it made
+        { ...node(2, "try", client), children: [3, 4] },
+        node(3, "all", ""),
+        // a callee of the same frame that is not SQLite's
+        node(4, "hash", "file:///work/x/node_modules/effect/dist/esm/Hash.js"),
+        // the same client function on another path, where it called no statement
+        { ...node(5, "try", client), children: [6] },
+        node(6, "(garbage collector)", "")
+      ],
+      samples: [2, 3, 4, 5, 6],
+      timeDeltas: [600, 300, 100, 200, 50]
+    }
+    expect(CpuProfile.summarise(profile).categories).toEqual({
+      "SQLite (native)": 0.9,
+      "Effect runtime": 0.1,
+      "@effect/sql client": 0.2,
+      "garbage collection": 0.1
+    })
+  })
+
   it("takes the median of a side's rounds, category by category", () => {
     const round = (sqlite: number, effect: number): CpuProfile.ProfiledRound => ({
       sampledMillis: sqlite + effect,
