@@ -92,7 +92,7 @@ const categoryOf = ({ functionName, url }: ProfileNode["callFrame"]): string | u
   if ((functionName === "dispatch" && url === "") || functionName === "(root)") return undefined
   if (functionName === "(idle)") return "idle"
   if (functionName === "(garbage collector)") return "garbage collection"
-  if (url === "") return isSqliteNative({ functionName, url }) ? "SQLite (native)" : "Node.js and V8"
+  if (url === "") return sqliteNatives.has(functionName) ? "SQLite (native)" : "Node.js and V8"
   if (url.includes("/node_modules/@effect/sql")) return "@effect/sql client"
   if (url.includes("/node_modules/effect/")) return "Effect runtime"
   if (url.includes("/src/")) return "library (src/)"
