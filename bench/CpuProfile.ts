@@ -87,12 +87,13 @@ const isSqliteNative = ({ functionName, url }: ProfileNode["callFrame"]): boolea
  * The category of a sample by its innermost frame (`idle`: the thread waited, for a timer or for I/O);
  * `undefined` for the profiler's own frames.
  */
-const categoryOf = ({ functionName, url }: ProfileNode["callFrame"]): string | undefined => {
+const categoryOf = (frame: ProfileNode["callFrame"]): string | undefined => {
+  const { functionName, url } = frame
   // the inspector's own message dispatch (the profile's hand-over) and the root are the profiler's
   if ((functionName === "dispatch" && url === "") || functionName === "(root)") return undefined
   if (functionName === "(idle)") return "idle"
   if (functionName === "(garbage collector)") return "garbage collection"
-  if (url === "") return sqliteNatives.has(functionName) ? "SQLite (native)" : "Node.js and V8"
+  if (url === "") return isSqliteNative(frame) ? "SQLite (native)" : "Node.js and V8"
   if (url.includes("/node_modules/@effect/sql")) return "@effect/sql client"
   if (url.includes("/node_modules/effect/")) return "Effect runtime"
   if (url.includes("/src/")) return "library (src/)"

@@ -1963,8 +1963,9 @@ const main = Effect.gen(function* () {
           "the median of the rounds, milliseconds per round of the goal's backlog): SQLite = better-sqlite3's native statement " +
           "calls, and the JavaScript frames that call them directly (V8 credits to such a frame most of the time a read spends " +
           "making its rows' values); @effect/sql client = the rest of @effect/sql and @effect/sql-sqlite-node's JavaScript; " +
-          "Effect runtime = the effect package (the run loop, fibers, and code it inlines); library = src/; the profiler's own cost is in every side; sides: the raw baseline, the relay, " +
-          "the store's calls in the relay's shape (storeCallsDrainInOrder), the hand-written drain; informational"
+          "Effect runtime = the effect package (the run loop, fibers, and code it inlines); library = src/; the profiler's own " +
+          "cost is in every side; sides: the raw baseline, the relay, the store's calls in the relay's shape " +
+          "(storeCallsDrainInOrder), the hand-written drain; informational"
       },
       statementTime: {
         raw: timedRaw,
