@@ -29,9 +29,15 @@ export interface ProfiledRound {
   readonly libraryFiles: Record<string, number>
 }
 
+/**
+ * The category of better-sqlite3's native calls and of the JavaScript frames that call them directly (see
+ * `sqliteCallers`).
+ */
+const sqliteCategory = "SQLite (native)"
+
 /** The categories, in the order a report lists them. */
 export const categories = [
-  "SQLite (native)",
+  sqliteCategory,
   "@effect/sql client",
   "Effect runtime",
   "library (src/)",
@@ -93,7 +99,7 @@ const categoryOf = (frame: ProfileNode["callFrame"]): string | undefined => {
   if ((functionName === "dispatch" && url === "") || functionName === "(root)") return undefined
   if (functionName === "(idle)") return "idle"
   if (functionName === "(garbage collector)") return "garbage collection"
-  if (url === "") return isSqliteNative(frame) ? "SQLite (native)" : "Node.js and V8"
+  if (url === "") return isSqliteNative(frame) ? sqliteCategory : "Node.js and V8"
   if (url.includes("/node_modules/@effect/sql")) return "@effect/sql client"
   if (url.includes("/node_modules/effect/")) return "Effect runtime"
   if (url.includes("/src/")) return "library (src/)"
@@ -134,7 +140,7 @@ export const summarise = (profile: Profile): ProfiledRound => {
     const node = byId.get(samples[i] ?? -1)
     const micros = deltas[i] ?? 0
     if (node === undefined) continue
-    const category = callers.has(node.id) ? "SQLite (native)" : categoryOf(node.callFrame)
+    const category = callers.has(node.id) ? sqliteCategory : categoryOf(node.callFrame)
     if (category === undefined) continue
     sampled += micros
     byCategory[category] = (byCategory[category] ?? 0) + micros
